@@ -1,0 +1,4 @@
+//! `cluster-cli`: the only binary. Reads arguments, environment and files; everything else is
+//! in the libraries.
+
+fn main() {}

@@ -1,0 +1,79 @@
+//! Stan's window schedule and the adaptation estimators.
+
+use super::windowed::{Welford, Windows};
+use super::*;
+
+/// Ends of the slow windows for a given warmup length.
+fn window_ends(num_warmup: u64) -> Vec<u64> {
+    let mut windows = Windows::new(num_warmup, WindowOptions::default());
+    let mut ends = Vec::new();
+    for iteration in 0..num_warmup {
+        if windows.at_window_end() {
+            ends.push(iteration);
+        }
+        windows.advance_for_test();
+    }
+    ends
+}
+
+#[test]
+fn stan_windows_for_1000_warmup_iterations() {
+    // Stan: 75 step-size iterations, windows of 25, 50, 100, 200 and a stretched last one of
+    // 500 ending at iteration 949, then a 50-iteration terminal buffer.
+    assert_eq!(window_ends(1000), vec![99, 149, 249, 449, 949]);
+}
+
+#[test]
+fn short_warmup_uses_proportional_buffers() {
+    // 100 iterations: 15 / 75 / 10, a single slow window ending at 89.
+    assert_eq!(window_ends(100), vec![89]);
+    assert_eq!(window_ends(19), Vec::<u64>::new());
+}
+
+#[test]
+fn welford_matches_two_pass_covariance() {
+    let xs = [
+        [1.0, 2.0],
+        [0.5, -1.0],
+        [2.5, 0.0],
+        [-1.0, 1.5],
+        [0.0, 0.25],
+    ];
+    let mut dense = Welford::new(2, true);
+    let mut diag = Welford::new(2, false);
+    for x in &xs {
+        dense.add(x);
+        diag.add(x);
+    }
+    let n = xs.len() as f64;
+    let mean = [
+        xs.iter().map(|x| x[0]).sum::<f64>() / n,
+        xs.iter().map(|x| x[1]).sum::<f64>() / n,
+    ];
+    for i in 0..2 {
+        for j in 0..2 {
+            let two_pass: f64 = xs.iter().map(|x| (x[i] - mean[i]) * (x[j] - mean[j])).sum();
+            assert!((dense.sum_squares()[i * 2 + j] - two_pass).abs() < 1e-12);
+            if i == j {
+                assert!((diag.sum_squares()[i] - two_pass).abs() < 1e-12);
+            }
+        }
+    }
+}
+
+#[test]
+fn dual_averaging_moves_towards_the_target() {
+    let mut dual = DualAverage::new(DualAverageOptions::default(), 1.0, f64::INFINITY);
+    // Acceptance always too low: the step size must shrink.
+    let mut step = 1.0;
+    for _ in 0..50 {
+        step = dual.update(0.2);
+    }
+    assert!(step < 0.1, "step {step}");
+    // nutpie's cap.
+    let mut capped = DualAverage::new(DualAverageOptions::default(), 1.0, std::f64::consts::PI);
+    for _ in 0..50 {
+        capped.update(1.0);
+    }
+    assert!(capped.current() <= std::f64::consts::PI + 1e-12);
+}

@@ -1,0 +1,602 @@
+//! The CPU evaluator: log density and reverse-mode gradient of a [`Program`], in f64.
+//!
+//! A forward sweep writes every slot of the tape; densities add their partial derivatives to
+//! the adjoint tape as they go (their output feeds only the log density). A backward sweep over
+//! the slot-writing instructions, in reverse, then carries adjoints down to the unconstrained
+//! parameters. The tape and adjoint buffers are allocated once per [`Evaluator`]; an evaluation
+//! allocates nothing.
+
+use std::sync::Arc;
+
+use crate::dist::{self, Arg};
+use crate::program::{Inst, MapOp, Operand, Program, Slot, Transform, ZipOp};
+use crate::special::{logistic, softplus};
+
+/// A log density with gradient: what the sampler needs from a model.
+///
+/// Implementations own their scratch space, so each chain holds its own.
+pub trait LogDensity {
+    /// Length of the unconstrained parameter vector.
+    fn dim(&self) -> usize;
+
+    /// Returns `log p(theta)` (up to a constant) and writes its gradient into `grad`.
+    ///
+    /// A non-finite value means the point is outside the support (or the computation
+    /// overflowed); the sampler treats it as a divergence, not an error.
+    fn logp_grad(&mut self, theta: &[f64], grad: &mut [f64]) -> f64;
+
+    /// Number of values reported per draw.
+    fn n_outputs(&self) -> usize {
+        self.dim()
+    }
+
+    /// Writes the values reported for the draw at `theta` (by default `theta` itself).
+    fn write_outputs(&mut self, theta: &[f64], out: &mut [f64]) {
+        out.copy_from_slice(theta);
+    }
+
+    /// Says, in words, why the log density or its gradient is not finite at `theta`.
+    fn explain(&mut self, _theta: &[f64]) -> Option<String> {
+        None
+    }
+}
+
+/// Evaluates one [`Program`]. Cheap to create; one per chain.
+#[derive(Clone, Debug)]
+pub struct Evaluator {
+    program: Arc<Program>,
+    tape: Vec<f64>,
+    adj: Vec<f64>,
+}
+
+impl Evaluator {
+    /// An evaluator with its own scratch buffers.
+    pub fn new(program: Arc<Program>) -> Evaluator {
+        let tape = vec![0.0; program.tape_len];
+        let adj = vec![0.0; program.tape_len];
+        Evaluator { program, tape, adj }
+    }
+
+    /// The program evaluated.
+    pub fn program(&self) -> &Arc<Program> {
+        &self.program
+    }
+
+    /// Log density only (the gradient is computed and discarded).
+    pub fn logp(&mut self, theta: &[f64]) -> f64 {
+        let mut grad = vec![0.0; self.program.dim];
+        self.logp_grad(theta, &mut grad)
+    }
+}
+
+impl LogDensity for Evaluator {
+    fn dim(&self) -> usize {
+        self.program.dim
+    }
+
+    fn logp_grad(&mut self, theta: &[f64], grad: &mut [f64]) -> f64 {
+        let program = &*self.program;
+        debug_assert_eq!(theta.len(), program.dim);
+        grad.fill(0.0);
+        self.adj.fill(0.0);
+        let lp = forward(
+            program,
+            theta,
+            &mut self.tape,
+            Some(&mut self.adj),
+            Some(grad),
+        );
+        backward(program, &self.tape, &mut self.adj, grad);
+        lp
+    }
+
+    fn n_outputs(&self) -> usize {
+        self.program
+            .outputs
+            .iter()
+            .map(|output| output.len as usize)
+            .sum()
+    }
+
+    /// Writes the constrained parameters and transformed parameters at `theta`, in the order
+    /// of [`Program::columns`], into `out`.
+    fn write_outputs(&mut self, theta: &[f64], out: &mut [f64]) {
+        let program = &*self.program;
+        forward(program, theta, &mut self.tape, None, None);
+        let mut column = 0;
+        for output in &program.outputs {
+            let len = output.len as usize;
+            let values = operand_values(program, &self.tape, &output.value);
+            for i in 0..len {
+                out[column + i] = values[if values.len() == 1 { 0 } else { i }];
+            }
+            column += len;
+        }
+    }
+
+    fn explain(&mut self, theta: &[f64]) -> Option<String> {
+        explain(&self.program, theta)
+    }
+}
+
+fn slot_range(slot: Slot) -> std::ops::Range<usize> {
+    slot.offset as usize..(slot.offset + slot.len) as usize
+}
+
+/// The values of an operand: a tape or data run, or a one-element constant.
+fn operand_values<'a>(program: &'a Program, tape: &'a [f64], operand: &'a Operand) -> &'a [f64] {
+    match operand {
+        Operand::Slot(id) => &tape[slot_range(program.slot(*id))],
+        Operand::Data(data) => {
+            &program.data[data.offset as usize..(data.offset + data.len) as usize]
+        }
+        Operand::Const(value) => std::slice::from_ref(value),
+    }
+}
+
+fn adj_offset(program: &Program, operand: &Operand) -> Option<usize> {
+    match operand {
+        Operand::Slot(id) => Some(program.slot(*id).offset as usize),
+        _ => None,
+    }
+}
+
+fn arg<'a>(program: &'a Program, tape: &'a [f64], operand: &'a Operand) -> Arg<'a> {
+    let vals = operand_values(program, tape, operand);
+    Arg {
+        vals,
+        stride: usize::from(vals.len() > 1),
+        adj: adj_offset(program, operand),
+    }
+}
+
+/// Runs the instructions; returns the log density. With `adj` and `grad`, densities add
+/// their partial derivatives (and transforms their log-Jacobian derivatives).
+fn forward(
+    program: &Program,
+    theta: &[f64],
+    tape: &mut [f64],
+    mut adj: Option<&mut Vec<f64>>,
+    mut grad: Option<&mut [f64]>,
+) -> f64 {
+    let mut lp = 0.0;
+    for inst in &program.insts {
+        lp += step(
+            program,
+            inst,
+            theta,
+            tape,
+            adj.as_deref_mut().map(Vec::as_mut_slice),
+            grad.as_deref_mut(),
+        );
+    }
+    lp
+}
+
+/// Runs one instruction; returns what it adds to the log density. Densities are skipped
+/// (they add nothing) when `adj` is `None`.
+fn step(
+    program: &Program,
+    inst: &Inst,
+    theta: &[f64],
+    tape: &mut [f64],
+    adj: Option<&mut [f64]>,
+    grad: Option<&mut [f64]>,
+) -> f64 {
+    match inst {
+        Inst::Constrain {
+            transform,
+            theta: range,
+            dst,
+        } => {
+            let coords = range.offset as usize..(range.offset + range.len) as usize;
+            let out = &mut tape[slot_range(program.slot(*dst))];
+            constrain(
+                *transform,
+                &theta[coords.clone()],
+                out,
+                grad.map(|g| &mut g[coords]),
+            )
+        }
+        Inst::Map { .. }
+        | Inst::Zip { .. }
+        | Inst::Sum { .. }
+        | Inst::Cumsum { .. }
+        | Inst::Dot { .. }
+        | Inst::Matvec { .. }
+        | Inst::Gather { .. } => {
+            value_forward(program, inst, tape);
+            0.0
+        }
+        Inst::Density {
+            kind,
+            x,
+            params,
+            len,
+            ..
+        } => {
+            let Some(adj) = adj else { return 0.0 };
+            let tape = &*tape;
+            let x = arg(program, tape, x);
+            let p = [
+                arg(program, tape, &params[0]),
+                arg(program, tape, &params[1]),
+                arg(program, tape, &params[2]),
+            ];
+            dist::density(*kind, &x, &p, *len as usize, adj)
+        }
+        Inst::RandomWalk {
+            x,
+            sigma,
+            drift,
+            init_mu,
+            init_sigma,
+            ..
+        } => {
+            let Some(adj) = adj else { return 0.0 };
+            let tape = &*tape;
+            dist::random_walk(
+                adj,
+                program.len_of(*x),
+                &arg(program, tape, x),
+                &arg(program, tape, sigma),
+                &arg(program, tape, drift),
+                &arg(program, tape, init_mu),
+                &arg(program, tape, init_sigma),
+            )
+        }
+        Inst::Factor { a, .. } => {
+            let Some(adj) = adj else { return 0.0 };
+            let values = operand_values(program, tape, a);
+            if let Some(offset) = adj_offset(program, a) {
+                for g in &mut adj[offset..offset + values.len()] {
+                    *g += 1.0;
+                }
+            }
+            values.iter().sum()
+        }
+    }
+}
+
+/// Finds the first instruction that makes the log density non-finite and says which
+/// statement or parameter it comes from.
+fn explain(program: &Program, theta: &[f64]) -> Option<String> {
+    let mut tape = vec![0.0; program.tape_len];
+    let mut adj = vec![0.0; program.tape_len];
+    let mut grad = vec![0.0; program.dim];
+    for inst in &program.insts {
+        let lp = step(
+            program,
+            inst,
+            theta,
+            &mut tape,
+            Some(&mut adj),
+            Some(&mut grad),
+        );
+        let (what, bad) = match inst {
+            Inst::Constrain { theta: range, .. } => (
+                format!(
+                    "the transform of unconstrained coordinates {}..{}",
+                    range.offset,
+                    range.offset + range.len
+                ),
+                !lp.is_finite(),
+            ),
+            Inst::Density { source, .. }
+            | Inst::RandomWalk { source, .. }
+            | Inst::Factor { source, .. } => {
+                (format!("statement model[{}]", source.0), !lp.is_finite())
+            }
+            _ => continue,
+        };
+        if bad {
+            return Some(format!("{what} gives log density {lp}"));
+        }
+    }
+    if let Some(i) = grad.iter().position(|g| !g.is_finite()) {
+        return Some(format!(
+            "the gradient is not finite in unconstrained coordinate {i}"
+        ));
+    }
+    None
+}
+
+fn constrain(transform: Transform, u: &[f64], x: &mut [f64], grad: Option<&mut [f64]>) -> f64 {
+    let mut log_jacobian = 0.0;
+    match transform {
+        Transform::Identity => x.copy_from_slice(u),
+        Transform::Lower(lower) => {
+            for (x, &u) in x.iter_mut().zip(u) {
+                *x = lower + u.exp();
+                log_jacobian += u;
+            }
+            if let Some(grad) = grad {
+                grad.iter_mut().for_each(|g| *g += 1.0);
+            }
+        }
+        Transform::Upper(upper) => {
+            for (x, &u) in x.iter_mut().zip(u) {
+                *x = upper - u.exp();
+                log_jacobian += u;
+            }
+            if let Some(grad) = grad {
+                grad.iter_mut().for_each(|g| *g += 1.0);
+            }
+        }
+        Transform::Interval(lower, upper) => {
+            let width = upper - lower;
+            let log_width = width.ln();
+            for (x, &u) in x.iter_mut().zip(u) {
+                *x = lower + width * logistic(u);
+                log_jacobian += log_width - softplus(-u) - softplus(u);
+            }
+            if let Some(grad) = grad {
+                for (g, &u) in grad.iter_mut().zip(u) {
+                    *g += 1.0 - 2.0 * logistic(u);
+                }
+            }
+        }
+    }
+    log_jacobian
+}
+
+fn map_forward(op: MapOp, a: &[f64], out: &mut [f64]) {
+    let f: fn(f64) -> f64 = match op {
+        MapOp::Neg => |a| -a,
+        MapOp::Exp => f64::exp,
+        MapOp::Log => f64::ln,
+        MapOp::Log1p => f64::ln_1p,
+        MapOp::Expm1 => f64::exp_m1,
+        MapOp::Softplus => softplus,
+        MapOp::Logistic => logistic,
+        MapOp::Sqrt => f64::sqrt,
+        MapOp::Abs => f64::abs,
+    };
+    for (o, &a) in out.iter_mut().zip(a) {
+        *o = f(a);
+    }
+}
+
+fn zip_forward(op: ZipOp, a: &[f64], b: &[f64], out: &mut [f64]) {
+    let f: fn(f64, f64) -> f64 = match op {
+        ZipOp::Add => |a, b| a + b,
+        ZipOp::Sub => |a, b| a - b,
+        ZipOp::Mul => |a, b| a * b,
+        ZipOp::Div => |a, b| a / b,
+        ZipOp::Pow => f64::powf,
+    };
+    match (a.len(), b.len()) {
+        (1, 1) => out[0] = f(a[0], b[0]),
+        (1, _) => out.iter_mut().zip(b).for_each(|(o, &b)| *o = f(a[0], b)),
+        (_, 1) => out.iter_mut().zip(a).for_each(|(o, &a)| *o = f(a, b[0])),
+        _ => out
+            .iter_mut()
+            .zip(a.iter().zip(b))
+            .for_each(|(o, (&a, &b))| *o = f(a, b)),
+    }
+}
+
+/// Forward step of the instructions that only read operands and write their slot.
+/// Shared with constant folding in [`crate::lower`], which runs it on a scratch program.
+pub(crate) fn value_forward(program: &Program, inst: &Inst, tape: &mut [f64]) {
+    let dst = match inst {
+        Inst::Map { dst, .. }
+        | Inst::Zip { dst, .. }
+        | Inst::Sum { dst, .. }
+        | Inst::Cumsum { dst, .. }
+        | Inst::Dot { dst, .. }
+        | Inst::Matvec { dst, .. }
+        | Inst::Gather { dst, .. } => *dst,
+        _ => return,
+    };
+    let slot = program.slot(dst);
+    let (before, after) = tape.split_at_mut(slot.offset as usize);
+    let out = &mut after[..slot.len as usize];
+    let before = &*before;
+    macro_rules! values {
+        ($operand:expr) => {
+            operand_values(program, before, $operand)
+        };
+    }
+    // A source that is itself a slot is always earlier on the tape than the destination.
+    match inst {
+        Inst::Map { op, a, .. } => map_forward(*op, values!(a), out),
+        Inst::Zip { op, a, b, .. } => zip_forward(*op, values!(a), values!(b), out),
+        Inst::Sum { a, .. } => out[0] = values!(a).iter().sum(),
+        Inst::Cumsum { a, .. } => {
+            let mut running = 0.0;
+            for (o, &a) in out.iter_mut().zip(values!(a)) {
+                running += a;
+                *o = running;
+            }
+        }
+        Inst::Dot { a, b, .. } => {
+            out[0] = values!(a).iter().zip(values!(b)).map(|(a, b)| a * b).sum()
+        }
+        Inst::Matvec { m, v, .. } => {
+            let v = values!(v);
+            let cols = m.cols as usize;
+            let matrix =
+                &program.data[m.offset as usize..m.offset as usize + m.rows as usize * cols];
+            for (o, row) in out.iter_mut().zip(matrix.chunks_exact(cols)) {
+                *o = row.iter().zip(v).map(|(m, v)| m * v).sum();
+            }
+        }
+        Inst::Gather { a, idx, .. } => {
+            let a = values!(a);
+            let index = &program.index[idx.offset as usize..(idx.offset + idx.len) as usize];
+            for (o, &i) in out.iter_mut().zip(index) {
+                *o = a[i as usize];
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Carries adjoints from each written slot back to its operands, last instruction first.
+fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) {
+    for inst in program.insts.iter().rev() {
+        match inst {
+            Inst::Constrain {
+                transform,
+                theta: range,
+                dst,
+            } => {
+                let slot = slot_range(program.slot(*dst));
+                let x = &tape[slot.clone()];
+                let x_adj = &adj[slot];
+                let g = &mut grad[range.offset as usize..(range.offset + range.len) as usize];
+                match *transform {
+                    Transform::Identity => {
+                        g.iter_mut().zip(x_adj).for_each(|(g, a)| *g += a);
+                    }
+                    Transform::Lower(lower) => {
+                        for ((g, a), x) in g.iter_mut().zip(x_adj).zip(x) {
+                            *g += a * (x - lower);
+                        }
+                    }
+                    Transform::Upper(upper) => {
+                        for ((g, a), x) in g.iter_mut().zip(x_adj).zip(x) {
+                            *g -= a * (upper - x);
+                        }
+                    }
+                    Transform::Interval(lower, upper) => {
+                        let width = upper - lower;
+                        for ((g, a), x) in g.iter_mut().zip(x_adj).zip(x) {
+                            let s = (x - lower) / width;
+                            *g += a * width * s * (1.0 - s);
+                        }
+                    }
+                }
+            }
+            Inst::Map { op, a, dst } => {
+                let Some(a_off) = adj_offset(program, a) else {
+                    continue;
+                };
+                let slot = slot_range(program.slot(*dst));
+                let a_vals = operand_values(program, tape, a);
+                for (i, out_i) in slot.clone().enumerate() {
+                    let out_adj = adj[out_i];
+                    if out_adj == 0.0 {
+                        continue;
+                    }
+                    let a = a_vals[i];
+                    let out = tape[out_i];
+                    let d = match op {
+                        MapOp::Neg => -1.0,
+                        MapOp::Exp => out,
+                        MapOp::Log => 1.0 / a,
+                        MapOp::Log1p => 1.0 / (1.0 + a),
+                        MapOp::Expm1 => out + 1.0,
+                        MapOp::Softplus => logistic(a),
+                        MapOp::Logistic => out * (1.0 - out),
+                        MapOp::Sqrt => 0.5 / out,
+                        MapOp::Abs => a.signum() * f64::from(u8::from(a != 0.0)),
+                    };
+                    adj[a_off + i] += out_adj * d;
+                }
+            }
+            Inst::Zip { op, a, b, dst } => {
+                let slot = slot_range(program.slot(*dst));
+                let a_vals = operand_values(program, tape, a);
+                let b_vals = operand_values(program, tape, b);
+                let (a_off, b_off) = (adj_offset(program, a), adj_offset(program, b));
+                let a_stride = usize::from(a_vals.len() > 1);
+                let b_stride = usize::from(b_vals.len() > 1);
+                for (i, out_i) in slot.clone().enumerate() {
+                    let out_adj = adj[out_i];
+                    let (x, y) = (a_vals[i * a_stride], b_vals[i * b_stride]);
+                    let (da, db) = match op {
+                        ZipOp::Add => (1.0, 1.0),
+                        ZipOp::Sub => (1.0, -1.0),
+                        ZipOp::Mul => (y, x),
+                        ZipOp::Div => (1.0 / y, -tape[out_i] / y),
+                        ZipOp::Pow => {
+                            let da = if a_off.is_some() {
+                                y * x.powf(y - 1.0)
+                            } else {
+                                0.0
+                            };
+                            let db = if b_off.is_some() {
+                                tape[out_i] * x.ln()
+                            } else {
+                                0.0
+                            };
+                            (da, db)
+                        }
+                    };
+                    if let Some(off) = a_off {
+                        adj[off + i * a_stride] += out_adj * da;
+                    }
+                    if let Some(off) = b_off {
+                        adj[off + i * b_stride] += out_adj * db;
+                    }
+                }
+            }
+            Inst::Sum { a, dst } => {
+                if let Some(off) = adj_offset(program, a) {
+                    let out_adj = adj[program.slot(*dst).offset as usize];
+                    let len = program.len_of(*a);
+                    adj[off..off + len].iter_mut().for_each(|g| *g += out_adj);
+                }
+            }
+            Inst::Cumsum { a, dst } => {
+                if let Some(off) = adj_offset(program, a) {
+                    let slot = program.slot(*dst);
+                    let mut running = 0.0;
+                    for i in (0..slot.len as usize).rev() {
+                        running += adj[slot.offset as usize + i];
+                        adj[off + i] += running;
+                    }
+                }
+            }
+            Inst::Dot { a, b, dst } => {
+                let out_adj = adj[program.slot(*dst).offset as usize];
+                let a_vals = operand_values(program, tape, a);
+                let b_vals = operand_values(program, tape, b);
+                if let Some(off) = adj_offset(program, a) {
+                    for (i, &y) in b_vals.iter().enumerate() {
+                        adj[off + i] += out_adj * y;
+                    }
+                }
+                if let Some(off) = adj_offset(program, b) {
+                    for (i, &x) in a_vals.iter().enumerate() {
+                        adj[off + i] += out_adj * x;
+                    }
+                }
+            }
+            Inst::Matvec { m, v, dst } => {
+                let Some(off) = adj_offset(program, v) else {
+                    continue;
+                };
+                let cols = m.cols as usize;
+                let slot = program.slot(*dst);
+                let matrix =
+                    &program.data[m.offset as usize..m.offset as usize + m.rows as usize * cols];
+                let (head, tail) = adj.split_at_mut(slot.offset as usize);
+                let out_adj = &tail[..slot.len as usize];
+                // v's slot is earlier on the tape than dst's.
+                let v_adj = &mut head[off..off + cols];
+                for (row, &g) in matrix.chunks_exact(cols).zip(out_adj) {
+                    for (va, m) in v_adj.iter_mut().zip(row) {
+                        *va += g * m;
+                    }
+                }
+            }
+            Inst::Gather { a, idx, dst } => {
+                if let Some(off) = adj_offset(program, a) {
+                    let slot = program.slot(*dst);
+                    let index =
+                        &program.index[idx.offset as usize..(idx.offset + idx.len) as usize];
+                    for (k, &i) in index.iter().enumerate() {
+                        adj[off + i as usize] += adj[slot.offset as usize + k];
+                    }
+                }
+            }
+            Inst::Density { .. } | Inst::RandomWalk { .. } | Inst::Factor { .. } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

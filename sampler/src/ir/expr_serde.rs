@@ -1,0 +1,222 @@
+//! Hand-written serde for [`Expr`]: compact JSON (numbers, names, one-key objects), bounded nesting.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::ser::{SerializeMap, SerializeTuple, Serializer};
+use serde::{Deserialize, Serialize};
+
+use super::{BinaryOp, Expr, UnaryOp};
+
+/// Deepest expression nesting accepted by the decoder. Deeper input is refused with an error
+/// instead of risking the stack; real models nest a few levels.
+pub const MAX_EXPR_DEPTH: usize = 64;
+
+impl Serialize for Expr {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Expr::Const(value) => serializer.serialize_f64(*value),
+            Expr::Ref(name) => serializer.serialize_str(name),
+            Expr::Unary(op, arg) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry(op.name(), arg)?;
+                map.end()
+            }
+            Expr::Binary(op, lhs, rhs) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry(op.name(), &Pair(lhs, rhs))?;
+                map.end()
+            }
+        }
+    }
+}
+
+struct Pair<'a>(&'a Expr, &'a Expr);
+
+impl Serialize for Pair<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut tuple = serializer.serialize_tuple(2)?;
+        tuple.serialize_element(self.0)?;
+        tuple.serialize_element(self.1)?;
+        tuple.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Expr {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Expr, D::Error> {
+        ExprSeed { depth: 0 }.deserialize(deserializer)
+    }
+}
+
+enum OpKey {
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+}
+
+fn op_from_name(name: &str) -> Option<OpKey> {
+    UnaryOp::ALL
+        .iter()
+        .find(|op| op.name() == name)
+        .map(|op| OpKey::Unary(*op))
+        .or_else(|| {
+            BinaryOp::ALL
+                .iter()
+                .find(|op| op.name() == name)
+                .map(|op| OpKey::Binary(*op))
+        })
+}
+
+fn op_names() -> String {
+    let unary = UnaryOp::ALL.iter().map(|op| op.name());
+    let binary = BinaryOp::ALL.iter().map(|op| op.name());
+    unary.chain(binary).collect::<Vec<_>>().join(", ")
+}
+
+#[derive(Clone, Copy)]
+struct ExprSeed {
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for ExprSeed {
+    type Value = Expr;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Expr, D::Error> {
+        if self.depth > MAX_EXPR_DEPTH {
+            return Err(de::Error::custom(format_args!(
+                "expression nested deeper than {MAX_EXPR_DEPTH} levels"
+            )));
+        }
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ExprSeed {
+    type Value = Expr;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an expression: a number, a name, or a one-key object such as {\"exp\": \"x\"}")
+    }
+
+    fn visit_f64<E: de::Error>(self, value: f64) -> Result<Expr, E> {
+        Ok(Expr::Const(value))
+    }
+
+    fn visit_f32<E: de::Error>(self, value: f32) -> Result<Expr, E> {
+        Ok(Expr::Const(f64::from(value)))
+    }
+
+    fn visit_i64<E: de::Error>(self, value: i64) -> Result<Expr, E> {
+        Ok(Expr::Const(value as f64))
+    }
+
+    fn visit_u64<E: de::Error>(self, value: u64) -> Result<Expr, E> {
+        Ok(Expr::Const(value as f64))
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<Expr, E> {
+        Ok(Expr::Ref(value.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, value: String) -> Result<Expr, E> {
+        Ok(Expr::Ref(value))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Expr, A::Error> {
+        let Some(key) = map.next_key::<String>()? else {
+            return Err(de::Error::custom("empty object is not an expression"));
+        };
+        let op = op_from_name(&key).ok_or_else(|| {
+            de::Error::custom(format_args!(
+                "unknown operation `{key}`, expected one of: {}",
+                op_names()
+            ))
+        })?;
+        let inner = ExprSeed {
+            depth: self.depth + 1,
+        };
+        let expr = match op {
+            OpKey::Unary(op) => Expr::Unary(op, Box::new(map.next_value_seed(inner)?)),
+            OpKey::Binary(op) => {
+                let (lhs, rhs) = map.next_value_seed(PairSeed { inner, op })?;
+                Expr::Binary(op, Box::new(lhs), Box::new(rhs))
+            }
+        };
+        if let Some(extra) = map.next_key::<String>()? {
+            return Err(de::Error::custom(format_args!(
+                "an expression object has exactly one key, found `{key}` and `{extra}`"
+            )));
+        }
+        Ok(expr)
+    }
+}
+
+struct PairSeed {
+    inner: ExprSeed,
+    op: BinaryOp,
+}
+
+impl<'de> DeserializeSeed<'de> for PairSeed {
+    type Value = (Expr, Expr);
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(Expr, Expr), D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PairSeed {
+    type Value = (Expr, Expr);
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a list of two arguments for `{}`", self.op.name())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(Expr, Expr), A::Error> {
+        let wrong_len = || {
+            de::Error::custom(format_args!(
+                "`{}` takes a list of exactly two arguments",
+                self.op.name()
+            ))
+        };
+        let lhs = seq.next_element_seed(self.inner)?.ok_or_else(wrong_len)?;
+        let rhs = seq.next_element_seed(self.inner)?.ok_or_else(wrong_len)?;
+        if seq.next_element::<de::IgnoredAny>()?.is_some() {
+            return Err(wrong_len());
+        }
+        Ok((lhs, rhs))
+    }
+}
+
+/// Deserialises a string-keyed map, refusing duplicate keys (which JSON allows and would
+/// otherwise silently overwrite data).
+pub fn map_without_duplicates<'de, D, V>(deserializer: D) -> Result<BTreeMap<String, V>, D::Error>
+where
+    D: Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct MapVisitor<V>(std::marker::PhantomData<V>);
+
+    impl<'de, V: Deserialize<'de>> Visitor<'de> for MapVisitor<V> {
+        type Value = BTreeMap<String, V>;
+
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a map from names to values")
+        }
+
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = BTreeMap::new();
+            while let Some(key) = map.next_key::<String>()? {
+                if out.contains_key(&key) {
+                    return Err(de::Error::custom(format_args!(
+                        "duplicate data name `{key}`"
+                    )));
+                }
+                let value = map.next_value()?;
+                out.insert(key, value);
+            }
+            Ok(out)
+        }
+    }
+
+    deserializer.deserialize_map(MapVisitor(std::marker::PhantomData))
+}

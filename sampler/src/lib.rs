@@ -1,0 +1,41 @@
+//! `sampler`: the model IR, its lowering, the CPU log density and gradient, NUTS with Stan's and
+//! nutpie's adaptation, and convergence diagnostics.
+//!
+//! Pure computation: no async, no GPU, no network, no files. Chains run on threads of the
+//! caller's choosing; many chains are the base case.
+
+mod adapt;
+mod builder;
+mod chain;
+pub mod diagnostics;
+mod dist;
+mod eval;
+pub mod ir;
+mod lower;
+mod metric;
+pub mod nuts;
+mod program;
+mod rng;
+mod sample;
+mod special;
+mod validate;
+
+pub use adapt::{AdaptationKind, MetricKind};
+pub use builder::ModelBuilder;
+pub use eval::{Evaluator, LogDensity};
+pub use ir::{
+    BinaryOp, Constraint, DataValue, DecodeError, Dist, Expr, IR_VERSION, Model, Parameter,
+    Statement, Transformed, UnaryOp,
+};
+pub use metric::Metric;
+pub use program::{
+    Column, DataRef, DensityKind, IndexRef, Inst, MapOp, MatrixRef, Operand, Output, Program, Slot,
+    SlotId, StatementId, ThetaRef, Transform, ZipOp,
+};
+pub use rng::{ChainId, ChainRng, Seed};
+pub use sample::{
+    ChainSpec, ChainTrace, DrawEvent, DrawStats, NoObserver, Observer, SampleError,
+    SamplerSettings, Tuning, sample, sample_chains,
+};
+pub use special::{digamma, lgamma, log_sum_exp, logistic, softplus};
+pub use validate::{CheckedModel, Limits, LoadError, ModelError, ModelHash, Problem};

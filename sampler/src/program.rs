@@ -1,0 +1,388 @@
+//! The lowered model: a flat, straight-line program of vector instructions over a value tape.
+//!
+//! One [`Program`] is produced per checked model by [`crate::lower`]. Two evaluators run it:
+//! the CPU evaluator in [`crate::eval`] (f64, reverse-mode gradient) and the WGSL emitter of
+//! `gpu-actor`. Everything an evaluator needs is here as plain numbers:
+//!
+//! * the *tape*: every instruction writes one slot, a contiguous run of `len` values at
+//!   `offset`; a scalar is a slot of length 1. Slots are written once, in program order.
+//! * the *data* buffer: observations and constants (real values, integers stored exactly as
+//!   f64) shared by all chains; and the *index* buffer: `u32` indices for `Gather`.
+//! * operands broadcast: an operand of length 1 stands for a vector of any length.
+//!
+//! Terms of the log density that do not depend on parameters are dropped, as Stan's `~`
+//! statements drop them, so `lp` is defined up to a constant. Parameter-only factors (the
+//! normalising terms of a distribution with scalar parameters) are computed once per
+//! instruction, not once per element.
+
+use serde::{Deserialize, Serialize};
+
+/// A slot of the value tape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SlotId(pub u32);
+
+/// Where a slot lives on the tape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Slot {
+    /// First value.
+    pub offset: u32,
+    /// Number of values (1 for a scalar).
+    pub len: u32,
+}
+
+/// A run of the data buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataRef {
+    /// First value.
+    pub offset: u32,
+    /// Number of values (1 for a scalar).
+    pub len: u32,
+}
+
+/// A row-major matrix in the data buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MatrixRef {
+    /// First value.
+    pub offset: u32,
+    /// Number of rows.
+    pub rows: u32,
+    /// Number of columns.
+    pub cols: u32,
+}
+
+/// A run of the index buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexRef {
+    /// First index.
+    pub offset: u32,
+    /// Number of indices.
+    pub len: u32,
+}
+
+/// A run of the unconstrained parameter vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThetaRef {
+    /// First coordinate.
+    pub offset: u32,
+    /// Number of coordinates.
+    pub len: u32,
+}
+
+/// An instruction input. Only slots carry gradients.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Operand {
+    /// A value computed from parameters.
+    Slot(SlotId),
+    /// Data or a folded constant vector.
+    Data(DataRef),
+    /// A scalar constant.
+    Const(f64),
+}
+
+/// The change of variables from the unconstrained scale, with its log-Jacobian (Stan's).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Transform {
+    /// `x = u`.
+    Identity,
+    /// `x = lower + exp(u)`, log-Jacobian `u`.
+    Lower(f64),
+    /// `x = upper - exp(u)`, log-Jacobian `u`.
+    Upper(f64),
+    /// `x = lower + (upper - lower) logistic(u)`,
+    /// log-Jacobian `log(upper - lower) + log(logistic(u)) + log(1 - logistic(u))`.
+    Interval(f64, f64),
+}
+
+/// Elementwise operations with one argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum MapOp {
+    /// `-a`
+    Neg,
+    /// `exp(a)`
+    Exp,
+    /// `ln(a)`
+    Log,
+    /// `ln(1 + a)`
+    Log1p,
+    /// `exp(a) - 1`
+    Expm1,
+    /// `ln(1 + exp(a))`
+    Softplus,
+    /// `1 / (1 + exp(-a))`
+    Logistic,
+    /// `sqrt(a)`
+    Sqrt,
+    /// `|a|`
+    Abs,
+}
+
+/// Elementwise operations with two arguments (scalar broadcasting).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ZipOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b`
+    Div,
+    /// `a ^ b`
+    Pow,
+}
+
+/// Elementwise densities: `sum_i log p(x_i | params_i)`, parameters broadcasting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DensityKind {
+    /// params: mu, sigma
+    Normal,
+    /// params: sigma
+    HalfNormal,
+    /// params: rate
+    Exponential,
+    /// params: nu, mu, sigma
+    StudentT,
+    /// params: mu, sigma
+    Cauchy,
+    /// params: sigma
+    HalfCauchy,
+    /// params: mu, sigma
+    LogNormal,
+    /// params: shape, rate
+    Gamma,
+    /// params: shape, scale
+    InverseGamma,
+    /// params: alpha, beta
+    Beta,
+    /// params: lower, upper
+    Uniform,
+    /// params: mu, scale
+    Laplace,
+    /// params: logit (x is 0/1 data)
+    BernoulliLogit,
+    /// params: trials, logit (x is integer data)
+    BinomialLogit,
+    /// params: log_rate (x is integer data)
+    PoissonLog,
+}
+
+impl DensityKind {
+    /// Number of parameters the kernel reads.
+    pub fn n_params(self) -> usize {
+        match self {
+            DensityKind::HalfNormal
+            | DensityKind::Exponential
+            | DensityKind::HalfCauchy
+            | DensityKind::BernoulliLogit
+            | DensityKind::PoissonLog => 1,
+            DensityKind::StudentT => 3,
+            _ => 2,
+        }
+    }
+}
+
+/// Index of a statement of the source model, for error messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StatementId(pub u32);
+
+/// One instruction. Each either writes its `dst` slot or adds to the log density.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Inst {
+    /// `dst = transform(theta[range])`; adds the log-Jacobian to the density.
+    Constrain {
+        /// The change of variables.
+        transform: Transform,
+        /// The unconstrained coordinates.
+        theta: ThetaRef,
+        /// The constrained values.
+        dst: SlotId,
+    },
+    /// `dst[i] = op(a[i])`.
+    Map {
+        /// The operation.
+        op: MapOp,
+        /// The argument.
+        a: Operand,
+        /// The result, of `a`'s length.
+        dst: SlotId,
+    },
+    /// `dst[i] = op(a[i], b[i])`, a length-1 operand broadcasting.
+    Zip {
+        /// The operation.
+        op: ZipOp,
+        /// First argument.
+        a: Operand,
+        /// Second argument.
+        b: Operand,
+        /// The result, of the longer argument's length.
+        dst: SlotId,
+    },
+    /// `dst = sum_i a[i]`.
+    Sum {
+        /// The summed vector.
+        a: Operand,
+        /// A scalar slot.
+        dst: SlotId,
+    },
+    /// `dst[i] = sum_{j <= i} a[j]`.
+    Cumsum {
+        /// The summed vector.
+        a: Operand,
+        /// The running sums.
+        dst: SlotId,
+    },
+    /// `dst = sum_i a[i] b[i]`.
+    Dot {
+        /// First vector.
+        a: Operand,
+        /// Second vector, of the same length.
+        b: Operand,
+        /// A scalar slot.
+        dst: SlotId,
+    },
+    /// `dst = m v` for a data matrix `m`.
+    Matvec {
+        /// The matrix.
+        m: MatrixRef,
+        /// A vector of `m.cols` values.
+        v: Operand,
+        /// A vector of `m.rows` values.
+        dst: SlotId,
+    },
+    /// `dst[i] = a[idx[i]]`.
+    Gather {
+        /// The source vector.
+        a: Operand,
+        /// The indices, each `< len(a)`.
+        idx: IndexRef,
+        /// A vector of `idx.len` values.
+        dst: SlotId,
+    },
+    /// `lp += sum_i log p(x[i] | params[..][i])`.
+    Density {
+        /// The distribution.
+        kind: DensityKind,
+        /// The value.
+        x: Operand,
+        /// The parameters; the first [`DensityKind::n_params`] are read.
+        params: [Operand; 3],
+        /// Number of elements (the value's length).
+        len: u32,
+        /// The source statement.
+        source: StatementId,
+    },
+    /// `lp += log p(x)` for a Gaussian random walk (all parameters scalar).
+    RandomWalk {
+        /// The walk, a vector.
+        x: Operand,
+        /// Step scale.
+        sigma: Operand,
+        /// Step mean.
+        drift: Operand,
+        /// Mean of `x[0]`.
+        init_mu: Operand,
+        /// Scale of `x[0]`.
+        init_sigma: Operand,
+        /// The source statement.
+        source: StatementId,
+    },
+    /// `lp += sum_i a[i]`.
+    Factor {
+        /// The added values.
+        a: Operand,
+        /// The source statement.
+        source: StatementId,
+    },
+}
+
+/// A named output column: a parameter or transformed parameter element on the constrained scale.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Column {
+    /// The parameter's name.
+    pub name: String,
+    /// Position in a vector (0-based), `None` for a scalar.
+    pub index: Option<usize>,
+}
+
+impl std::fmt::Display for Column {
+    /// Stan's summary style: `z[1]` for the first element (1-based).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.index {
+            None => f.write_str(&self.name),
+            Some(i) => write!(f, "{}[{}]", self.name, i + 1),
+        }
+    }
+}
+
+/// What one output quantity reads: a parameter or transformed parameter.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Output {
+    /// Its name.
+    pub name: String,
+    /// Whether it is a sampled parameter (as opposed to a transformed parameter).
+    pub is_parameter: bool,
+    /// Where its values are after a forward pass.
+    pub value: Operand,
+    /// Its length (1 for a scalar).
+    pub len: u32,
+    /// Whether it is a scalar (as opposed to a vector of length 1).
+    pub scalar: bool,
+}
+
+/// The lowered model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Program {
+    /// Length of the unconstrained parameter vector.
+    pub dim: usize,
+    /// The tape layout, indexed by [`SlotId`].
+    pub slots: Vec<Slot>,
+    /// Total tape length.
+    pub tape_len: usize,
+    /// Real data and folded constants.
+    pub data: Vec<f64>,
+    /// Indices for `Gather`.
+    pub index: Vec<u32>,
+    /// The instructions, in execution order.
+    pub insts: Vec<Inst>,
+    /// Parameters then transformed parameters, in declaration order.
+    pub outputs: Vec<Output>,
+}
+
+impl Program {
+    /// The tape range of a slot.
+    pub fn slot(&self, id: SlotId) -> Slot {
+        self.slots[id.0 as usize]
+    }
+
+    /// Length of an operand (1 for constants).
+    pub fn len_of(&self, operand: Operand) -> usize {
+        match operand {
+            Operand::Slot(id) => self.slot(id).len as usize,
+            Operand::Data(data) => data.len as usize,
+            Operand::Const(_) => 1,
+        }
+    }
+
+    /// The output columns, in order: every element of every parameter, then of every
+    /// transformed parameter.
+    pub fn columns(&self) -> Vec<Column> {
+        self.outputs
+            .iter()
+            .flat_map(|output| {
+                (0..output.len as usize).map(move |i| Column {
+                    name: output.name.clone(),
+                    index: (!output.scalar).then_some(i),
+                })
+            })
+            .collect()
+    }
+
+    /// Number of output columns that are parameters (they come first).
+    pub fn n_parameter_columns(&self) -> usize {
+        self.outputs
+            .iter()
+            .filter(|output| output.is_parameter)
+            .map(|output| output.len as usize)
+            .sum()
+    }
+}

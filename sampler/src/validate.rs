@@ -1,0 +1,468 @@
+//! Validation at the boundary: a decoded [`Model`] becomes a [`CheckedModel`] or a [`ModelError`]
+//! that names the offending node (`model[3].sample.dist.normal.sigma: ...`).
+//!
+//! Checks here are the ones that need no shapes (version, names, data values, sizes);
+//! [`crate::lower`] checks shapes, argument domains and data supports while lowering.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::eval::Evaluator;
+use crate::ir::{DataValue, DecodeError, IR_VERSION, Model};
+use crate::lower;
+use crate::program::{Column, Program};
+
+/// Size limits applied when a model is checked. Inputs over a limit are refused, so that a
+/// request from the network cannot exhaust a node's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest name, in bytes.
+    pub max_name_len: usize,
+    /// Most data values, summed over all data items.
+    pub max_data_values: usize,
+    /// Longest unconstrained parameter vector.
+    pub max_dim: usize,
+    /// Most parameters, transformed parameters and statements, each.
+    pub max_declarations: usize,
+    /// Most expression nodes in the whole model.
+    pub max_expr_nodes: usize,
+    /// Longest value tape of the lowered program (values per chain).
+    pub max_tape_values: usize,
+    /// Largest serialised model accepted by the decoders, in bytes.
+    pub max_model_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_name_len: 64,
+            max_data_values: 20_000_000,
+            max_dim: 1_000_000,
+            max_declarations: 100_000,
+            max_expr_nodes: 1_000_000,
+            max_tape_values: 50_000_000,
+            max_model_bytes: 512 * 1024 * 1024,
+        }
+    }
+}
+
+/// A model that failed validation: where, and what is wrong.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct ModelError {
+    /// The offending node, as a path from the model's root.
+    pub path: String,
+    /// What is wrong with it.
+    pub problem: Problem,
+}
+
+impl ModelError {
+    pub(crate) fn new(path: impl Into<String>, problem: Problem) -> ModelError {
+        ModelError {
+            path: path.into(),
+            problem,
+        }
+    }
+}
+
+/// What is wrong with a model node.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Problem {
+    /// The IR version is not the one this build reads.
+    #[error("unsupported ir_version {found}; this build reads version {supported}")]
+    Version {
+        /// The version in the input.
+        found: u32,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// A name with characters other than letters, digits and `_`, or too long.
+    #[error(
+        "`{name}` is not a valid name: use letters, digits and `_`, not starting with a digit, at most {max_len} bytes"
+    )]
+    BadName {
+        /// The name.
+        name: String,
+        /// The length limit.
+        max_len: usize,
+    },
+    /// A name defined twice.
+    #[error("`{name}` is already defined")]
+    Duplicate {
+        /// The name.
+        name: String,
+    },
+    /// A reference to nothing.
+    #[error("unknown name `{name}`{hint}")]
+    Unknown {
+        /// The name.
+        name: String,
+        /// A suggestion, or empty.
+        hint: String,
+    },
+    /// A transformed parameter used before its definition.
+    #[error("`{name}` is used before it is defined")]
+    UsedBeforeDefinition {
+        /// The name.
+        name: String,
+    },
+    /// A non-finite number.
+    #[error("value {value} at position {index} is not finite")]
+    NonFinite {
+        /// 0-based position in the data item (row-major for a matrix).
+        index: usize,
+        /// The value.
+        value: f64,
+    },
+    /// An empty vector or matrix, or a vector parameter of size 0.
+    #[error("is empty")]
+    Empty,
+    /// A matrix whose rows differ in length.
+    #[error("row {row} has {len} values but row 0 has {expected}")]
+    RaggedMatrix {
+        /// The row.
+        row: usize,
+        /// Its length.
+        len: usize,
+        /// The first row's length.
+        expected: usize,
+    },
+    /// A size over a configured limit.
+    #[error("{what} is {value}, over the limit of {limit}")]
+    Limit {
+        /// What was counted.
+        what: &'static str,
+        /// The count.
+        value: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Shapes that do not fit together.
+    #[error("{0}")]
+    Shape(String),
+    /// A constant or data argument outside its domain.
+    #[error("{arg} must be {requirement}, found {value}")]
+    ArgumentDomain {
+        /// The argument's name.
+        arg: String,
+        /// What it must be.
+        requirement: &'static str,
+        /// The offending value.
+        value: f64,
+    },
+    /// Observed data outside the distribution's support.
+    #[error(
+        "observed value {value} at position {index} is outside the support of {dist} ({support})"
+    )]
+    Support {
+        /// The distribution.
+        dist: &'static str,
+        /// 0-based position in the value.
+        index: usize,
+        /// The value.
+        value: f64,
+        /// The support.
+        support: &'static str,
+    },
+    /// Anything else, in words.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A model failed to load: it did not decode, or it decoded and failed validation.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum LoadError {
+    /// The bytes or text are not a model.
+    #[error(transparent)]
+    Decode(#[from] DecodeError),
+    /// The model is not valid.
+    #[error("invalid model: {0}")]
+    Invalid(#[from] ModelError),
+}
+
+/// A stable 128-bit digest of a model's canonical bytes: the key of compiled artefacts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModelHash(pub [u8; 16]);
+
+impl fmt::Display for ModelHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+    }
+}
+
+/// A validated model with its lowered program. Only [`CheckedModel::new`] builds one.
+#[derive(Clone, Debug)]
+pub struct CheckedModel {
+    model: Arc<Model>,
+    program: Arc<Program>,
+    hash: ModelHash,
+    warnings: Vec<String>,
+}
+
+impl CheckedModel {
+    /// Validates and lowers `model`.
+    pub fn new(model: Model, limits: &Limits) -> Result<CheckedModel, ModelError> {
+        check_declarations(&model, limits)?;
+        let lowered = lower::lower(&model, limits)?;
+        let digest = Sha256::digest(model.to_msgpack());
+        let mut hash = [0u8; 16];
+        hash.copy_from_slice(&digest[..16]);
+        Ok(CheckedModel {
+            model: Arc::new(model),
+            program: Arc::new(lowered.program),
+            hash: ModelHash(hash),
+            warnings: lowered.warnings,
+        })
+    }
+
+    /// Decodes the JSON form and validates it.
+    pub fn from_json(text: &str, limits: &Limits) -> Result<CheckedModel, LoadError> {
+        if text.len() > limits.max_model_bytes {
+            return Err(DecodeError::TooLarge {
+                len: text.len(),
+                max: limits.max_model_bytes,
+            }
+            .into());
+        }
+        Ok(CheckedModel::new(Model::from_json(text)?, limits)?)
+    }
+
+    /// Decodes rmp-serde bytes and validates them.
+    pub fn from_msgpack(bytes: &[u8], limits: &Limits) -> Result<CheckedModel, LoadError> {
+        let model = Model::from_msgpack(bytes, limits.max_model_bytes)?;
+        Ok(CheckedModel::new(model, limits)?)
+    }
+
+    /// The source model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// The model's name.
+    pub fn name(&self) -> &str {
+        &self.model.name
+    }
+
+    /// The lowered program.
+    pub fn program(&self) -> &Arc<Program> {
+        &self.program
+    }
+
+    /// The digest of the model's canonical bytes.
+    pub fn hash(&self) -> ModelHash {
+        self.hash
+    }
+
+    /// Length of the unconstrained parameter vector.
+    pub fn dim(&self) -> usize {
+        self.program.dim
+    }
+
+    /// The output columns: parameters, then transformed parameters.
+    pub fn columns(&self) -> Vec<Column> {
+        self.program.columns()
+    }
+
+    /// Non-fatal remarks found while checking (for example a prior whose support does not
+    /// match the parameter's constraint).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// A fresh CPU evaluator (one per chain).
+    pub fn evaluator(&self) -> Evaluator {
+        Evaluator::new(self.program.clone())
+    }
+}
+
+fn valid_name(name: &str, max_len: usize) -> bool {
+    let mut chars = name.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    first_ok && name.len() <= max_len && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn check_limit(
+    path: &str,
+    what: &'static str,
+    value: usize,
+    limit: usize,
+) -> Result<(), ModelError> {
+    if value > limit {
+        return Err(ModelError::new(path, Problem::Limit { what, value, limit }));
+    }
+    Ok(())
+}
+
+/// Version, names, data values and sizes.
+fn check_declarations(model: &Model, limits: &Limits) -> Result<(), ModelError> {
+    if model.ir_version != IR_VERSION {
+        return Err(ModelError::new(
+            "ir_version",
+            Problem::Version {
+                found: model.ir_version,
+                supported: IR_VERSION,
+            },
+        ));
+    }
+    if model.name.len() > 256 || model.name.chars().any(char::is_control) {
+        return Err(ModelError::new(
+            "name",
+            Problem::Invalid("a model name is at most 256 bytes of printable text".into()),
+        ));
+    }
+    let n_decl = model
+        .parameters
+        .len()
+        .max(model.transformed.len())
+        .max(model.model.len());
+    check_limit(
+        "model",
+        "the number of declarations",
+        n_decl,
+        limits.max_declarations,
+    )?;
+
+    let mut seen = HashSet::new();
+    let mut declare = |path: String, name: &str| -> Result<(), ModelError> {
+        if !valid_name(name, limits.max_name_len) {
+            return Err(ModelError::new(
+                path,
+                Problem::BadName {
+                    name: name.to_owned(),
+                    max_len: limits.max_name_len,
+                },
+            ));
+        }
+        if !seen.insert(name.to_owned()) {
+            return Err(ModelError::new(
+                path,
+                Problem::Duplicate {
+                    name: name.to_owned(),
+                },
+            ));
+        }
+        Ok(())
+    };
+
+    let mut n_values = 0usize;
+    for (name, value) in &model.data {
+        let path = format!("data.{name}");
+        declare(path.clone(), name)?;
+        n_values = n_values.saturating_add(check_data(&path, value)?);
+        check_limit(
+            "data",
+            "the number of data values",
+            n_values,
+            limits.max_data_values,
+        )?;
+    }
+    let mut dim = 0usize;
+    for (i, param) in model.parameters.iter().enumerate() {
+        let path = format!("parameters[{i}]");
+        declare(format!("{path}.name"), &param.name)?;
+        if param.size == Some(0) {
+            return Err(ModelError::new(format!("{path}.size"), Problem::Empty));
+        }
+        dim = dim.saturating_add(param.size.unwrap_or(1));
+        check_limit(
+            &path,
+            "the number of unconstrained parameters",
+            dim,
+            limits.max_dim,
+        )?;
+        check_constraint(&format!("{path}.constraint"), &param.constraint)?;
+    }
+    for (i, transformed) in model.transformed.iter().enumerate() {
+        declare(format!("transformed[{i}].name"), &transformed.name)?;
+    }
+    Ok(())
+}
+
+fn check_constraint(path: &str, constraint: &crate::ir::Constraint) -> Result<(), ModelError> {
+    use crate::ir::Constraint;
+    let bad = |what: &str| Err(ModelError::new(path, Problem::Invalid(what.to_owned())));
+    match *constraint {
+        Constraint::Lower(bound) | Constraint::Upper(bound) if !bound.is_finite() => {
+            bad("the bound must be finite")
+        }
+        Constraint::Interval { lower, upper } if !(lower.is_finite() && upper.is_finite()) => {
+            bad("both bounds must be finite")
+        }
+        Constraint::Interval { lower, upper } if lower >= upper => Err(ModelError::new(
+            path,
+            Problem::Invalid(format!(
+                "lower bound {lower} must be below upper bound {upper}"
+            )),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Checks finiteness and shape; returns the number of values.
+fn check_data(path: &str, value: &DataValue) -> Result<usize, ModelError> {
+    let finite = |values: &[f64]| -> Result<(), ModelError> {
+        match values.iter().position(|v| !v.is_finite()) {
+            Some(index) => Err(ModelError::new(
+                path,
+                Problem::NonFinite {
+                    index,
+                    value: values[index],
+                },
+            )),
+            None => Ok(()),
+        }
+    };
+    match value {
+        DataValue::Real(v) => finite(std::slice::from_ref(v)).map(|()| 1),
+        DataValue::Int(_) => Ok(1),
+        DataValue::Vector(values) => {
+            if values.is_empty() {
+                return Err(ModelError::new(path, Problem::Empty));
+            }
+            finite(values).map(|()| values.len())
+        }
+        DataValue::IntVector(values) => {
+            if values.is_empty() {
+                return Err(ModelError::new(path, Problem::Empty));
+            }
+            Ok(values.len())
+        }
+        DataValue::Matrix(rows) => {
+            let Some(first) = rows.first() else {
+                return Err(ModelError::new(path, Problem::Empty));
+            };
+            if first.is_empty() {
+                return Err(ModelError::new(path, Problem::Empty));
+            }
+            let mut count = 0usize;
+            for (row, values) in rows.iter().enumerate() {
+                if values.len() != first.len() {
+                    return Err(ModelError::new(
+                        path,
+                        Problem::RaggedMatrix {
+                            row,
+                            len: values.len(),
+                            expected: first.len(),
+                        },
+                    ));
+                }
+                if let Some(col) = values.iter().position(|v| !v.is_finite()) {
+                    return Err(ModelError::new(
+                        path,
+                        Problem::NonFinite {
+                            index: row * first.len() + col,
+                            value: values[col],
+                        },
+                    ));
+                }
+                count = count.saturating_add(values.len());
+            }
+            Ok(count)
+        }
+    }
+}

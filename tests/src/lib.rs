@@ -1,0 +1,2 @@
+//! Workspace integration tests: real node processes, GPU against CPU. The tests live in
+//! `tests/tests/`; this library holds their shared helpers.
