@@ -18,6 +18,8 @@ mod program;
 mod rng;
 mod sample;
 mod special;
+pub mod stan_csv;
+pub mod summary;
 mod validate;
 
 pub use adapt::{AdaptationKind, MetricKind};
@@ -38,4 +40,5 @@ pub use sample::{
     SamplerSettings, Tuning, sample, sample_chains,
 };
 pub use special::{digamma, lgamma, log_sum_exp, logistic, softplus};
+pub use summary::RunSummary;
 pub use validate::{CheckedModel, Limits, LoadError, ModelError, ModelHash, Problem};

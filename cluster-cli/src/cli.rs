@@ -1,0 +1,133 @@
+//! Command-line arguments and the dispatch to each subcommand.
+
+mod bench;
+mod sample;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use sampler::{AdaptationKind, CheckedModel, Limits, MetricKind, SamplerSettings};
+
+/// An Erlang-style actor cluster runtime for Bayesian inference.
+#[derive(Debug, Parser)]
+#[command(name = "cluster-cli", version, about)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Sample a model (JSON IR file) and print its summary.
+    Sample(sample::SampleArgs),
+    /// Measure the sampler on the benchmark models and print a table.
+    Bench(bench::BenchArgs),
+}
+
+/// Errors in the user's input files: reported in one line with exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct BadInput {
+    path: String,
+    message: String,
+}
+
+/// Sampler settings shared by `sample` and `bench`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SamplerArgs {
+    /// Warmup iterations per chain.
+    #[arg(long, default_value_t = 1000)]
+    warmup: u64,
+    /// Draws kept per chain.
+    #[arg(long, default_value_t = 1000)]
+    draws: u64,
+    /// Warmup procedure.
+    #[arg(long, value_enum, default_value_t = Adaptation::Nutpie)]
+    adaptation: Adaptation,
+    /// Metric (inverse mass matrix) form; dense needs --adaptation stan.
+    #[arg(long, value_enum, default_value_t = MetricArg::Diag)]
+    metric: MetricArg,
+    /// Target acceptance statistic of the step-size adaptation.
+    #[arg(long, default_value_t = 0.8)]
+    target_accept: f64,
+    /// Maximum tree depth.
+    #[arg(long, default_value_t = 10)]
+    max_depth: u32,
+    /// Keep warmup draws in the output files.
+    #[arg(long)]
+    save_warmup: bool,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Adaptation {
+    /// Stan's windowed adaptation (75 / 25·2^k / 50).
+    Stan,
+    /// nutpie's gradient-based diagonal adaptation.
+    Nutpie,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum MetricArg {
+    Diag,
+    Dense,
+}
+
+impl SamplerArgs {
+    fn settings(&self, threads: usize) -> SamplerSettings {
+        SamplerSettings {
+            num_warmup: self.warmup,
+            num_draws: self.draws,
+            adaptation: match self.adaptation {
+                Adaptation::Stan => AdaptationKind::Stan,
+                Adaptation::Nutpie => AdaptationKind::Nutpie,
+            },
+            metric: match self.metric {
+                MetricArg::Diag => MetricKind::Diag,
+                MetricArg::Dense => MetricKind::Dense,
+            },
+            target_accept: self.target_accept,
+            max_depth: self.max_depth,
+            save_warmup: self.save_warmup,
+            threads,
+            ..SamplerSettings::default()
+        }
+    }
+}
+
+/// Reads and checks a model file; any problem is a [`BadInput`].
+pub fn load_model(path: &Path) -> anyhow::Result<CheckedModel> {
+    let bad = |message: String| BadInput {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| bad(format!("cannot read the model file: {err}")))?;
+    let model =
+        CheckedModel::from_json(&text, &Limits::default()).map_err(|err| bad(err.to_string()))?;
+    for warning in model.warnings() {
+        eprintln!("warning: {}: {warning}", path.display());
+    }
+    Ok(model)
+}
+
+/// Runs the parsed command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Command::Sample(args) => sample::run(args),
+        Command::Bench(args) => bench::run(args),
+    }
+}
+
+/// Creates the parent directory of an output file.
+fn ensure_parent(path: &Path) -> anyhow::Result<()> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    Ok(())
+}
+
+fn default_models_dir() -> PathBuf {
+    PathBuf::from("models")
+}
