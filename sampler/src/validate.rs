@@ -466,3 +466,6 @@ fn check_data(path: &str, value: &DataValue) -> Result<usize, ModelError> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

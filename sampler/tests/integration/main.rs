@@ -2,4 +2,7 @@
 //! correctness of the whole sampler, and the benchmark model files.
 
 mod common;
+mod decode_robustness;
+mod posterior;
+mod sbc;
 mod stan_parity;

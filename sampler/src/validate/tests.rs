@@ -1,0 +1,1 @@
+//! Validation errors name the offending node. (Being written.)

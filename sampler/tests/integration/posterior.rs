@@ -1,0 +1,1 @@
+//! Posterior moments against analytic truth. (Being written.)
