@@ -593,21 +593,13 @@ fn split_ess(chains: &[&[f64]], transform: impl Fn(f64) -> f64 + Copy) -> f64 {
         .iter()
         .map(|chain| refined_mean(&[chain], transform))
         .collect();
-    // Mean over chains of the biased (1/n) autocovariance at `lag`.
-    let mean_autocovariance = |lag: usize| {
-        let total: f64 = chains
-            .iter()
-            .zip(&chain_means)
-            .map(|(chain, &mean)| lagged_product_sum(chain, mean, lag, transform))
-            .sum();
-        total / n / n_chain as f64
-    };
-    let mean_var = mean_autocovariance(0) * n / (n - 1.0);
+    let mut autocovariance = LazyAutocovariance::new(chains, &chain_means, transform);
+    let mean_var = autocovariance.at(0) * n / (n - 1.0);
     let mut var_plus = mean_var * (n - 1.0) / n;
     if n_chain > 1 {
         var_plus += variance(&chain_means, 1);
     }
-    let rho_hat = |lag: usize| 1.0 - (mean_var - mean_autocovariance(lag)) / var_plus;
+    let mut rho_hat = |lag: usize| 1.0 - (mean_var - autocovariance.at(lag)) / var_plus;
 
     // Names and indices as in ArviZ `_ess`, which follows Stan's implementation.
     let mut rho_hat_t = vec![0.0; n_draw];
@@ -655,26 +647,85 @@ fn split_ess(chains: &[&[f64]], transform: impl Fn(f64) -> f64 + Copy) -> f64 {
     total_draws / tau_hat
 }
 
-/// Σ_i (f(x_i) − m)(f(x_{i+lag}) − m) over one chain, f = `transform`.
-fn lagged_product_sum(chain: &[f64], mean: f64, lag: usize, transform: impl Fn(f64) -> f64) -> f64 {
-    let Some(n_pairs) = chain.len().checked_sub(lag) else {
+/// Lags computed per pass over the draws. Re-reading every draw for each lag is bound by memory
+/// bandwidth; a block of lags reuses each chain while it sits in cache, at the price of at most
+/// `LAG_BLOCK - 1` lags that Geyer's rule turns out not to need.
+const LAG_BLOCK: usize = 8;
+
+/// The biased (1/n) autocovariance of `transform(x)`, averaged over chains, for lags computed on
+/// demand, a block of [`LAG_BLOCK`] lags per pass, only as far as the caller asks.
+struct LazyAutocovariance<'a, Transform> {
+    chains: &'a [&'a [f64]],
+    chain_means: &'a [f64],
+    transform: Transform,
+    /// Mean autocovariance for lags `0..by_lag.len()`.
+    by_lag: Vec<f64>,
+    /// One chain's centred, transformed draws, reused from chain to chain.
+    centred: Vec<f64>,
+}
+
+impl<'a, Transform: Fn(f64) -> f64 + Copy> LazyAutocovariance<'a, Transform> {
+    fn new(chains: &'a [&'a [f64]], chain_means: &'a [f64], transform: Transform) -> Self {
+        Self {
+            chains,
+            chain_means,
+            transform,
+            by_lag: Vec::new(),
+            centred: Vec::new(),
+        }
+    }
+
+    /// Mean autocovariance at `lag`; 0 past the chain length, as ArviZ's zero-padded FFT gives.
+    fn at(&mut self, lag: usize) -> f64 {
+        let n_draw = self.chains.first().map_or(0, |chain| chain.len());
+        if lag >= n_draw {
+            return 0.0;
+        }
+        while self.by_lag.len() <= lag {
+            self.compute_next_block(n_draw);
+        }
+        self.by_lag[lag]
+    }
+
+    fn compute_next_block(&mut self, n_draw: usize) {
+        let first_lag = self.by_lag.len();
+        let end_lag = (first_lag + LAG_BLOCK).min(n_draw);
+        let mut sums = [0.0; LAG_BLOCK];
+        for (chain, &mean) in self.chains.iter().zip(self.chain_means) {
+            self.centred.clear();
+            self.centred
+                .extend(chain.iter().map(|&x| (self.transform)(x) - mean));
+            for (sum, lag) in sums.iter_mut().zip(first_lag..end_lag) {
+                *sum += lagged_dot(&self.centred, lag);
+            }
+        }
+        let n_pairs_of_chain_and_draw = n_draw as f64;
+        let n_chain = self.chains.len() as f64;
+        for sum in &sums[..end_lag - first_lag] {
+            self.by_lag.push(sum / n_pairs_of_chain_and_draw / n_chain);
+        }
+    }
+}
+
+/// Σ_i c_i c_{i+lag} over one chain of centred draws c.
+fn lagged_dot(centred: &[f64], lag: usize) -> f64 {
+    let Some(n_pairs) = centred.len().checked_sub(lag) else {
         return 0.0;
     };
-    let centred = |x: f64| transform(x) - mean;
-    let leading = chain[..n_pairs].chunks_exact(4);
-    let lagged = chain[lag..].chunks_exact(4);
+    let leading = centred[..n_pairs].chunks_exact(4);
+    let lagged = centred[lag..].chunks_exact(4);
     let remainder: f64 = leading
         .remainder()
         .iter()
         .zip(lagged.remainder())
-        .map(|(&a, &b)| centred(a) * centred(b))
+        .map(|(a, b)| a * b)
         .sum();
     // Four independent running sums: one sum is bound by the latency of addition, and this loop
     // is where ESS spends its time.
     let mut partial_sums = [0.0; 4];
     for (a, b) in leading.zip(lagged) {
         for lane in 0..4 {
-            partial_sums[lane] += centred(a[lane]) * centred(b[lane]);
+            partial_sums[lane] += a[lane] * b[lane];
         }
     }
     (partial_sums[0] + partial_sums[1]) + (partial_sums[2] + partial_sums[3]) + remainder

@@ -1,0 +1,301 @@
+//! The `cluster-cli` binary as a user runs it: sampling, its output files, reproducibility,
+//! and one-line errors with exit code 2 for bad model files.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cluster-cli"))
+        .args(args)
+        .current_dir(repo_root())
+        .output()
+        .expect("cluster-cli runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cluster-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+#[test]
+fn sample_prints_a_summary_with_every_quantity() {
+    let output = cli(&[
+        "sample",
+        "models/eight_schools_noncentered.json",
+        "--chains",
+        "4",
+        "--seed",
+        "1",
+        "--quiet",
+    ]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let text = stdout(&output);
+    for header in [
+        "mean", "sd", "5%", "50%", "95%", "mcse", "ess_bulk", "ess_tail", "r_hat",
+    ] {
+        assert!(text.contains(header), "missing column {header} in:\n{text}");
+    }
+    for row in ["lp__", "mu", "tau", "z[1]", "z[8]", "theta[1]", "theta[8]"] {
+        assert!(
+            text.lines().any(|line| line.starts_with(row)),
+            "missing row {row} in:\n{text}"
+        );
+    }
+    assert!(
+        text.contains("chain 3:"),
+        "per-chain diagnostics missing:\n{text}"
+    );
+}
+
+/// Runs `sample` with `--output` and returns the chain files' contents.
+fn sample_to_csv(dir: &Path, extra: &[&str]) -> Vec<String> {
+    let output_path = dir.join("draws.csv");
+    let mut args = vec![
+        "sample",
+        "models/eight_schools_noncentered.json",
+        "--quiet",
+        "--output",
+    ];
+    let output_str = output_path.to_string_lossy().into_owned();
+    args.push(&output_str);
+    args.extend_from_slice(extra);
+    let output = cli(&args);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let n_chains = extra
+        .windows(2)
+        .find(|w| w[0] == "--chains")
+        .map_or(4, |w| w[1].parse::<usize>().expect("chains"));
+    (1..=n_chains)
+        .map(|i| {
+            std::fs::read_to_string(dir.join(format!("draws_{i}.csv"))).expect("chain file written")
+        })
+        .collect()
+}
+
+/// The data rows of a Stan CSV file (comments and timing removed).
+fn data_rows(csv: &str) -> Vec<&str> {
+    csv.lines().filter(|line| !line.starts_with('#')).collect()
+}
+
+#[test]
+fn same_seed_gives_identical_draws_whatever_the_thread_count() {
+    let one = sample_to_csv(
+        &scratch_dir("seed-a"),
+        &["--chains", "3", "--seed", "42", "--threads", "1"],
+    );
+    let many = sample_to_csv(
+        &scratch_dir("seed-b"),
+        &["--chains", "3", "--seed", "42", "--threads", "3"],
+    );
+    let other = sample_to_csv(
+        &scratch_dir("seed-c"),
+        &["--chains", "3", "--seed", "43", "--threads", "3"],
+    );
+    for chain in 0..3 {
+        assert_eq!(
+            data_rows(&one[chain]),
+            data_rows(&many[chain]),
+            "chain {chain} differs between thread counts"
+        );
+        assert_ne!(
+            data_rows(&one[chain]),
+            data_rows(&other[chain]),
+            "different seeds gave the same draws"
+        );
+    }
+    assert_ne!(
+        data_rows(&one[0]),
+        data_rows(&one[1]),
+        "chains share a random stream"
+    );
+}
+
+#[test]
+fn stan_csv_has_cmdstan_columns_and_every_draw() {
+    let files = sample_to_csv(
+        &scratch_dir("csv"),
+        &["--chains", "2", "--draws", "300", "--warmup", "200"],
+    );
+    for csv in &files {
+        let rows = data_rows(csv);
+        let header: Vec<&str> = rows[0].split(',').collect();
+        assert_eq!(
+            &header[..7],
+            &[
+                "lp__",
+                "accept_stat__",
+                "stepsize__",
+                "treedepth__",
+                "n_leapfrog__",
+                "divergent__",
+                "energy__"
+            ]
+        );
+        assert_eq!(&header[7..10], &["mu", "tau", "z.1"]);
+        assert_eq!(header.last(), Some(&"theta.8"));
+        assert_eq!(rows.len(), 1 + 300);
+        assert!(
+            rows[1..]
+                .iter()
+                .all(|row| row.split(',').count() == header.len())
+        );
+        assert!(csv.contains("# Adaptation terminated") && csv.contains("# Step size = "));
+        assert!(csv.contains("#     num_samples = 300") && csv.contains("#     num_warmup = 200"));
+    }
+}
+
+/// With `ARVIZ_PYTHON` pointing at a Python with ArviZ (`.ci/run` installs one), ArviZ's
+/// `from_cmdstan` must read our files and compute the same diagnostics as we do.
+#[test]
+fn arviz_reads_our_stan_csv() {
+    let Some(python) = std::env::var_os("ARVIZ_PYTHON") else {
+        eprintln!("skipped: set ARVIZ_PYTHON to a python with arviz to run this test");
+        return;
+    };
+    let dir = scratch_dir("arviz");
+    sample_to_csv(&dir, &["--chains", "4", "--seed", "7"]);
+    let script = repo_root().join("scripts/arviz_check_csv.py");
+    let output = Command::new(python)
+        .arg(&script)
+        .arg(&dir)
+        .output()
+        .expect("python runs");
+    assert!(
+        output.status.success(),
+        "ArviZ could not read the files: {}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    // The script prints `name mean ess_bulk ess_tail r_hat` per variable; compare with ours.
+    let files: Vec<String> = (1..=4)
+        .map(|i| std::fs::read_to_string(dir.join(format!("draws_{i}.csv"))).expect("file"))
+        .collect();
+    let parsed: Vec<(Vec<String>, Vec<Vec<f64>>)> =
+        files.iter().map(|csv| parse_csv(csv)).collect();
+    let header = &parsed[0].0;
+    let mut compared = 0;
+    for line in stdout(&output).lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [name, mean, ess_bulk, ess_tail, r_hat] = fields[..] else {
+            continue;
+        };
+        let column = header
+            .iter()
+            .position(|h| h == name)
+            .expect("arviz names a column we wrote");
+        let chains: Vec<Vec<f64>> = parsed
+            .iter()
+            .map(|(_, rows)| rows.iter().map(|r| r[column]).collect())
+            .collect();
+        let slices: Vec<&[f64]> = chains.iter().map(Vec::as_slice).collect();
+        let ours = sampler::diagnostics::summarize(&slices);
+        for (what, theirs, ours) in [
+            ("mean", mean, ours.mean),
+            ("ess_bulk", ess_bulk, ours.ess_bulk),
+            ("ess_tail", ess_tail, ours.ess_tail),
+            ("r_hat", r_hat, ours.rhat),
+        ] {
+            let theirs: f64 = theirs.parse().expect("number");
+            assert!(
+                (theirs - ours).abs() <= 1e-6 * theirs.abs().max(1.0),
+                "{name} {what}: ArviZ {theirs}, ours {ours}"
+            );
+        }
+        compared += 1;
+    }
+    assert_eq!(
+        compared, 18,
+        "ArviZ should report mu, tau, z[8] and theta[8]"
+    );
+}
+
+fn parse_csv(csv: &str) -> (Vec<String>, Vec<Vec<f64>>) {
+    let mut rows = data_rows(csv).into_iter();
+    let header = rows
+        .next()
+        .expect("header")
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let values = rows
+        .map(|row| row.split(',').map(|v| v.parse().expect("number")).collect())
+        .collect();
+    (header, values)
+}
+
+/// A malformed model gets one line on stderr that names the problem, and exit code 2.
+fn check_bad_model(name: &str, content: &str, expected: &str) {
+    let dir = scratch_dir(name);
+    let path = dir.join(format!("{name}.json"));
+    std::fs::write(&path, content).expect("write model");
+    let output = cli(&["sample", path.to_str().expect("utf8 path"), "--quiet"]);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{name}: stderr {}",
+        stderr(&output)
+    );
+    let message = stderr(&output);
+    assert_eq!(
+        message.trim_end().lines().count(),
+        1,
+        "{name}: not one line: {message}"
+    );
+    assert!(
+        message.contains(expected),
+        "{name}: `{message}` does not mention `{expected}`"
+    );
+    assert!(
+        message.contains(&format!("{name}.json")),
+        "{name}: `{message}` does not name the file"
+    );
+}
+
+#[test]
+fn malformed_model_files_get_one_line_and_exit_code_2() {
+    let model = |statement: &str| {
+        format!(
+            r#"{{"ir_version": 1, "name": "m", "data": {{"y": {{"vector": [1.0, 2.0]}}}},
+               "parameters": [{{"name": "mu"}}], "model": [{statement}]}}"#
+        )
+    };
+    check_bad_model("truncated", r#"{"ir_version": 1, "name": "#, "EOF");
+    check_bad_model("not_json", "hello", "expected value");
+    check_bad_model(
+        "unknown_dist",
+        &model(r#"{"sample": {"value": "y", "dist": {"normall": {"mu": "mu", "sigma": 1}}}}"#),
+        "unknown variant `normall`",
+    );
+    check_bad_model(
+        "negative_sigma",
+        &model(r#"{"sample": {"value": "y", "dist": {"normal": {"mu": "mu", "sigma": -1}}}}"#),
+        "model[0].sample.dist.normal.sigma: sigma must be > 0, found -1",
+    );
+    check_bad_model(
+        "unknown_name",
+        &model(r#"{"sample": {"value": "y", "dist": {"normal": {"mu": "mu_", "sigma": 1}}}}"#),
+        "unknown name `mu_` (did you mean `mu`?)",
+    );
+    check_bad_model("missing_file_is_exit_2_too", "", "EOF");
+}
+
+#[test]
+fn a_missing_model_file_is_reported_with_its_path() {
+    let output = cli(&["sample", "models/does_not_exist.json", "--quiet"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("models/does_not_exist.json: cannot read the model file"));
+}
