@@ -9,7 +9,7 @@
 //! `-inf`; data and constant operands were checked when the model was lowered.
 
 use crate::program::DensityKind;
-use crate::special::{digamma, lgamma, logistic, softplus};
+use crate::special::{digamma, lgamma};
 
 const NEG_INF: f64 = f64::NEG_INFINITY;
 
@@ -180,6 +180,15 @@ fn shape_log_rate(a: f64, b: f64) -> (f64, f64, f64) {
     } else {
         (NEG_INF, 0.0, 0.0)
     }
+}
+
+/// `softplus(η)` and `logistic(η)` from one exponential, without overflow.
+#[inline]
+fn softplus_and_logistic(eta: f64) -> (f64, f64) {
+    let e = (-eta.abs()).exp();
+    let softplus = eta.max(0.0) + e.ln_1p();
+    let logistic = if eta >= 0.0 { 1.0 / (1.0 + e) } else { e / (1.0 + e) };
+    (softplus, logistic)
 }
 
 /// `sum_i log p(x_i | p_i)`, adding partial derivatives to `adj`.
@@ -378,17 +387,13 @@ pub(crate) fn density(kind: DensityKind, x: &Arg, p: &[Arg; 3], n: usize, adj: &
                 })
         }
         DensityKind::BernoulliLogit => kernel(adj, n, x, [p0], |y, [eta]| {
-            // y ln σ(η) + (1 - y) ln(1 - σ(η)), with ln σ(η) = -softplus(-η).
-            let value = if y > 0.5 {
-                -softplus(-eta)
-            } else {
-                -softplus(eta)
-            };
-            (value, 0.0, [y - logistic(eta)])
+            // y ln σ(η) + (1 - y) ln(1 - σ(η)) = y η - softplus(η).
+            let (softplus_eta, logistic_eta) = softplus_and_logistic(eta);
+            (y * eta - softplus_eta, 0.0, [y - logistic_eta])
         }),
         DensityKind::BinomialLogit => kernel(adj, n, x, [p0, p1], |y, [trials, eta]| {
-            let value = -y * softplus(-eta) - (trials - y) * softplus(eta);
-            (value, 0.0, [0.0, y - trials * logistic(eta)])
+            let (softplus_eta, logistic_eta) = softplus_and_logistic(eta);
+            (y * eta - trials * softplus_eta, 0.0, [0.0, y - trials * logistic_eta])
         }),
         DensityKind::PoissonLog => kernel(adj, n, x, [p0], |y, [eta]| {
             let rate = eta.exp();
