@@ -118,6 +118,14 @@ def make_cases(rng):
     add("antithetic_4x200", ar1(rng, 4, 200, -0.6))
     # Values near 1e6 with unit spread: cancellation in centred sums.
     add("large_offset_4x200", ar1(rng, 4, 200, 0.5) + 1.0e6, decimals=4)
+    # 88 draws whose 95% quantile falls inside a run of 1.8s: scipy's (1 - g) a + g a rounds to
+    # 1.7999999999999998 there while numpy's lerp gives 1.8, so ArviZ's I[x <= q95] leaves the
+    # tied draws out. Catches a tail ESS that uses numpy's interpolation instead of scipy's.
+    # The high draws sit together in chain 0, so the 95% indicator is the less mixed one and its
+    # ESS is the reported minimum.
+    body = rng.permutation(np.clip(np.round(rng.standard_normal(82), 1), -1.7, 1.7))
+    tied = np.concatenate([body[:6], [1.8, 2.5, 1.8, 2.6, 1.8, 1.8], body[6:]])
+    add("ties_at_q95_4x22", tied.reshape(4, 22), decimals=1)
     add("constant_4x20", np.full((4, 20), 3.25))
     # Split draws are exactly half +1 and half -1, so the folded draws are all 1: the tail R-hat
     # is NaN while the bulk R-hat is not, and ArviZ's Python max() then returns the bulk value.

@@ -23,8 +23,8 @@
 //! - ESS: Geyer's initial positive sequence over pairs of lags, then his initial monotone
 //!   sequence, τ = −1 + 2 Σ ρ̂ plus the first unpaired even lag, τ ≥ 1/log10(S), ESS = S/τ
 //!   (ArviZ `_ess`; the paper, eqs. 10–11 and section 3.2). Autocovariances use the biased 1/n
-//!   estimator, as ArviZ's FFT does, but are summed directly one lag at a time, stopping where
-//!   Geyer's rule stops (equal to the FFT values to ~1e-13).
+//!   estimator, as ArviZ's FFT does, but are summed directly, a few lags per pass over the
+//!   draws, only as far as Geyer's rule goes (they equal the FFT values to rounding).
 //! - Bulk ESS: ESS of the rank-normalised split draws (ArviZ `_ess_bulk`). Tail ESS: the
 //!   smaller ESS of the split indicators I[x ≤ q₀.₀₅] and I[x ≤ q₀.₉₅], quantiles by scipy's
 //!   `mquantiles(alphap=1, betap=1)` over all draws (ArviZ `_ess_tail`; the paper, section 4.3).
@@ -89,35 +89,22 @@ pub fn rhat(chains: &[&[f64]]) -> f64 {
 
 /// R-hat of the rank-normalised split draws (ArviZ `rhat(method="z_scale")`).
 pub fn rhat_bulk(chains: &[&[f64]]) -> f64 {
-    let Some(split) = validated_split_chains(chains, MIN_CHAINS_FOR_RHAT) else {
-        return f64::NAN;
-    };
-    let ranked = RankedSplitDraws::new(&split);
-    let mut scores = vec![0.0; ranked.n_draws()];
-    ranked.write_bulk_scores(&mut scores);
-    split_rhat(&layout_chains(&scores, ranked.draws_per_split_chain))
+    let write_scores = RankedSplitDraws::write_bulk_scores;
+    of_rank_normalised(chains, MIN_CHAINS_FOR_RHAT, write_scores, split_rhat)
 }
 
 /// R-hat of the rank-normalised folded split draws |x − median| (ArviZ `rhat(method="folded")`).
 pub fn rhat_tail(chains: &[&[f64]]) -> f64 {
-    let Some(split) = validated_split_chains(chains, MIN_CHAINS_FOR_RHAT) else {
-        return f64::NAN;
-    };
-    let ranked = RankedSplitDraws::new(&split);
-    let mut scores = vec![0.0; ranked.n_draws()];
-    ranked.write_folded_scores(&mut scores);
-    split_rhat(&layout_chains(&scores, ranked.draws_per_split_chain))
+    let write_scores = RankedSplitDraws::write_folded_scores;
+    of_rank_normalised(chains, MIN_CHAINS_FOR_RHAT, write_scores, split_rhat)
 }
 
 /// ESS of the rank-normalised split draws (ArviZ `ess(method="bulk")`).
 pub fn ess_bulk(chains: &[&[f64]]) -> f64 {
-    let Some(split) = validated_split_chains(chains, MIN_CHAINS_FOR_ESS) else {
-        return f64::NAN;
-    };
-    let ranked = RankedSplitDraws::new(&split);
-    let mut scores = vec![0.0; ranked.n_draws()];
-    ranked.write_bulk_scores(&mut scores);
-    split_ess(&layout_chains(&scores, ranked.draws_per_split_chain), |z| z)
+    let write_scores = RankedSplitDraws::write_bulk_scores;
+    of_rank_normalised(chains, MIN_CHAINS_FOR_ESS, write_scores, |split| {
+        split_ess(split, |z| z)
+    })
 }
 
 /// Smaller ESS of the indicators I[x ≤ q₀.₀₅] and I[x ≤ q₀.₉₅] (ArviZ `ess(method="tail")`).
@@ -226,34 +213,41 @@ pub fn inv_normal_cdf(p: f64) -> f64 {
 /// functions would be.
 pub fn summarize(chains: &[&[f64]]) -> Summary {
     let (mean, sd) = pooled_mean_and_sd(chains);
-    let mut sorted_pooled = pooled_draws(chains);
-    let has_nan = sorted_pooled.iter().any(|x| x.is_nan());
-    sorted_pooled.sort_unstable_by(f64::total_cmp);
-    let n_total = sorted_pooled.len();
-    let pooled_quantile = |q: f64| {
-        if n_total == 0 || has_nan {
-            f64::NAN
-        } else {
-            numpy_linear_quantile(n_total, q, |k| sorted_pooled[k])
+    let split = validated_split_chains(chains, MIN_CHAINS_FOR_ESS);
+    let ranked = split.as_deref().map(RankedSplitDraws::new);
+    let ascending = match &ranked {
+        Some(ranked) => ranked.pooled_ascending(chains),
+        // No diagnostics for this input, but its draws can still be described.
+        None => {
+            let mut ascending = pooled_draws(chains);
+            ascending.sort_unstable_by(f64::total_cmp);
+            ascending
         }
     };
+    let [q5, q50, q95] = descriptive_quantiles(&ascending);
     let mut summary = Summary {
         mean,
         sd,
-        q5: pooled_quantile(0.05),
-        q50: pooled_quantile(0.5),
-        q95: pooled_quantile(0.95),
+        q5,
+        q50,
+        q95,
         mcse_mean: f64::NAN,
         mcse_sd: f64::NAN,
         ess_bulk: f64::NAN,
         ess_tail: f64::NAN,
         rhat: f64::NAN,
     };
-    let Some(split) = validated_split_chains(chains, MIN_CHAINS_FOR_ESS) else {
+    let (Some(split), Some(ranked)) = (split, ranked) else {
         return summary;
     };
 
-    let ranked = RankedSplitDraws::new(&split);
+    let tail_quantiles = TAIL_PROBABILITIES
+        .map(|probability| scipy_type7_quantile(ascending.len(), probability, |k| ascending[k]));
+    summary.ess_tail = tail_ess_from_quantiles(&split, tail_quantiles);
+    drop(ascending);
+    summary.mcse_mean = sd / split_ess(&split, |x| x).sqrt();
+    summary.mcse_sd = mcse_sd_given_mean(chains, &split, mean);
+
     let mut scores = vec![0.0; ranked.n_draws()];
     ranked.write_bulk_scores(&mut scores);
     let score_chains = layout_chains(&scores, ranked.draws_per_split_chain);
@@ -264,13 +258,19 @@ pub fn summarize(chains: &[&[f64]]) -> Summary {
         let folded_chains = layout_chains(&scores, ranked.draws_per_split_chain);
         summary.rhat = python_max(rhat_bulk, split_rhat(&folded_chains));
     }
-
-    let quantiles = TAIL_PROBABILITIES
-        .map(|probability| scipy_type7_quantile(n_total, probability, |k| sorted_pooled[k]));
-    summary.ess_tail = tail_ess_from_quantiles(&split, quantiles);
-    summary.mcse_mean = sd / split_ess(&split, |x| x).sqrt();
-    summary.mcse_sd = mcse_sd_given_mean(chains, &split, mean);
     summary
+}
+
+/// numpy's 5%, 50% and 95% quantiles of ascending draws; NaN for no draws or a NaN draw.
+fn descriptive_quantiles(ascending: &[f64]) -> [f64; 3] {
+    let has_nan = ascending.iter().any(|x| x.is_nan());
+    [0.05, 0.5, 0.95].map(|q| {
+        if has_nan {
+            f64::NAN
+        } else {
+            numpy_linear_quantile(ascending.len(), q, |k| ascending[k])
+        }
+    })
 }
 
 /// The split chains if the input is usable: at least `min_chains` chains, all of one length of
@@ -293,6 +293,23 @@ fn validated_split_chains<'a>(chains: &[&'a [f64]], min_chains: usize) -> Option
             .flat_map(|chain| [&chain[..half], &chain[n_draws - half..]])
             .collect(),
     )
+}
+
+/// `statistic` of the split chains after `write_scores` rank-normalises them; NaN unless the
+/// input has at least `min_chains` valid chains.
+fn of_rank_normalised(
+    chains: &[&[f64]],
+    min_chains: usize,
+    write_scores: fn(&RankedSplitDraws, &mut [f64]),
+    statistic: fn(&[&[f64]]) -> f64,
+) -> f64 {
+    let Some(split) = validated_split_chains(chains, min_chains) else {
+        return f64::NAN;
+    };
+    let ranked = RankedSplitDraws::new(&split);
+    let mut scores = vec![0.0; ranked.n_draws()];
+    write_scores(&ranked, &mut scores);
+    statistic(&layout_chains(&scores, ranked.draws_per_split_chain))
 }
 
 /// All draws of all chains, chain after chain.
@@ -350,11 +367,6 @@ fn variance(values: &[f64], ddof: usize) -> f64 {
 /// Python's `max(a, b)`: `a` unless `b > a`, so a NaN `b` is ignored but a NaN `a` is kept.
 fn python_max(a: f64, b: f64) -> f64 {
     if b > a { b } else { a }
-}
-
-/// Python's `min(a, b)`: `a` unless `b < a`.
-fn python_min(a: f64, b: f64) -> f64 {
-    if b < a { b } else { a }
 }
 
 /// Cuts a flat buffer laid out split chain after split chain back into chains.
@@ -422,7 +434,8 @@ fn scipy_type7_quantile(
 /// Python's `min` of the ESS of the split indicators I[x ≤ q] for the two tail quantiles.
 fn tail_ess_from_quantiles(split: &[&[f64]], quantiles: [f64; 2]) -> f64 {
     let [low, high] = quantiles.map(|q| split_ess(split, move |x| if x <= q { 1.0 } else { 0.0 }));
-    python_min(low, high)
+    // Python's `min(low, high)`: `low` unless `high < low`.
+    if high < low { high } else { low }
 }
 
 /// ArviZ `_mcse_sd`: delta method on c = (x − mean)², with ESS_mean of the split c.
@@ -472,6 +485,28 @@ impl RankedSplitDraws {
 
     fn n_draws(&self) -> usize {
         self.ascending.len()
+    }
+
+    /// Every draw of `chains` in ascending order. The split draws are sorted already; only the
+    /// middle draws that an odd chain length leaves out need sorting and merging in.
+    fn pooled_ascending(&self, chains: &[&[f64]]) -> Vec<f64> {
+        let mut middle_draws: Vec<f64> = chains
+            .iter()
+            .filter(|chain| chain.len() % 2 == 1)
+            .map(|chain| chain[chain.len() / 2])
+            .collect();
+        middle_draws.sort_unstable_by(f64::total_cmp);
+        let mut middle_draws = middle_draws.into_iter().peekable();
+        let mut ascending = Vec::with_capacity(self.ascending.len() + middle_draws.len());
+        for &(value, _) in &self.ascending {
+            while let Some(middle) = middle_draws.next_if(|middle| middle.total_cmp(&value).is_lt())
+            {
+                ascending.push(middle);
+            }
+            ascending.push(value);
+        }
+        ascending.extend(middle_draws);
+        ascending
     }
 
     /// Rank-normalised split draws (ArviZ `_z_scale(_split_chains(ary))`), by layout position.
@@ -567,9 +602,9 @@ fn split_rhat(chains: &[&[f64]]) -> f64 {
 /// ArviZ `_ess` of `transform(x)` for split chains of equal length (at least 2 draws).
 ///
 /// `transform` is applied on the fly, so indicators and squared deviations need no buffer.
-/// The autocovariance of lag t, averaged over chains, is summed directly only for the lags
-/// Geyer's initial positive sequence visits (each costs one pass over the draws), instead of
-/// ArviZ's FFT over every lag; the values agree to rounding.
+/// The autocovariance of lag t, averaged over chains, is summed directly and only for the lags
+/// Geyer's initial positive sequence visits ([`LazyAutocovariance`]), instead of ArviZ's FFT over
+/// every lag; the values agree to rounding.
 fn split_ess(chains: &[&[f64]], transform: impl Fn(f64) -> f64 + Copy) -> f64 {
     let n_chain = chains.len();
     let n_draw = chains.first().map_or(0, |chain| chain.len());
@@ -699,10 +734,10 @@ impl<'a, Transform: Fn(f64) -> f64 + Copy> LazyAutocovariance<'a, Transform> {
                 *sum += lagged_dot(&self.centred, lag);
             }
         }
-        let n_pairs_of_chain_and_draw = n_draw as f64;
-        let n_chain = self.chains.len() as f64;
+        // The biased estimator divides by the chain length whatever the lag, like ArviZ's FFT.
+        let (n, n_chain) = (n_draw as f64, self.chains.len() as f64);
         for sum in &sums[..end_lag - first_lag] {
-            self.by_lag.push(sum / n_pairs_of_chain_and_draw / n_chain);
+            self.by_lag.push(sum / n / n_chain);
         }
     }
 }
@@ -739,67 +774,45 @@ fn polynomial(coefficients: &[f64; 8], x: f64) -> f64 {
 /// Coefficients of Wichura's AS 241 (PPND16), constant term first, with the published digits
 /// kept verbatim so they can be checked against the paper. A/B: |p − 0.5| ≤ 0.425;
 /// C/D: r = sqrt(−ln min(p, 1 − p)) ≤ 5; E/F: beyond.
+// Laid out like the published table, two to a row.
 #[allow(clippy::excessive_precision)]
+#[rustfmt::skip]
 mod ppnd16 {
     pub(super) const A: [f64; 8] = [
-        3.3871328727963666080e0,
-        1.3314166789178437745e+2,
-        1.9715909503065514427e+3,
-        1.3731693765509461125e+4,
-        4.5921953931549871457e+4,
-        6.7265770927008700853e+4,
-        3.3430575583588128105e+4,
-        2.5090809287301226727e+3,
+          3.3871328727963666080e0,  1.3314166789178437745e+2,
+         1.9715909503065514427e+3,  1.3731693765509461125e+4,
+         4.5921953931549871457e+4,  6.7265770927008700853e+4,
+         3.3430575583588128105e+4,  2.5090809287301226727e+3,
     ];
     pub(super) const B: [f64; 8] = [
-        1.0,
-        4.2313330701600911252e+1,
-        6.8718700749205790830e+2,
-        5.3941960214247511077e+3,
-        2.1213794301586595867e+4,
-        3.9307895800092710610e+4,
-        2.8729085735721942674e+4,
-        5.2264952788528545610e+3,
+                              1.0,  4.2313330701600911252e+1,
+         6.8718700749205790830e+2,  5.3941960214247511077e+3,
+         2.1213794301586595867e+4,  3.9307895800092710610e+4,
+         2.8729085735721942674e+4,  5.2264952788528545610e+3,
     ];
     pub(super) const C: [f64; 8] = [
-        1.42343711074968357734e0,
-        4.63033784615654529590e0,
-        5.76949722146069140550e0,
-        3.64784832476320460504e0,
-        1.27045825245236838258e0,
-        2.41780725177450611770e-1,
-        2.27238449892691845833e-2,
-        7.74545014278341407640e-4,
+         1.42343711074968357734e0,  4.63033784615654529590e0,
+         5.76949722146069140550e0,  3.64784832476320460504e0,
+         1.27045825245236838258e0, 2.41780725177450611770e-1,
+        2.27238449892691845833e-2, 7.74545014278341407640e-4,
     ];
     pub(super) const D: [f64; 8] = [
-        1.0,
-        2.05319162663775882187e0,
-        1.67638483018380384940e0,
-        6.89767334985100004550e-1,
-        1.48103976427480074590e-1,
-        1.51986665636164571966e-2,
-        5.47593808499534494600e-4,
-        1.05075007164441684324e-9,
+                              1.0,  2.05319162663775882187e0,
+         1.67638483018380384940e0, 6.89767334985100004550e-1,
+        1.48103976427480074590e-1, 1.51986665636164571966e-2,
+        5.47593808499534494600e-4, 1.05075007164441684324e-9,
     ];
     pub(super) const E: [f64; 8] = [
-        6.65790464350110377720e0,
-        5.46378491116411436990e0,
-        1.78482653991729133580e0,
-        2.96560571828504891230e-1,
-        2.65321895265761230930e-2,
-        1.24266094738807843860e-3,
-        2.71155556874348757815e-5,
-        2.01033439929228813265e-7,
+         6.65790464350110377720e0,  5.46378491116411436990e0,
+         1.78482653991729133580e0, 2.96560571828504891230e-1,
+        2.65321895265761230930e-2, 1.24266094738807843860e-3,
+        2.71155556874348757815e-5, 2.01033439929228813265e-7,
     ];
     pub(super) const F: [f64; 8] = [
-        1.0,
-        5.99832206555887937690e-1,
-        1.36929880922735805310e-1,
-        1.48753612908506148525e-2,
-        7.86869131145613259100e-4,
-        1.84631831751005468180e-5,
-        1.42151175831644588870e-7,
-        2.04426310338993978564e-15,
+                              1.0, 5.99832206555887937690e-1,
+        1.36929880922735805310e-1, 1.48753612908506148525e-2,
+        7.86869131145613259100e-4, 1.84631831751005468180e-5,
+        1.42151175831644588870e-7, 2.04426310338993978564e-15,
     ];
 }
 
