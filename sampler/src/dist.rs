@@ -187,7 +187,11 @@ fn shape_log_rate(a: f64, b: f64) -> (f64, f64, f64) {
 fn softplus_and_logistic(eta: f64) -> (f64, f64) {
     let e = (-eta.abs()).exp();
     let softplus = eta.max(0.0) + e.ln_1p();
-    let logistic = if eta >= 0.0 { 1.0 / (1.0 + e) } else { e / (1.0 + e) };
+    let logistic = if eta >= 0.0 {
+        1.0 / (1.0 + e)
+    } else {
+        e / (1.0 + e)
+    };
     (softplus, logistic)
 }
 
@@ -393,7 +397,11 @@ pub(crate) fn density(kind: DensityKind, x: &Arg, p: &[Arg; 3], n: usize, adj: &
         }),
         DensityKind::BinomialLogit => kernel(adj, n, x, [p0, p1], |y, [trials, eta]| {
             let (softplus_eta, logistic_eta) = softplus_and_logistic(eta);
-            (y * eta - trials * softplus_eta, 0.0, [0.0, y - trials * logistic_eta])
+            (
+                y * eta - trials * softplus_eta,
+                0.0,
+                [0.0, y - trials * logistic_eta],
+            )
         }),
         DensityKind::PoissonLog => kernel(adj, n, x, [p0], |y, [eta]| {
             let rate = eta.exp();

@@ -459,7 +459,11 @@ impl Model {
                 max: max_bytes,
             });
         }
-        rmp_serde::from_slice(bytes).map_err(|err| DecodeError::Msgpack(err.to_string()))
+        let mut deserializer = rmp_serde::Deserializer::from_read_ref(bytes);
+        // Our own depth limit bounds expressions; this bounds everything else (and anything
+        // skipped), well below what a thread's stack holds.
+        deserializer.set_max_depth(2 * expr_serde::MAX_EXPR_DEPTH + 32);
+        Model::deserialize(&mut deserializer).map_err(|err| DecodeError::Msgpack(err.to_string()))
     }
 
     /// Writes rmp-serde (MessagePack) bytes, with field names so that the format can grow.

@@ -13,7 +13,7 @@ use crate::program::{
     DataRef, DensityKind, IndexRef, Inst, MapOp, MatrixRef, Operand, Output, Program, Slot, SlotId,
     StatementId, ThetaRef, Transform, ZipOp,
 };
-use crate::validate::{Limits, ModelError, Problem};
+use crate::validate::{Limits, ModelError, Num, Problem};
 
 /// The result of lowering: the program and non-fatal remarks.
 pub(crate) struct Lowered {
@@ -459,7 +459,9 @@ impl<'a> Lowerer<'a> {
                     return Err(ModelError::new(
                         lower_path,
                         Problem::Invalid(format!(
-                            "lower bound {l} must be below upper bound {h} (element {i})"
+                            "lower bound {} must be below upper bound {} (element {i})",
+                            Num(l),
+                            Num(h)
                         )),
                     ));
                 }
@@ -473,9 +475,9 @@ impl<'a> Lowerer<'a> {
             && !spec.support.fits(&param.constraint)
         {
             self.warnings.push(format!(
-                "{value_path}: parameter `{}` has constraint {:?} but {} needs {}; draws outside the support are rejected as divergences",
+                "{value_path}: parameter `{}` has constraint {} but {} needs {}; draws outside the support are rejected as divergences",
                 param.name,
-                param.constraint,
+                serde_json::to_string(&param.constraint).unwrap_or_default(),
                 dist.name(),
                 spec.support.describe()
             ));
@@ -980,7 +982,8 @@ impl<'a> Lowerer<'a> {
             return Err(ModelError::new(
                 path,
                 Problem::Invalid(format!(
-                    "index {bad} at position {i} is out of range for a vector of length {source_len} (indices are 0-based)"
+                    "index {} at position {i} is out of range for a vector of length {source_len} (indices are 0-based)",
+                    Num(bad)
                 )),
             ));
         }
@@ -1038,7 +1041,8 @@ impl<'a> Lowerer<'a> {
             return Err(ModelError::new(
                 path,
                 Problem::Invalid(format!(
-                    "this constant expression evaluates to {value} at position {index}"
+                    "this constant expression evaluates to {} at position {index}",
+                    Num(value)
                 )),
             ));
         }

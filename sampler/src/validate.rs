@@ -110,7 +110,7 @@ pub enum Problem {
         name: String,
     },
     /// A non-finite number.
-    #[error("value {value} at position {index} is not finite")]
+    #[error("value {} at position {index} is not finite", Num(*value))]
     NonFinite {
         /// 0-based position in the data item (row-major for a matrix).
         index: usize,
@@ -144,7 +144,7 @@ pub enum Problem {
     #[error("{0}")]
     Shape(String),
     /// A constant or data argument outside its domain.
-    #[error("{arg} must be {requirement}, found {value}")]
+    #[error("{arg} must be {requirement}, found {}", Num(*value))]
     ArgumentDomain {
         /// The argument's name.
         arg: String,
@@ -155,7 +155,7 @@ pub enum Problem {
     },
     /// Observed data outside the distribution's support.
     #[error(
-        "observed value {value} at position {index} is outside the support of {dist} ({support})"
+        "observed value {} at position {index} is outside the support of {dist} ({support})", Num(*value)
     )]
     Support {
         /// The distribution.
@@ -170,6 +170,21 @@ pub enum Problem {
     /// Anything else, in words.
     #[error("{0}")]
     Invalid(String),
+}
+
+/// An f64 for messages: plain for ordinary magnitudes, scientific for tiny or huge ones
+/// (`{}` would print `1e-300` with 300 digits).
+pub(crate) struct Num(pub f64);
+
+impl fmt::Display for Num {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let magnitude = self.0.abs();
+        if magnitude == 0.0 || !magnitude.is_finite() || (1e-4..1e16).contains(&magnitude) {
+            write!(f, "{}", self.0)
+        } else {
+            write!(f, "{:e}", self.0)
+        }
+    }
 }
 
 /// A model failed to load: it did not decode, or it decoded and failed validation.
@@ -315,17 +330,21 @@ fn check_declarations(model: &Model, limits: &Limits) -> Result<(), ModelError> 
             Problem::Invalid("a model name is at most 256 bytes of printable text".into()),
         ));
     }
-    let n_decl = model
-        .parameters
-        .len()
-        .max(model.transformed.len())
-        .max(model.model.len());
-    check_limit(
-        "model",
-        "the number of declarations",
-        n_decl,
-        limits.max_declarations,
-    )?;
+    for (path, what, count) in [
+        (
+            "parameters",
+            "the number of parameters",
+            model.parameters.len(),
+        ),
+        (
+            "transformed",
+            "the number of transformed parameters",
+            model.transformed.len(),
+        ),
+        ("model", "the number of statements", model.model.len()),
+    ] {
+        check_limit(path, what, count, limits.max_declarations)?;
+    }
 
     let mut seen = HashSet::new();
     let mut declare = |path: String, name: &str| -> Result<(), ModelError> {
@@ -396,7 +415,9 @@ fn check_constraint(path: &str, constraint: &crate::ir::Constraint) -> Result<()
         Constraint::Interval { lower, upper } if lower >= upper => Err(ModelError::new(
             path,
             Problem::Invalid(format!(
-                "lower bound {lower} must be below upper bound {upper}"
+                "lower bound {} must be below upper bound {}",
+                Num(lower),
+                Num(upper)
             )),
         )),
         _ => Ok(()),

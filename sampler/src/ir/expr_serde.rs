@@ -180,7 +180,9 @@ impl<'de> Visitor<'de> for PairSeed {
         };
         let lhs = seq.next_element_seed(self.inner)?.ok_or_else(wrong_len)?;
         let rhs = seq.next_element_seed(self.inner)?.ok_or_else(wrong_len)?;
-        if seq.next_element::<de::IgnoredAny>()?.is_some() {
+        // A third element is an error whatever it is; decode it with the bounded seed rather
+        // than skipping it (skipping recurses without our depth limit).
+        if seq.size_hint().is_some_and(|n| n > 0) || seq.next_element_seed(self.inner)?.is_some() {
             return Err(wrong_len());
         }
         Ok((lhs, rhs))

@@ -12,7 +12,10 @@ fn log_density_and_transitions_do_not_allocate() {
     // The counter sees allocations at all.
     let before = allocations_on_this_thread();
     std::hint::black_box(vec![1u8; 16]);
-    assert!(allocations_on_this_thread() > before, "the counting allocator is not installed");
+    assert!(
+        allocations_on_this_thread() > before,
+        "the counting allocator is not installed"
+    );
 
     for name in BENCH_MODELS {
         let model = bench_model(name);
@@ -25,7 +28,11 @@ fn log_density_and_transitions_do_not_allocate() {
         for _ in 0..100 {
             density.logp_grad(&theta, &mut grad);
         }
-        assert_eq!(allocations_on_this_thread() - before, 0, "{name}: logp_grad allocated");
+        assert_eq!(
+            allocations_on_this_thread() - before,
+            0,
+            "{name}: logp_grad allocated"
+        );
 
         let metric = Metric::unit(dim);
         let options = NutsOptions {
@@ -39,8 +46,20 @@ fn log_density_and_transitions_do_not_allocate() {
         nuts::evaluate(&mut density, &mut current);
         let before = allocations_on_this_thread();
         for _ in 0..20 {
-            nuts::transition(&mut density, &metric, 0.05, &options, &mut rng, &mut current, &mut workspace);
+            nuts::transition(
+                &mut density,
+                &metric,
+                0.05,
+                &options,
+                &mut rng,
+                &mut current,
+                &mut workspace,
+            );
         }
-        assert_eq!(allocations_on_this_thread() - before, 0, "{name}: a NUTS transition allocated");
+        assert_eq!(
+            allocations_on_this_thread() - before,
+            0,
+            "{name}: a NUTS transition allocated"
+        );
     }
 }
