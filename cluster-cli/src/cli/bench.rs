@@ -30,6 +30,7 @@ struct Measurement {
     bulk_per_second: f64,
     tail_per_second: f64,
     bulk_per_grad: f64,
+    bulk_per_total_grad: f64,
     divergent: usize,
     leapfrog_per_draw: f64,
 }
@@ -74,9 +75,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         args.sampler.warmup, args.sampler.draws, args.seeds
     );
     println!(
-        "| model | adaptation | grad evals/s | min bulk-ESS/s | min tail-ESS/s | bulk-ESS per 1000 grads | divergences | leapfrog/draw |"
+        "| model | adaptation | grad evals/s | min bulk-ESS/s | min tail-ESS/s | bulk-ESS per 1000 grads \
+         | same, warmup grads included | divergences | leapfrog/draw |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for path in &models {
         let model = load_model(path)?;
         let columns = model.columns();
@@ -102,19 +104,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                     bulk_per_second: summary.min_ess_bulk() / seconds,
                     tail_per_second: summary.min_ess_tail() / seconds,
                     bulk_per_grad: 1000.0 * summary.min_ess_bulk() / grads.max(1.0),
+                    bulk_per_total_grad: 1000.0 * summary.min_ess_bulk()
+                        / (grads + trace.grad_evals_warmup as f64).max(1.0),
                     divergent: trace.n_divergent(),
                     leapfrog_per_draw: grads / trace.n_draws().max(1) as f64,
                 });
             }
             let column = |f: fn(&Measurement) -> f64| median(runs.iter().map(f).collect());
             println!(
-                "| {} | {:?} | {:.3e} | {:.0} | {:.0} | {:.1} | {} | {:.1} |",
+                "| {} | {:?} | {:.3e} | {:.0} | {:.0} | {:.1} | {:.1} | {} | {:.1} |",
                 model.name(),
                 adaptation,
                 column(|m| m.grads_per_second),
                 column(|m| m.bulk_per_second),
                 column(|m| m.tail_per_second),
                 column(|m| m.bulk_per_grad),
+                column(|m| m.bulk_per_total_grad),
                 runs.iter()
                     .map(|m| m.divergent.to_string())
                     .collect::<Vec<_>>()
