@@ -1,7 +1,12 @@
 //! Command-line arguments and the dispatch to each subcommand.
 
 mod bench;
+mod cluster;
+mod devices;
+mod join;
+mod node;
 mod sample;
+mod status;
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +28,14 @@ enum Command {
     Sample(sample::SampleArgs),
     /// Measure the sampler on the benchmark models and print a table.
     Bench(bench::BenchArgs),
+    /// List the GPU adapters (Vulkan): backend, type, memory, features; exit code 1 if none.
+    Devices(devices::DevicesArgs),
+    /// Run a cluster node until SIGINT or SIGTERM.
+    Node(node::NodeArgs),
+    /// Connect to a node and list its cluster; with --node, make a running node join PEER.
+    Join(join::JoinArgs),
+    /// List the nodes of a cluster: state, CPU slots, GPUs, running jobs.
+    Status(status::StatusArgs),
 }
 
 /// Errors in the user's input files: reported in one line with exit code 2.
@@ -116,6 +129,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
         Command::Sample(args) => sample::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Devices(args) => devices::run(args),
+        Command::Node(args) => node::run(args),
+        Command::Join(args) => join::run(args),
+        Command::Status(args) => status::run(args),
     }
 }
 

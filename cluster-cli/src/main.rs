@@ -2,6 +2,8 @@
 //! else lives in the libraries.
 
 mod cli;
+mod cookie;
+mod logging;
 mod progress;
 
 use std::process::ExitCode;

@@ -299,3 +299,32 @@ fn a_missing_model_file_is_reported_with_its_path() {
     assert_eq!(output.status.code(), Some(2));
     assert!(stderr(&output).contains("models/does_not_exist.json: cannot read the model file"));
 }
+
+/// `devices` lists adapters, or says in one line that there is none (exit code 1); with
+/// `--check` each adapter's GPU results match the CPU. `REQUIRE_GPU=1` makes "none" a failure.
+#[test]
+fn devices_lists_adapters_or_says_there_is_none() {
+    let output = cli(&["devices", "--check", "--chains", "70"]);
+    let (out, err) = (stdout(&output), stderr(&output));
+    if output.status.code() == Some(1) && err.contains("no GPU adapter") {
+        assert!(
+            std::env::var("REQUIRE_GPU").map_or(true, |v| v != "1"),
+            "REQUIRE_GPU=1 but: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "one line, got:\n{err}");
+        eprintln!("skipping the GPU part of this test: {}", err.trim());
+        return;
+    }
+    assert!(output.status.success(), "stdout:\n{out}\nstderr:\n{err}");
+    for field in [
+        "backend:  vulkan",
+        "type:",
+        "memory:",
+        "features:",
+        "limits:",
+    ] {
+        assert!(out.contains(field), "missing {field} in:\n{out}");
+    }
+    assert!(out.contains("eight_schools_noncentered"), "{out}");
+    assert!(out.contains("every check passed"), "{out}");
+}

@@ -1,0 +1,116 @@
+//! What the cluster subcommands (`node`, `join`, `status`) share: address parsing, the async
+//! runtime, and the member table.
+
+use std::fmt::Write as _;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use anyhow::Context;
+use runtime::{MemberState, MemberStatus};
+
+/// Resolves `HOST:PORT` (an IP address or a host name) to its first address.
+pub fn resolve(address: &str) -> anyhow::Result<SocketAddr> {
+    address
+        .to_socket_addrs()
+        .with_context(|| format!("cannot resolve {address:?} (expected HOST:PORT)"))?
+        .next()
+        .with_context(|| format!("{address:?} resolves to no address"))
+}
+
+/// Runs `future` on a multi-threaded tokio runtime.
+pub fn block_on<F: Future>(future: F) -> anyhow::Result<F::Output> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    Ok(runtime.block_on(future))
+}
+
+/// The member table `join` and `status` print, and a summary line.
+pub fn members_table(members: &[MemberStatus]) -> String {
+    let header = [
+        "NODE",
+        "ADDRESS",
+        "STATE",
+        "CPU SLOTS",
+        "GPUS",
+        "RUNNING JOBS",
+    ];
+    let rows: Vec<[String; 6]> = members
+        .iter()
+        .map(|member| {
+            let (cpu, gpus, jobs) = match &member.resources {
+                Some(r) => (
+                    r.cpu_slots.to_string(),
+                    gpu_list(r),
+                    r.running_jobs.to_string(),
+                ),
+                None => ("?".into(), "?".into(), "?".into()),
+            };
+            [
+                member.name.to_string(),
+                member.address.to_string(),
+                member.state.to_string(),
+                cpu,
+                gpus,
+                jobs,
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: &[&str]| {
+        let text: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        let _ = writeln!(out, "{}", text.join("  ").trim_end());
+    };
+    line(&header);
+    for row in &rows {
+        line(&row.each_ref().map(String::as_str));
+    }
+    let up = members
+        .iter()
+        .filter(|m| matches!(m.state, MemberState::Local | MemberState::Up))
+        .count();
+    let resources = members.iter().filter_map(|m| m.resources.as_ref());
+    let (cpu, gpus, jobs) = resources.fold((0u64, 0usize, 0u64), |(c, g, j), r| {
+        (
+            c + u64::from(r.cpu_slots),
+            g + r.gpus.len(),
+            j + u64::from(r.running_jobs),
+        )
+    });
+    let _ = writeln!(
+        out,
+        "{} nodes ({up} up): {cpu} cpu slots, {gpus} gpus, {jobs} running jobs",
+        members.len()
+    );
+    out
+}
+
+fn gpu_list(resources: &runtime::NodeResources) -> String {
+    if resources.gpus.is_empty() {
+        return "-".into();
+    }
+    let gpus: Vec<String> = resources
+        .gpus
+        .iter()
+        .map(|gpu| match gpu.memory_bytes {
+            Some(bytes) => format!(
+                "{} ({}, {:.1} GiB)",
+                gpu.adapter,
+                gpu.backend,
+                bytes as f64 / f64::from(1u32 << 30)
+            ),
+            None => format!("{} ({})", gpu.adapter, gpu.backend),
+        })
+        .collect();
+    gpus.join(", ")
+}

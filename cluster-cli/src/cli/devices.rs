@@ -1,0 +1,238 @@
+//! `cluster-cli devices`: the Vulkan adapters of this machine (backend, type, memory,
+//! features, limits); with `--check` a GPU-against-CPU check of each one (log densities and
+//! gradients of the models at random points, in f32 and f64); with `--f64-builtins` a
+//! measurement of the driver's own f64 `exp` and `log`, which our kernels avoid.
+//!
+//! Exit codes: 0 when at least one adapter is listed (and, with `--check`, every check
+//! passed); 1 with the one line "no GPU adapter: ..." when Vulkan lists none, or when a check
+//! fails. Scripts can therefore test `cluster-cli devices` for a usable GPU.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use gpu_actor::{
+    AdapterChoice, AdapterReport, DeviceOptions, GpuDevice, LogpGradRequest, Precision,
+    enumerate_adapters,
+};
+use sampler::{ChainId, ChainRng, CheckedModel, LogDensity, Seed};
+
+use super::{default_models_dir, load_model};
+
+/// Arguments of `devices`.
+#[derive(Debug, clap::Args)]
+pub struct DevicesArgs {
+    /// Also check each adapter: GPU log densities and gradients against the CPU at random
+    /// points, in f32 and (where supported) f64, and the driver's f64 exp/log.
+    #[arg(long)]
+    check: bool,
+    /// Model files for --check; default: every `*.json` in models/.
+    models: Vec<PathBuf>,
+    /// Chains (random points) per model for --check.
+    #[arg(long, default_value_t = 256)]
+    chains: usize,
+    /// Measure each adapter's own f64 exp and log against the CPU. Some drivers lose the
+    /// device over them (NVIDIA 580), so this runs last, on a device of its own.
+    #[arg(long)]
+    f64_builtins: bool,
+}
+
+/// Relative tolerances of `--check`: errors are relative to `max(1, |log density|)` and, for
+/// the gradient, to `max(1, largest |gradient coordinate|)`.
+fn tolerance(precision: Precision) -> f64 {
+    match precision {
+        Precision::F32 => 1e-4,
+        Precision::F64 => 1e-10,
+    }
+}
+
+/// Runs the command.
+pub fn run(args: DevicesArgs) -> anyhow::Result<()> {
+    let adapters = enumerate_adapters()?;
+    let noun = if adapters.len() == 1 {
+        "adapter"
+    } else {
+        "adapters"
+    };
+    println!("{} GPU {noun} (Vulkan), best first:", adapters.len());
+    for adapter in &adapters {
+        println!("{adapter}");
+        if adapter.is_software() {
+            println!("    note:     a software device: correct but slow, never for timings");
+        }
+    }
+    let mut failures = Vec::new();
+    if args.check {
+        let models = models(&args)?;
+        for adapter in &adapters {
+            failures.extend(check(adapter, &models, args.chains)?);
+        }
+    }
+    if args.f64_builtins {
+        for adapter in adapters.iter().filter(|a| a.features.shader_f64) {
+            f64_builtins(adapter)?;
+        }
+    }
+    if !failures.is_empty() {
+        bail!("GPU and CPU disagree:\n{}", failures.join("\n"));
+    }
+    if args.check {
+        println!("every check passed");
+    }
+    Ok(())
+}
+
+fn open(adapter: &AdapterReport) -> anyhow::Result<GpuDevice> {
+    Ok(GpuDevice::open(&DeviceOptions {
+        adapter: AdapterChoice::Index(adapter.index),
+        allow_software: true,
+        poll_timeout: Duration::from_secs(300),
+    })?)
+}
+
+/// Prints the largest relative errors of the adapter's own f64 exp and log, or why it could
+/// not run them.
+fn f64_builtins(adapter: &AdapterReport) -> anyhow::Result<()> {
+    let device = open(adapter)?;
+    match device.check_f64_builtins().wait() {
+        Ok(check) => {
+            println!(
+                "[{}] built-in f64 exp/log over [-20, 20]: max relative error {:.1e} / {:.1e} ({})",
+                adapter.index,
+                check.exp,
+                check.log,
+                if check.exp.max(check.log) < 1e-14 {
+                    "usable"
+                } else {
+                    "wrong"
+                }
+            );
+            device.shutdown()?;
+        }
+        Err(err) => {
+            println!(
+                "[{}] built-in f64 exp/log: the driver cannot run them: {err}",
+                adapter.index
+            );
+            // Tearing down a device lost this way crashed the process on NVIDIA: leave it to
+            // the process's exit.
+            std::mem::forget(device);
+        }
+    }
+    Ok(())
+}
+
+fn models(args: &DevicesArgs) -> anyhow::Result<Vec<CheckedModel>> {
+    let paths = if args.models.is_empty() {
+        let dir = default_models_dir();
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .with_context(|| format!("cannot list {}", dir.display()))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+            .collect();
+        paths.sort();
+        paths
+    } else {
+        args.models.clone()
+    };
+    paths.iter().map(|path| load_model(path)).collect()
+}
+
+/// Checks one adapter; returns the failures.
+fn check(
+    adapter: &AdapterReport,
+    models: &[CheckedModel],
+    chains: usize,
+) -> anyhow::Result<Vec<String>> {
+    println!("\ncheck of [{}] {}:", adapter.index, adapter.name);
+    let device = open(adapter)?;
+    let mut failures = Vec::new();
+    println!(
+        "  {:<28} {:>5} {:>13} {:>13} {:>12}",
+        "model", "prec", "lp error", "grad error", "batch"
+    );
+    for precision in [Precision::F32, Precision::F64] {
+        if !device.supports(precision) {
+            println!("  ({precision}: not supported by this adapter)");
+            continue;
+        }
+        for (k, model) in models.iter().enumerate() {
+            let result = check_model(&device, model, precision, chains, k as u64)?;
+            println!(
+                "  {:<28} {:>5} {:>13.2e} {:>13.2e} {:>9.3} ms",
+                model.name(),
+                precision.to_string(),
+                result.lp,
+                result.grad,
+                result.batch.as_secs_f64() * 1e3
+            );
+            if result.lp > tolerance(precision) || result.grad > tolerance(precision) {
+                failures.push(format!(
+                    "{} {precision} on {}: errors {:.2e} (log density), {:.2e} (gradient) over {:.0e}",
+                    model.name(),
+                    adapter.name,
+                    result.lp,
+                    result.grad,
+                    tolerance(precision)
+                ));
+            }
+        }
+    }
+    device.shutdown()?;
+    Ok(failures)
+}
+
+struct ModelCheck {
+    lp: f64,
+    grad: f64,
+    /// Submission to readback of the second (warm) batch.
+    batch: Duration,
+}
+
+fn check_model(
+    device: &GpuDevice,
+    model: &CheckedModel,
+    precision: Precision,
+    chains: usize,
+    seed: u64,
+) -> anyhow::Result<ModelCheck> {
+    let dim = model.dim();
+    let mut rng = ChainRng::new(Seed(seed), ChainId(0));
+    let points: Vec<f64> = (0..chains * dim)
+        .map(|_| rng.uniform_in(-2.0, 2.0))
+        .collect();
+    let key = device.upload_model(model, precision).wait()?;
+    let request = LogpGradRequest {
+        model: key,
+        points: points.clone(),
+        placement: None,
+    };
+    // The first batch compiles the pipeline; the second is timed.
+    device.logp_grad(request.clone()).wait()?;
+    let batch = device.logp_grad(request).wait()?;
+    let mut evaluator = model.evaluator();
+    let mut grad = vec![0.0; dim];
+    let (mut lp_error, mut grad_error) = (0.0f64, 0.0f64);
+    for c in 0..chains {
+        let lp = evaluator.logp_grad(&points[c * dim..(c + 1) * dim], &mut grad);
+        let gpu_grad = &batch.grad[c * dim..(c + 1) * dim];
+        if !lp.is_finite() {
+            if batch.logp[c].is_finite() {
+                lp_error = f64::INFINITY;
+            }
+            continue;
+        }
+        let error = (batch.logp[c] - lp).abs() / lp.abs().max(1.0);
+        lp_error = lp_error.max(if error.is_nan() { f64::INFINITY } else { error });
+        let scale = grad.iter().fold(1.0f64, |m, g| m.max(g.abs()));
+        for (g, c) in gpu_grad.iter().zip(&grad) {
+            let error = (g - c).abs() / scale;
+            grad_error = grad_error.max(if error.is_nan() { f64::INFINITY } else { error });
+        }
+    }
+    Ok(ModelCheck {
+        lp: lp_error,
+        grad: grad_error,
+        batch: batch.elapsed,
+    })
+}

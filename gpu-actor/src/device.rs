@@ -1,0 +1,288 @@
+//! Device ownership: one OS thread per GPU device owns the wgpu `Instance`, `Adapter`,
+//! `Device` and `Queue`; everyone else holds a cheap, cloneable [`GpuDevice`] handle.
+//!
+//! The handle sends commands over a channel; the device thread runs them one at a time and
+//! answers through a one-shot [`Pending`] reply. Blocking `device.poll` only ever runs on
+//! that thread, as do wgpu's thread-local error scopes. Requests therefore never block the
+//! caller: `.await` the `Pending` in async code (an actor's handler), or [`Pending::wait`] on
+//! a plain thread. Only [`GpuDevice::open`] blocks (tens of milliseconds, up to a second on a
+//! cold machine): call it from `spawn_blocking` in async code.
+//!
+//! Failures are values: shader and pipeline creation, uploads and dispatches run in error
+//! scopes; wgpu's uncaptured-error handler and device-lost callback are turned into
+//! [`GpuError::Uncaptured`] and [`GpuError::DeviceLost`] for the request that saw them (after
+//! a loss every request gets `DeviceLost`); a panic of the device thread drops its reply ends,
+//! so every caller waiting then, or sending later, gets [`GpuError::WorkerGone`], never a hang.
+//! A supervisor restarts the device by opening a new [`GpuDevice`].
+//!
+//! A model's data is uploaded once per precision ([`GpuDevice::upload_model`], keyed by
+//! [`ModelKey`]) and stays on the device until unloaded; pipelines are cached under a typed
+//! [`PipelineKey`]; batch buffers are kept per pipeline and grown on demand.
+
+mod adapters;
+mod pipelines;
+mod probe;
+mod resources;
+mod scope;
+mod worker;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use sampler::{CheckedModel, ModelHash};
+
+use crate::error::GpuError;
+use crate::reply::{Pending, reply_channel};
+use crate::wgsl::{Precision, TapePlacement};
+use worker::{Command, Worker};
+
+pub use adapters::{
+    AdapterFeatures, AdapterLimits, AdapterReport, DeviceKind, DeviceMemory, enumerate_adapters,
+};
+pub use pipelines::PipelineKey;
+pub use probe::F64BuiltinCheck;
+
+/// Which adapter to open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AdapterChoice {
+    /// The first of [`enumerate_adapters`]: discrete GPUs first, software devices last.
+    #[default]
+    Best,
+    /// A position in [`enumerate_adapters`]'s list.
+    Index(usize),
+}
+
+/// How to open a device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceOptions {
+    /// Which adapter.
+    pub adapter: AdapterChoice,
+    /// Whether a software adapter (lavapipe) may be opened. CI has nothing else.
+    pub allow_software: bool,
+    /// Longest wait for one submission before the request fails with
+    /// [`GpuError::Timeout`] (a watchdog: the device stays usable). lavapipe compiles each new
+    /// pipeline on its first dispatch, which can take a second or more.
+    pub poll_timeout: Duration,
+}
+
+impl Default for DeviceOptions {
+    fn default() -> DeviceOptions {
+        DeviceOptions {
+            adapter: AdapterChoice::Best,
+            allow_software: true,
+            poll_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A model's data on one device, in one precision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ModelKey {
+    /// The model.
+    pub hash: ModelHash,
+    /// The precision its data was converted to.
+    pub precision: Precision,
+}
+
+impl fmt::Display for ModelKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.hash, self.precision)
+    }
+}
+
+/// Log densities and gradients of many chains at once.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogpGradRequest {
+    /// An uploaded model.
+    pub model: ModelKey,
+    /// Unconstrained points, chain after chain: `points[c * dim + j]`. The number of chains is
+    /// `points.len() / dim`.
+    pub points: Vec<f64>,
+    /// Where tapes live; `None` for [`TapePlacement::choose`].
+    pub placement: Option<TapePlacement>,
+}
+
+/// The answer to a [`LogpGradRequest`], in f64 whatever the precision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogpGradBatch {
+    /// Chains evaluated.
+    pub n_chains: usize,
+    /// Coordinates per chain.
+    pub dim: usize,
+    /// `log p` of each chain (up to the model's constant, as on the CPU); non-finite outside
+    /// the support.
+    pub logp: Vec<f64>,
+    /// Gradients, chain after chain: `grad[c * dim + j]`.
+    pub grad: Vec<f64>,
+    /// The placement used.
+    pub placement: TapePlacement,
+    /// Wall time from submission to the results being readable (upload of the points and
+    /// pipeline compilation excluded).
+    pub elapsed: Duration,
+}
+
+/// Counters of the device thread's caches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct DeviceStats {
+    /// Models whose data is on the device now.
+    pub models_resident: usize,
+    /// Uploads that transferred data.
+    pub models_uploaded: u64,
+    /// Uploads of a model already resident (nothing transferred).
+    pub model_upload_hits: u64,
+    /// Pipelines compiled.
+    pub pipelines_compiled: u64,
+    /// Requests served by an already compiled pipeline.
+    pub pipeline_hits: u64,
+    /// Batches dispatched.
+    pub batches: u64,
+}
+
+/// Faults a supervisor's tests inject into a device thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// The device thread panics.
+    Panic,
+    /// The device is destroyed, as if the driver had lost it.
+    LoseDevice,
+}
+
+/// A handle to one device thread. Cheap to clone; every clone talks to the same thread.
+#[derive(Clone)]
+pub struct GpuDevice {
+    commands: mpsc::Sender<Command>,
+    report: Arc<AdapterReport>,
+    thread: Arc<Mutex<Option<JoinHandle<()>>>>,
+}
+
+impl fmt::Debug for GpuDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuDevice")
+            .field("adapter", &self.report.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GpuDevice {
+    /// Starts a device thread and opens the chosen adapter on it. Blocks until the device is
+    /// open: call it from `spawn_blocking` in async code.
+    ///
+    /// # Errors
+    ///
+    /// [`GpuError::NoAdapter`] (one clear line) when Vulkan has no adapter;
+    /// [`GpuError::AdapterIndex`], [`GpuError::SoftwareOnly`], [`GpuError::RequestDevice`]
+    /// or [`GpuError::Spawn`] otherwise.
+    pub fn open(options: &DeviceOptions) -> Result<GpuDevice, GpuError> {
+        let (commands, receiver) = mpsc::channel();
+        let (ready, opened) = reply_channel();
+        let options = *options;
+        let thread = std::thread::Builder::new()
+            .name("gpu-device".into())
+            .spawn(move || match Worker::start(&options) {
+                Ok(worker) => {
+                    ready.send(Ok(worker.report().clone()));
+                    worker.run(receiver);
+                }
+                Err(err) => ready.send(Err(err)),
+            })
+            .map_err(|err| GpuError::Spawn {
+                message: err.to_string(),
+            })?;
+        let report = opened.wait()?;
+        tracing::info!(adapter = %report.name, kind = %report.kind, "opened a GPU device");
+        Ok(GpuDevice {
+            commands,
+            report: Arc::new(report),
+            thread: Arc::new(Mutex::new(Some(thread))),
+        })
+    }
+
+    /// The adapter this device runs on.
+    pub fn report(&self) -> &AdapterReport {
+        &self.report
+    }
+
+    /// Whether kernels of `precision` can run here.
+    pub fn supports(&self, precision: Precision) -> bool {
+        match precision {
+            Precision::F32 => true,
+            Precision::F64 => self.report.features.shader_f64,
+        }
+    }
+
+    fn send<T>(&self, make: impl FnOnce(crate::reply::Replier<T>) -> Command) -> Pending<T> {
+        let (replier, pending) = reply_channel();
+        match self.commands.send(make(replier)) {
+            Ok(()) => pending,
+            // The command (and its replier) came back: the thread is gone.
+            Err(_) => Pending::ready(Err(GpuError::WorkerGone)),
+        }
+    }
+
+    /// Uploads `model`'s data in `precision`, once: uploading a resident model again is
+    /// free. The key names the model in later requests.
+    pub fn upload_model(&self, model: &CheckedModel, precision: Precision) -> Pending<ModelKey> {
+        let model = model.clone();
+        self.send(|reply| Command::Upload {
+            model,
+            precision,
+            reply,
+        })
+    }
+
+    /// Frees a model's data, pipelines and batch buffers. Answers whether it was resident.
+    pub fn unload_model(&self, model: ModelKey) -> Pending<bool> {
+        self.send(|reply| Command::Unload { model, reply })
+    }
+
+    /// Log densities and gradients of a batch of chains ([`crate::KernelKind::LogpGrad`]).
+    /// The first request of a pipeline compiles it.
+    pub fn logp_grad(&self, request: LogpGradRequest) -> Pending<LogpGradBatch> {
+        self.send(|reply| Command::LogpGrad { request, reply })
+    }
+
+    /// The device thread's counters.
+    pub fn stats(&self) -> Pending<DeviceStats> {
+        self.send(|reply| Command::Stats { reply })
+    }
+
+    /// Runs WGSL's own f64 `exp` and `log` and compares them with the CPU: whether this
+    /// driver's f64 built-ins can be trusted. [`GpuError::F64Unsupported`] without
+    /// `SHADER_F64`.
+    ///
+    /// A driver may refuse the shader by losing the device (NVIDIA 580.159 does): run it on a
+    /// device of its own, never on one that serves requests.
+    pub fn check_f64_builtins(&self) -> Pending<F64BuiltinCheck> {
+        self.send(|reply| Command::CheckF64Builtins { reply })
+    }
+
+    /// Injects a fault, for tests of supervisors.
+    pub fn inject_fault(&self, fault: Fault) -> Pending<()> {
+        self.send(|reply| Command::Fault { fault, reply })
+    }
+
+    /// Stops the device thread after the requests already sent, releases the device, and
+    /// waits for the thread to end. Other handles then get [`GpuError::WorkerGone`].
+    /// Blocks: call it from `spawn_blocking` in async code.
+    pub fn shutdown(&self) -> Result<(), GpuError> {
+        let stopped = self.send(|reply| Command::Shutdown { reply }).wait();
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread {
+            // A panic of the thread has already been reported as WorkerGone.
+            let _ = thread.join();
+        }
+        match stopped {
+            Ok(()) | Err(GpuError::WorkerGone) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+}

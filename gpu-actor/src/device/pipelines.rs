@@ -1,0 +1,171 @@
+//! The pipeline cache: compiled kernels under a typed [`PipelineKey`], built on a miss, and the
+//! bind group layouts every kernel of a kind shares.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::fmt;
+
+use sampler::{ModelHash, Program};
+
+use super::scope::scoped;
+use crate::error::GpuError;
+use crate::wgsl::{
+    self, Binding, DATA_BINDING, INDEX_BINDING, KernelKind, LOGP_GRAD_GRAD_BINDING,
+    LOGP_GRAD_LOGP_BINDING, LOGP_GRAD_PARAMS_BINDING, LOGP_GRAD_THETA_BINDING, Precision,
+    SCRATCH_BINDING, ShaderOptions,
+};
+
+/// What identifies a compiled kernel: the model, the kernel and how it was generated.
+/// The number of chains is not part of it: it is a uniform, read at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PipelineKey {
+    /// The model whose program the kernel embeds.
+    pub model: ModelHash,
+    /// Which kernel.
+    pub kernel: KernelKind,
+    /// Precision, tape placement and workgroup size.
+    pub options: ShaderOptions,
+}
+
+impl fmt::Display for PipelineKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({}, {} tape, workgroup {}) of model {}",
+            self.kernel,
+            self.options.precision,
+            self.options.placement,
+            self.options.workgroup_size,
+            self.model
+        )
+    }
+}
+
+/// Bind group layouts. Group 0 (the model's data) is the same for every kernel; group 1 is
+/// per kernel kind.
+pub(crate) struct Layouts {
+    pub model: wgpu::BindGroupLayout,
+    pub logp_grad: wgpu::BindGroupLayout,
+    logp_grad_pipeline: wgpu::PipelineLayout,
+}
+
+fn buffer_entry(binding: Binding, ty: wgpu::BufferBindingType) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding: binding.binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty,
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    }
+}
+
+fn storage(binding: Binding, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+    buffer_entry(binding, wgpu::BufferBindingType::Storage { read_only })
+}
+
+impl Layouts {
+    pub(crate) fn new(device: &wgpu::Device) -> Layouts {
+        let model = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("model data"),
+            entries: &[storage(DATA_BINDING, true), storage(INDEX_BINDING, true)],
+        });
+        let logp_grad = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("logp_grad batch"),
+            entries: &[
+                storage(SCRATCH_BINDING, false),
+                buffer_entry(LOGP_GRAD_PARAMS_BINDING, wgpu::BufferBindingType::Uniform),
+                storage(LOGP_GRAD_THETA_BINDING, true),
+                storage(LOGP_GRAD_LOGP_BINDING, false),
+                storage(LOGP_GRAD_GRAD_BINDING, false),
+            ],
+        });
+        let logp_grad_pipeline = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+            label: Some("logp_grad"),
+            bind_group_layouts: &[Some(&model), Some(&logp_grad)],
+            immediate_size: 0,
+        });
+        Layouts {
+            model,
+            logp_grad,
+            logp_grad_pipeline,
+        }
+    }
+
+    fn pipeline_layout(&self, kernel: KernelKind) -> &wgpu::PipelineLayout {
+        match kernel {
+            KernelKind::LogpGrad => &self.logp_grad_pipeline,
+        }
+    }
+}
+
+/// Compiled pipelines by key, with hit and miss counts.
+#[derive(Default)]
+pub(crate) struct PipelineCache {
+    pipelines: HashMap<PipelineKey, wgpu::ComputePipeline>,
+    pub compiled: u64,
+    pub hits: u64,
+}
+
+impl PipelineCache {
+    /// The pipeline for `key`, generating and compiling it on a miss. Shader and pipeline
+    /// creation run inside error scopes, so a bad shader is an error value, never a panic.
+    pub(crate) fn get_or_build(
+        &mut self,
+        device: &wgpu::Device,
+        layouts: &Layouts,
+        program: &Program,
+        key: PipelineKey,
+    ) -> Result<&wgpu::ComputePipeline, GpuError> {
+        match self.pipelines.entry(key) {
+            Entry::Occupied(entry) => {
+                self.hits += 1;
+                Ok(entry.into_mut())
+            }
+            Entry::Vacant(entry) => {
+                let pipeline = build(device, layouts, program, key)?;
+                self.compiled += 1;
+                Ok(entry.insert(pipeline))
+            }
+        }
+    }
+
+    /// Drops every pipeline of `model` in `precision`.
+    pub(crate) fn remove_model(&mut self, model: ModelHash, precision: Precision) {
+        self.pipelines
+            .retain(|key, _| key.model != model || key.options.precision != precision);
+    }
+}
+
+fn build(
+    device: &wgpu::Device,
+    layouts: &Layouts,
+    program: &Program,
+    key: PipelineKey,
+) -> Result<wgpu::ComputePipeline, GpuError> {
+    let source = wgsl::kernel_source(program, key.kernel, &key.options)?;
+    let started = std::time::Instant::now();
+    let label = key.to_string();
+    let pipeline = scoped(device, "pipeline creation", || {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(&label),
+            source: wgpu::ShaderSource::Wgsl(source.into()),
+        });
+        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some(&label),
+            layout: Some(layouts.pipeline_layout(key.kernel)),
+            module: &module,
+            entry_point: Some(key.kernel.entry_point()),
+            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            cache: None,
+        })
+    })
+    .map_err(|err| match err {
+        GpuError::Device { message, .. } => GpuError::Pipeline { key, message },
+        other => other,
+    })?;
+    tracing::debug!(pipeline = %key, elapsed = ?started.elapsed(), "compiled a pipeline");
+    Ok(pipeline)
+}

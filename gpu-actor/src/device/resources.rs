@@ -1,0 +1,234 @@
+//! Device buffers: a model's data, uploaded once and kept while the model is loaded, and the
+//! per-pipeline batch workspaces, grown on demand and reused by every later batch.
+
+use std::sync::Arc;
+
+use sampler::Program;
+
+use super::pipelines::Layouts;
+use super::scope::scoped;
+use crate::error::GpuError;
+use crate::wgsl::{Precision, ShaderOptions, TapePlacement};
+
+/// wgpu refuses empty bindings and a runtime-sized array needs one element: every buffer has
+/// at least this many bytes.
+const MIN_BUFFER_BYTES: u64 = 16;
+
+/// Values as bytes of `precision` (native endianness, as the device reads them).
+pub(crate) fn encode(values: impl Iterator<Item = f64>, precision: Precision) -> Vec<u8> {
+    match precision {
+        Precision::F32 => values.flat_map(|v| (v as f32).to_ne_bytes()).collect(),
+        Precision::F64 => values.flat_map(f64::to_ne_bytes).collect(),
+    }
+}
+
+/// Bytes of `precision` as values.
+pub(crate) fn decode(bytes: &[u8], precision: Precision) -> Vec<f64> {
+    match precision {
+        Precision::F32 => bytes
+            .chunks_exact(4)
+            .map(|b| f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])))
+            .collect(),
+        Precision::F64 => bytes
+            .chunks_exact(8)
+            .map(|b| f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+            .collect(),
+    }
+}
+
+/// Checks a storage buffer's size against the device's limits.
+fn check_storage(what: &'static str, bytes: u64, limits: &wgpu::Limits) -> Result<(), GpuError> {
+    let limit = limits
+        .max_storage_buffer_binding_size
+        .min(limits.max_buffer_size);
+    if bytes > limit {
+        return Err(GpuError::TooLarge {
+            what,
+            needed: bytes,
+            limit,
+        });
+    }
+    Ok(())
+}
+
+fn buffer(
+    device: &wgpu::Device,
+    label: &str,
+    size: u64,
+    usage: wgpu::BufferUsages,
+) -> wgpu::Buffer {
+    device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: size
+            .max(MIN_BUFFER_BYTES)
+            .next_multiple_of(wgpu::COPY_BUFFER_ALIGNMENT),
+        usage,
+        mapped_at_creation: false,
+    })
+}
+
+/// A model's program and its data on the device (bind group 0 of every kernel).
+pub(crate) struct ModelResources {
+    pub program: Arc<Program>,
+    pub bind_group: wgpu::BindGroup,
+    /// Kept alive by the bind group too; held here to say who owns them.
+    _data: wgpu::Buffer,
+    _index: wgpu::Buffer,
+}
+
+impl ModelResources {
+    pub(crate) fn upload(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        layouts: &Layouts,
+        limits: &wgpu::Limits,
+        program: Arc<Program>,
+        precision: Precision,
+    ) -> Result<ModelResources, GpuError> {
+        let data = encode(program.data.iter().copied(), precision);
+        let index: &[u8] = bytemuck::cast_slice(&program.index);
+        check_storage("the model's data", data.len() as u64, limits)?;
+        check_storage("the model's indices", index.len() as u64, limits)?;
+        scoped(device, "model upload", || {
+            let usage = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST;
+            let data_buffer = buffer(device, "model data", data.len() as u64, usage);
+            let index_buffer = buffer(device, "model indices", index.len() as u64, usage);
+            write_padded(queue, &data_buffer, &data);
+            write_padded(queue, &index_buffer, index);
+            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("model data"),
+                layout: &layouts.model,
+                entries: &[
+                    entry(crate::wgsl::DATA_BINDING.binding, &data_buffer),
+                    entry(crate::wgsl::INDEX_BINDING.binding, &index_buffer),
+                ],
+            });
+            ModelResources {
+                program: program.clone(),
+                bind_group,
+                _data: data_buffer,
+                _index: index_buffer,
+            }
+        })
+    }
+}
+
+/// `queue.write_buffer` of `bytes`, padded to the copy alignment (empty writes are skipped).
+fn write_padded(queue: &wgpu::Queue, buffer: &wgpu::Buffer, bytes: &[u8]) {
+    if bytes.is_empty() {
+        return;
+    }
+    let align = wgpu::COPY_BUFFER_ALIGNMENT as usize;
+    if bytes.len().is_multiple_of(align) {
+        queue.write_buffer(buffer, 0, bytes);
+    } else {
+        let mut padded = bytes.to_vec();
+        padded.resize(bytes.len().next_multiple_of(align), 0);
+        queue.write_buffer(buffer, 0, &padded);
+    }
+}
+
+fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
+    wgpu::BindGroupEntry {
+        binding,
+        resource: buffer.as_entire_binding(),
+    }
+}
+
+/// The buffers of `logp_grad` batches of up to `capacity` chains (bind group 1).
+pub(crate) struct LogpGradWorkspace {
+    pub capacity: usize,
+    pub params: wgpu::Buffer,
+    pub theta: wgpu::Buffer,
+    pub logp: wgpu::Buffer,
+    pub grad: wgpu::Buffer,
+    /// `MAP_READ` copy of log densities then gradients.
+    pub staging: wgpu::Buffer,
+    pub bind_group: wgpu::BindGroup,
+    _scratch: wgpu::Buffer,
+}
+
+/// Byte size of `LgParams` in `shaders/logp_grad.wgsl`.
+pub(crate) const LOGP_GRAD_PARAMS_BYTES: u64 = 16;
+
+impl LogpGradWorkspace {
+    pub(crate) fn new(
+        device: &wgpu::Device,
+        layouts: &Layouts,
+        limits: &wgpu::Limits,
+        program: &Program,
+        options: &ShaderOptions,
+        capacity: usize,
+    ) -> Result<LogpGradWorkspace, GpuError> {
+        let size = options.precision.size_bytes();
+        let chains = capacity as u64;
+        let dim = program.dim as u64;
+        let point_bytes = chains * dim * size;
+        let logp_bytes = chains * size;
+        let scratch_bytes = match options.placement {
+            TapePlacement::Private => 0,
+            TapePlacement::Storage => crate::wgsl::storage_tape_values(program, capacity) * size,
+        };
+        check_storage("the batch's points", point_bytes, limits)?;
+        check_storage(
+            "the batch's tapes (storage placement)",
+            scratch_bytes,
+            limits,
+        )?;
+        scoped(device, "batch allocation", || {
+            use wgpu::BufferUsages as U;
+            let params = buffer(
+                device,
+                "logp_grad params",
+                LOGP_GRAD_PARAMS_BYTES,
+                U::UNIFORM | U::COPY_DST,
+            );
+            let scratch = buffer(device, "logp_grad tapes", scratch_bytes, U::STORAGE);
+            let theta = buffer(
+                device,
+                "logp_grad points",
+                point_bytes,
+                U::STORAGE | U::COPY_DST,
+            );
+            let logp = buffer(
+                device,
+                "logp_grad log densities",
+                logp_bytes,
+                U::STORAGE | U::COPY_SRC,
+            );
+            let grad = buffer(
+                device,
+                "logp_grad gradients",
+                point_bytes,
+                U::STORAGE | U::COPY_SRC,
+            );
+            let staging = buffer(
+                device,
+                "logp_grad readback",
+                logp_bytes + point_bytes,
+                U::MAP_READ | U::COPY_DST,
+            );
+            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("logp_grad batch"),
+                layout: &layouts.logp_grad,
+                entries: &[
+                    entry(crate::wgsl::SCRATCH_BINDING.binding, &scratch),
+                    entry(crate::wgsl::LOGP_GRAD_PARAMS_BINDING.binding, &params),
+                    entry(crate::wgsl::LOGP_GRAD_THETA_BINDING.binding, &theta),
+                    entry(crate::wgsl::LOGP_GRAD_LOGP_BINDING.binding, &logp),
+                    entry(crate::wgsl::LOGP_GRAD_GRAD_BINDING.binding, &grad),
+                ],
+            });
+            LogpGradWorkspace {
+                capacity,
+                params,
+                theta,
+                logp,
+                grad,
+                staging,
+                bind_group,
+                _scratch: scratch,
+            }
+        })
+    }
+}

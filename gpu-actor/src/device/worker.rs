@@ -1,0 +1,486 @@
+//! The device thread: it owns the wgpu objects and runs one command at a time.
+
+use std::collections::HashMap;
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+
+use sampler::CheckedModel;
+
+use super::adapters::{AdapterReport, sorted_adapters, vulkan_instance};
+use super::pipelines::{Layouts, PipelineCache, PipelineKey};
+use super::probe::{self, F64BuiltinCheck};
+use super::resources::{LogpGradWorkspace, ModelResources, decode, encode};
+use super::scope::scoped;
+use super::{
+    AdapterChoice, DeviceOptions, DeviceStats, Fault, LogpGradBatch, LogpGradRequest, ModelKey,
+};
+use crate::error::GpuError;
+use crate::reply::Replier;
+use crate::wgsl::{DEFAULT_WORKGROUP_SIZE, KernelKind, Precision, ShaderOptions, TapePlacement};
+
+/// A request to the device thread, with its reply end.
+pub(crate) enum Command {
+    Upload {
+        model: CheckedModel,
+        precision: Precision,
+        reply: Replier<ModelKey>,
+    },
+    Unload {
+        model: ModelKey,
+        reply: Replier<bool>,
+    },
+    LogpGrad {
+        request: LogpGradRequest,
+        reply: Replier<LogpGradBatch>,
+    },
+    Stats {
+        reply: Replier<DeviceStats>,
+    },
+    CheckF64Builtins {
+        reply: Replier<F64BuiltinCheck>,
+    },
+    Fault {
+        fault: Fault,
+        reply: Replier<()>,
+    },
+    Shutdown {
+        reply: Replier<()>,
+    },
+}
+
+/// What wgpu's callbacks report, possibly from inside any wgpu call.
+enum DeviceEvent {
+    Uncaptured(String),
+    Lost(String),
+}
+
+pub(crate) struct Worker {
+    // Field order is drop order: resources before the device, the device before the instance.
+    models: HashMap<ModelKey, ModelResources>,
+    workspaces: HashMap<PipelineKey, LogpGradWorkspace>,
+    pipelines: PipelineCache,
+    layouts: Layouts,
+    queue: wgpu::Queue,
+    device: wgpu::Device,
+    _adapter: wgpu::Adapter,
+    _instance: wgpu::Instance,
+    report: AdapterReport,
+    limits: wgpu::Limits,
+    poll_timeout: Duration,
+    events: mpsc::Receiver<DeviceEvent>,
+    lost: Option<String>,
+    stats: DeviceStats,
+}
+
+/// The optional features requested when the adapter has them.
+fn wanted_features() -> wgpu::Features {
+    wgpu::Features::SHADER_F64 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP
+}
+
+impl Worker {
+    /// Opens the chosen adapter. Runs on the device thread.
+    pub(crate) fn start(options: &DeviceOptions) -> Result<Worker, GpuError> {
+        let instance = vulkan_instance();
+        let adapters = sorted_adapters(&instance);
+        let count = adapters.len();
+        let index = match options.adapter {
+            AdapterChoice::Best => 0,
+            AdapterChoice::Index(index) => index,
+        };
+        let Some(adapter) = adapters.into_iter().nth(index) else {
+            return Err(if count == 0 {
+                GpuError::NoAdapter
+            } else {
+                GpuError::AdapterIndex { index, count }
+            });
+        };
+        let report = AdapterReport::new(index, &adapter);
+        if report.is_software() && !options.allow_software {
+            return Err(GpuError::SoftwareOnly { name: report.name });
+        }
+        // The adapter's own limits: wgpu's defaults cap storage bindings at 128 MiB.
+        let limits = adapter.limits();
+        let descriptor = wgpu::DeviceDescriptor {
+            label: Some("gpu-actor"),
+            required_features: adapter.features() & wanted_features(),
+            required_limits: limits.clone(),
+            ..Default::default()
+        };
+        let (device, queue) =
+            pollster::block_on(adapter.request_device(&descriptor)).map_err(|err| {
+                GpuError::RequestDevice {
+                    adapter: report.name.clone(),
+                    message: err.to_string(),
+                }
+            })?;
+        let (events_tx, events) = mpsc::channel();
+        let uncaptured = events_tx.clone();
+        // The default handler panics; ours reports the error to the request that caused it.
+        device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
+            let _ = uncaptured.send(DeviceEvent::Uncaptured(error.to_string()));
+        }));
+        device.set_device_lost_callback(move |reason, message| {
+            let _ = events_tx.send(DeviceEvent::Lost(format!("{reason:?}: {message}")));
+        });
+        let layouts = Layouts::new(&device);
+        Ok(Worker {
+            models: HashMap::new(),
+            workspaces: HashMap::new(),
+            pipelines: PipelineCache::default(),
+            layouts,
+            queue,
+            device,
+            _adapter: adapter,
+            _instance: instance,
+            report,
+            limits,
+            poll_timeout: options.poll_timeout,
+            events,
+            lost: None,
+            stats: DeviceStats::default(),
+        })
+    }
+
+    pub(crate) fn report(&self) -> &AdapterReport {
+        &self.report
+    }
+
+    /// Serves commands until shutdown or until every handle is gone.
+    pub(crate) fn run(mut self, commands: mpsc::Receiver<Command>) {
+        while let Ok(command) = commands.recv() {
+            match command {
+                Command::Upload {
+                    model,
+                    precision,
+                    reply,
+                } => reply.send(self.guarded(|w| w.upload(&model, precision))),
+                Command::Unload { model, reply } => {
+                    reply.send(self.guarded(|w| Ok(w.unload(model))))
+                }
+                Command::LogpGrad { request, reply } => {
+                    reply.send(self.guarded(|w| w.logp_grad(&request)))
+                }
+                Command::Stats { reply } => reply.send(Ok(self.stats())),
+                Command::CheckF64Builtins { reply } => reply.send(self.guarded(|w| {
+                    w.check_precision(Precision::F64)?;
+                    probe::check_f64_builtins(&w.device, &w.queue, w.poll_timeout)
+                })),
+                Command::Fault { fault, reply } => reply.send(self.guarded(|w| w.fault(fault))),
+                Command::Shutdown { reply } => {
+                    // Release every wgpu object before answering.
+                    drop(self);
+                    reply.send(Ok(()));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Runs `work` and turns device events seen meanwhile into its error.
+    fn guarded<R>(
+        &mut self,
+        work: impl FnOnce(&mut Worker) -> Result<R, GpuError>,
+    ) -> Result<R, GpuError> {
+        for message in self.drain_events() {
+            tracing::warn!(%message, "GPU error outside any request");
+        }
+        if let Some(reason) = &self.lost {
+            return Err(GpuError::DeviceLost {
+                reason: reason.clone(),
+            });
+        }
+        let result = work(self);
+        let uncaptured = self.drain_events();
+        if let Some(reason) = &self.lost {
+            return Err(GpuError::DeviceLost {
+                reason: reason.clone(),
+            });
+        }
+        match (result, uncaptured.into_iter().next()) {
+            (Ok(_), Some(message)) => Err(GpuError::Uncaptured { message }),
+            (result, _) => result,
+        }
+    }
+
+    /// Collects pending events: records a loss, returns uncaptured errors.
+    fn drain_events(&mut self) -> Vec<String> {
+        let mut uncaptured = Vec::new();
+        while let Ok(event) = self.events.try_recv() {
+            match event {
+                DeviceEvent::Uncaptured(message) => uncaptured.push(message),
+                DeviceEvent::Lost(reason) => {
+                    tracing::error!(%reason, "GPU device lost");
+                    self.lost.get_or_insert(reason);
+                }
+            }
+        }
+        uncaptured
+    }
+
+    fn stats(&self) -> DeviceStats {
+        DeviceStats {
+            models_resident: self.models.len(),
+            pipelines_compiled: self.pipelines.compiled,
+            pipeline_hits: self.pipelines.hits,
+            ..self.stats
+        }
+    }
+
+    fn check_precision(&self, precision: Precision) -> Result<(), GpuError> {
+        if precision == Precision::F64
+            && !self.device.features().contains(wgpu::Features::SHADER_F64)
+        {
+            return Err(GpuError::F64Unsupported {
+                adapter: self.report.name.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    fn upload(&mut self, model: &CheckedModel, precision: Precision) -> Result<ModelKey, GpuError> {
+        self.check_precision(precision)?;
+        let key = ModelKey {
+            hash: model.hash(),
+            precision,
+        };
+        if self.models.contains_key(&key) {
+            self.stats.model_upload_hits += 1;
+            return Ok(key);
+        }
+        let resources = ModelResources::upload(
+            &self.device,
+            &self.queue,
+            &self.layouts,
+            &self.limits,
+            model.program().clone(),
+            precision,
+        )?;
+        self.models.insert(key, resources);
+        self.stats.models_uploaded += 1;
+        Ok(key)
+    }
+
+    fn unload(&mut self, model: ModelKey) -> bool {
+        let same =
+            |key: &PipelineKey| key.model == model.hash && key.options.precision == model.precision;
+        self.workspaces.retain(|key, _| !same(key));
+        self.pipelines.remove_model(model.hash, model.precision);
+        self.models.remove(&model).is_some()
+    }
+
+    fn fault(&mut self, fault: Fault) -> Result<(), GpuError> {
+        match fault {
+            Fault::Panic => panic!("injected fault: the GPU device thread panics"),
+            Fault::LoseDevice => {
+                self.device.destroy();
+                // The device-lost callback runs from a poll.
+                let _ = self.device.poll(wgpu::PollType::Poll);
+                Ok(())
+            }
+        }
+    }
+
+    fn logp_grad(&mut self, request: &LogpGradRequest) -> Result<LogpGradBatch, GpuError> {
+        let model = self
+            .models
+            .get(&request.model)
+            .ok_or(GpuError::ModelNotLoaded {
+                model: request.model,
+            })?;
+        let program = model.program.clone();
+        let dim = program.dim;
+        let len = request.points.len();
+        if dim == 0 || len == 0 || !len.is_multiple_of(dim) {
+            return Err(GpuError::BadPoints { len, dim });
+        }
+        let n_chains = len / dim;
+        let precision = request.model.precision;
+        let options = ShaderOptions {
+            precision,
+            placement: request
+                .placement
+                .unwrap_or_else(|| TapePlacement::choose(&program)),
+            workgroup_size: DEFAULT_WORKGROUP_SIZE,
+        };
+        let key = PipelineKey {
+            model: request.model.hash,
+            kernel: KernelKind::LogpGrad,
+            options,
+        };
+        let grid = dispatch_grid(
+            n_chains,
+            options.workgroup_size,
+            self.limits.max_compute_workgroups_per_dimension,
+        )?;
+        let pipeline = self
+            .pipelines
+            .get_or_build(&self.device, &self.layouts, &program, key)?
+            .clone();
+
+        if self
+            .workspaces
+            .get(&key)
+            .is_none_or(|workspace| workspace.capacity < n_chains)
+        {
+            // Grow geometrically, so that a sweep over batch sizes allocates a few times.
+            let capacity = n_chains.next_power_of_two().max(64);
+            self.workspaces.remove(&key);
+            let workspace = LogpGradWorkspace::new(
+                &self.device,
+                &self.layouts,
+                &self.limits,
+                &program,
+                &options,
+                capacity,
+            )?;
+            self.workspaces.insert(key, workspace);
+        }
+        let (Some(workspace), Some(model)) =
+            (self.workspaces.get(&key), self.models.get(&request.model))
+        else {
+            return Err(GpuError::ModelNotLoaded {
+                model: request.model,
+            });
+        };
+
+        // Dim-major on the device: coordinate j of chain c at j * n_chains + c.
+        let points = encode(
+            (0..dim).flat_map(|j| (0..n_chains).map(move |c| request.points[c * dim + j])),
+            precision,
+        );
+        let size = precision.size_bytes();
+        let logp_bytes = n_chains as u64 * size;
+        let grad_bytes = logp_bytes * dim as u64;
+        let mut params = [0u32; 4];
+        params[0] = n_chains as u32;
+
+        let started = Instant::now();
+        let submission = scoped(&self.device, "logp_grad dispatch", || {
+            self.queue
+                .write_buffer(&workspace.params, 0, bytemuck::cast_slice(&params));
+            self.queue.write_buffer(&workspace.theta, 0, &points);
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("logp_grad"),
+                });
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("logp_grad"),
+                    timestamp_writes: None,
+                });
+                pass.set_pipeline(&pipeline);
+                pass.set_bind_group(0, &model.bind_group, &[]);
+                pass.set_bind_group(1, &workspace.bind_group, &[]);
+                pass.dispatch_workgroups(grid.0, grid.1, 1);
+            }
+            encoder.copy_buffer_to_buffer(&workspace.logp, 0, &workspace.staging, 0, logp_bytes);
+            encoder.copy_buffer_to_buffer(
+                &workspace.grad,
+                0,
+                &workspace.staging,
+                logp_bytes,
+                grad_bytes,
+            );
+            self.queue.submit([encoder.finish()])
+        })?;
+        self.stats.batches += 1;
+
+        let total = logp_bytes + grad_bytes;
+        let staging = workspace.staging.clone();
+        let values = match self.read_back(&staging, total, submission) {
+            Ok(values) => values,
+            Err(err) => {
+                // A timed-out batch may still write its buffers: never reuse them.
+                self.workspaces.remove(&key);
+                return Err(err);
+            }
+        };
+        let elapsed = started.elapsed();
+        let values = decode(&values, precision);
+        let (logp, grad_dim_major) = values.split_at(n_chains);
+        let mut grad = vec![0.0; n_chains * dim];
+        for (j, column) in grad_dim_major.chunks_exact(n_chains).enumerate() {
+            for (c, &g) in column.iter().enumerate() {
+                grad[c * dim + j] = g;
+            }
+        }
+        Ok(LogpGradBatch {
+            n_chains,
+            dim,
+            logp: logp.to_vec(),
+            grad,
+            placement: options.placement,
+            elapsed,
+        })
+    }
+
+    /// Maps `staging` after `submission`, waits with the watchdog, and copies its bytes out.
+    fn read_back(
+        &self,
+        staging: &wgpu::Buffer,
+        bytes: u64,
+        submission: wgpu::SubmissionIndex,
+    ) -> Result<Vec<u8>, GpuError> {
+        let (mapped_tx, mapped) = mpsc::channel();
+        staging.map_async(wgpu::MapMode::Read, 0..bytes, move |result| {
+            let _ = mapped_tx.send(result);
+        });
+        match self.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(submission),
+            timeout: Some(self.poll_timeout),
+        }) {
+            Ok(_) => {}
+            Err(wgpu::PollError::Timeout) => {
+                return Err(GpuError::Timeout {
+                    waited: self.poll_timeout,
+                });
+            }
+            Err(err) => {
+                return Err(GpuError::Device {
+                    operation: "poll",
+                    message: err.to_string(),
+                });
+            }
+        }
+        let map_error = |message: String| GpuError::Device {
+            operation: "readback",
+            message,
+        };
+        mapped
+            .try_recv()
+            .map_err(|_| {
+                map_error("the buffer was not mapped after the submission finished".into())
+            })?
+            .map_err(|err| map_error(err.to_string()))?;
+        let bytes = {
+            let view = staging
+                .get_mapped_range(0..bytes)
+                .map_err(|err| map_error(err.to_string()))?;
+            view.to_vec()
+        };
+        staging.unmap();
+        Ok(bytes)
+    }
+}
+
+/// Workgroups `(x, y)` for `n_chains` chains: one-dimensional up to the per-dimension limit,
+/// then two-dimensional (the kernel computes `chain = (y * n_x + x) * size + local`).
+pub(crate) fn dispatch_grid(
+    n_chains: usize,
+    workgroup_size: u32,
+    max_per_dimension: u32,
+) -> Result<(u32, u32), GpuError> {
+    let groups = (n_chains as u64).div_ceil(u64::from(workgroup_size.max(1)));
+    let max = u64::from(max_per_dimension.max(1));
+    let x = groups.clamp(1, max);
+    let y = groups.div_ceil(x).max(1);
+    if y > max || n_chains > u32::MAX as usize {
+        return Err(GpuError::TooLarge {
+            what: "a dispatch of that many chains",
+            needed: groups,
+            limit: max * max,
+        });
+    }
+    Ok((x as u32, y as u32))
+}

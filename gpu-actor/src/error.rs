@@ -1,0 +1,128 @@
+//! The error of every device operation: one enum, messages in lowercase with the values
+//! involved and, where there is one, what the user can do.
+
+use std::time::Duration;
+
+use crate::device::{ModelKey, PipelineKey};
+use crate::wgsl::CodegenError;
+
+/// Why a GPU operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    /// Vulkan lists no adapter at all.
+    #[error(
+        "no GPU adapter: Vulkan found no devices (install mesa-vulkan-drivers for a software device)"
+    )]
+    NoAdapter,
+    /// [`crate::AdapterChoice::Index`] out of range.
+    #[error("no GPU adapter {index}: Vulkan lists {count} (see `cluster-cli devices`)")]
+    AdapterIndex {
+        /// The index asked for.
+        index: usize,
+        /// How many adapters there are.
+        count: usize,
+    },
+    /// Only a software adapter was found and the options refuse one.
+    #[error(
+        "no hardware GPU adapter: only the software device {name} was found, and software devices are not allowed"
+    )]
+    SoftwareOnly {
+        /// The software adapter's name.
+        name: String,
+    },
+    /// `request_device` failed.
+    #[error("cannot open GPU adapter {adapter}: {message}")]
+    RequestDevice {
+        /// The adapter's name.
+        adapter: String,
+        /// wgpu's reason.
+        message: String,
+    },
+    /// f64 asked of an adapter without `SHADER_F64`.
+    #[error("GPU adapter {adapter} has no f64 support (SHADER_F64); use f32")]
+    F64Unsupported {
+        /// The adapter's name.
+        adapter: String,
+    },
+    /// The program cannot be translated to WGSL.
+    #[error(transparent)]
+    Codegen(#[from] CodegenError),
+    /// The driver or wgpu refused a generated shader or pipeline: a bug in the generator or
+    /// the driver, with the pipeline that failed.
+    #[error("GPU pipeline {key} failed to build: {message}")]
+    Pipeline {
+        /// The pipeline.
+        key: PipelineKey,
+        /// wgpu's message.
+        message: String,
+    },
+    /// A request names a model that was not uploaded to this device.
+    #[error("model {model} is not loaded on this GPU device; upload it first")]
+    ModelNotLoaded {
+        /// The model asked for.
+        model: ModelKey,
+    },
+    /// The points of a batch do not fill whole chains.
+    #[error(
+        "a batch of points has {len} values, which is not a positive multiple of the model's dimension {dim}"
+    )]
+    BadPoints {
+        /// Values given.
+        len: usize,
+        /// Values per chain.
+        dim: usize,
+    },
+    /// A buffer or dispatch over a device limit.
+    #[error("{what} needs {needed}, over the device limit of {limit}")]
+    TooLarge {
+        /// What was sized.
+        what: &'static str,
+        /// Its size (bytes or workgroups).
+        needed: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A wgpu call inside an error scope failed.
+    #[error("GPU {operation} failed: {message}")]
+    Device {
+        /// What was done.
+        operation: &'static str,
+        /// wgpu's message.
+        message: String,
+    },
+    /// The device did not finish a submission within the configured time.
+    #[error("the GPU did not finish within {waited:?} (DeviceOptions::poll_timeout)")]
+    Timeout {
+        /// How long it waited.
+        waited: Duration,
+    },
+    /// The device was lost (driver reset, `destroy`, hardware fault); the worker must be
+    /// restarted.
+    #[error("the GPU device was lost: {reason}")]
+    DeviceLost {
+        /// wgpu's reason and message.
+        reason: String,
+    },
+    /// wgpu reported an error outside any error scope during the request.
+    #[error("GPU error outside an error scope: {message}")]
+    Uncaptured {
+        /// wgpu's message.
+        message: String,
+    },
+    /// The device thread is gone: it panicked or was shut down.
+    #[error("the GPU worker thread stopped (it panicked or was shut down)")]
+    WorkerGone,
+    /// The device thread could not be started.
+    #[error("cannot start the GPU worker thread: {message}")]
+    Spawn {
+        /// The OS error.
+        message: String,
+    },
+    /// A reply did not arrive in time ([`crate::Pending::wait_timeout`]); the request may
+    /// still complete.
+    #[error("no reply from the GPU worker within {waited:?}")]
+    ReplyTimeout {
+        /// How long the caller waited.
+        waited: Duration,
+    },
+}

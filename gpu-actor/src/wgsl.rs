@@ -1,0 +1,410 @@
+//! IR to WGSL: a [`sampler::Program`] becomes a WGSL function that computes one chain's log
+//! density and gradient, and kernels that call it for many chains.
+//!
+//! # What is generated
+//!
+//! [`kernel_source`] returns one WGSL module made of
+//! 1. a generated prelude: `alias T = f32 | f64`, the constants `G_DIM`, `G_TAPE_LEN`,
+//!    `G_WORKGROUP_SIZE` and `G_TAPE_BLOCK`, the model's bindings and the private variable
+//!    `g_chain` (below);
+//! 2. the hand-written library of `shaders/` (`math_f32.wgsl` or `math_f64.wgsl`,
+//!    `special.wgsl`, `density.wgsl`), loaded by `wgsl/library.rs` only;
+//! 3. the generated model, `fn g_logp_grad() -> T`: the CPU evaluator's forward and backward
+//!    sweeps, instruction by instruction (`wgsl/model.rs`, `wgsl/density.rs`), built with the
+//!    typed emitter of `wgsl/ast.rs`. It computes the same function as the CPU: the same
+//!    terms are dropped (dist.rs's rules), the same branches are taken, scalars broadcast the
+//!    same way. Only rounding differs;
+//! 4. the kernel, hand-written in `shaders/` (`logp_grad.wgsl` for [`KernelKind::LogpGrad`]).
+//!
+//! Every generated identifier starts with `g_` (library ones with `sf_`, `dt_`, `dk_`, `lg_`),
+//! so none can be a WGSL reserved word. No name from the model is ever emitted. Programs are
+//! checked first (`wgsl/check.rs`): a malformed one is a [`CodegenError`], never a panic or an
+//! out-of-range read on the device.
+//!
+//! # The contract between a kernel and the model
+//!
+//! A kernel that calls `g_logp_grad()` must
+//! * define `fn g_theta(j: u32) -> T` (coordinate `j` of the chain's unconstrained point) and
+//!   `fn g_set_grad(j: u32, value: T)` (called exactly once per coordinate, with the final
+//!   gradient: nothing needs zeroing first);
+//! * set the private variable `g_chain` (which chain this invocation evaluates) before the
+//!   call: a storage tape is indexed by it;
+//! * bind group 0 to the model's data ([`DATA_BINDING`], [`INDEX_BINDING`]) and binding 0 of
+//!   group 1 to a scratch buffer of [`storage_tape_values`] values when the tape is in
+//!   storage ([`SCRATCH_BINDING`]); its own bindings are group 1, bindings 1 and up.
+//!
+//! So a fused leapfrog kernel keeps its position wherever it likes (registers, a private
+//! array of `G_DIM` values, a storage buffer) and only says how to read it.
+//!
+//! # Chain state layout
+//!
+//! The `logp_grad` kernel's per-chain vectors are dim-major: coordinate `j` of chain `c` is
+//! element `j * n_chains + c`, so that the 32 invocations of a warp, which evaluate 32
+//! neighbouring chains, read 32 neighbouring words; log densities are at `c`.
+//!
+//! # Where the tape lives ([`TapePlacement`])
+//!
+//! The CPU keeps a value tape and an adjoint tape of `program.tape_len` values per chain.
+//! * [`TapePlacement::Private`]: two function-local arrays `array<T, G_TAPE_LEN>` in
+//!   `g_logp_grad` (zeroed by WGSL on entry). Fast for small tapes; on an NVIDIA GPU the arrays
+//!   live in per-thread local memory (cached), on lavapipe on the stack. Capped at
+//!   [`MAX_PRIVATE_TAPE_LEN`] values: every resident invocation reserves them, and lavapipe
+//!   compiles dynamically indexed private arrays of a thousand values for over a minute.
+//! * [`TapePlacement::Storage`]: `2 * tape_len` values per chain in the scratch buffer, in
+//!   blocks of [`TAPE_BLOCK`] chains (value `k` of chain `c` at
+//!   `(c / 32) * 2 * tape_len * 32 + k * 32 + c % 32`, adjoints at `k >= tape_len`), so a
+//!   warp's accesses coalesce and each is a base plus a constant. Each adjoint is cleared when
+//!   its value is written, so there is no clearing pass. Any tape size, bounded by the device's
+//!   largest storage binding: `storage_tape_values(program, n) * size_of::<T>()` bytes
+//!   (logistic, 1021 values: 65536 chains need 535 MB in f32, 1.07 GB in f64; the H100 binds
+//!   2 GiB, lavapipe 128 MiB).
+//!
+//! [`TapePlacement::choose`] picks private up to [`PRIVATE_TAPE_LEN_THRESHOLD`] values
+//! (eight schools, sv) and storage beyond (logistic, whose two 500-vectors make its tape long).
+//! On lavapipe a storage tape makes large programs slow to compile (every access is a
+//! per-lane gather): 20 to 30 s, once, for a program of 130 instructions, against 2 s private.
+//!
+//! # Model data
+//!
+//! All model data is in storage buffers (no push constants: size is bounded by memory): the
+//! real values of `program.data` as `array<T>` (converted to f32 for [`Precision::F32`]), the
+//! `Gather` indices as `array<u32>`. Every chain reads the same data, so on a GPU it is served
+//! from cache. A later kernel can stage a hot matrix in workgroup memory: the logistic model's
+//! 500 x 20 matrix is 40 000 bytes in f32, under the 48 KiB of workgroup storage of the H100
+//! (`Limits::max_compute_workgroup_storage_size`; lavapipe has 32 KiB), but 80 000 bytes in
+//! f64, which does not fit.
+//!
+//! # Precision
+//!
+//! f32 uses the GPU's `exp`/`log`; f64 uses `sf_exp`/`sf_log` built from arithmetic
+//! (`shaders/math_f64.wgsl`, msun's algorithms, within 1 ulp): WGSL's own f64 `exp`/`log`
+//! are silently wrong on lavapipe and make NVIDIA's compiler fail and lose the device (driver
+//! 580; see [`crate::GpuDevice::check_f64_builtins`]), and a round trip through f32 would cap
+//! accuracy at 1e-7. `sqrt`, `abs`, `floor`, `ldexp` and f32's `frexp` are exact and are used
+//! directly (naga's f64 `frexp` needs 64-bit integers).
+
+mod ast;
+mod check;
+mod density;
+mod library;
+mod model;
+mod tape;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+
+use sampler::Program;
+
+use ast::{Access, Element, Global, Item, Module, ModuleConst};
+use tape::Tape;
+
+/// Floating-point precision of a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Precision {
+    /// 32-bit: every adapter; parity with the CPU to about 1e-4 relative.
+    F32,
+    /// 64-bit: adapters with `wgpu::Features::SHADER_F64`; parity to about 1e-10.
+    F64,
+}
+
+impl Precision {
+    /// Bytes per value.
+    pub fn size_bytes(self) -> u64 {
+        match self {
+            Precision::F32 => 4,
+            Precision::F64 => 8,
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Precision::F32 => "f32",
+            Precision::F64 => "f64",
+        })
+    }
+}
+
+/// Where each chain's value and adjoint tapes live (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TapePlacement {
+    /// Function-local arrays.
+    Private,
+    /// A region of a storage buffer, interleaved across chains.
+    Storage,
+}
+
+/// Tapes up to this many values go to [`TapePlacement::Private`] by default.
+pub const PRIVATE_TAPE_LEN_THRESHOLD: usize = 256;
+
+/// Chains per block of the storage tape layout: value `k` of chain `c` is at
+/// `(c / B) * (2 * tape_len * B) + k * B + c % B`, so the 32 chains of a warp touch 32
+/// neighbouring words, and every access of a chain is one base plus a compile-time constant
+/// (no multiplication by the run-time number of chains).
+pub const TAPE_BLOCK: u32 = 32;
+
+/// Values of the scratch buffer that `n_chains` chains need with [`TapePlacement::Storage`].
+pub fn storage_tape_values(program: &Program, n_chains: usize) -> u64 {
+    let blocks = (n_chains as u64).div_ceil(u64::from(TAPE_BLOCK));
+    blocks * u64::from(TAPE_BLOCK) * 2 * program.tape_len.max(1) as u64
+}
+
+/// The longest tape [`TapePlacement::Private`] accepts.
+pub const MAX_PRIVATE_TAPE_LEN: usize = 1024;
+
+impl TapePlacement {
+    /// The default placement for `program`.
+    pub fn choose(program: &Program) -> TapePlacement {
+        if program.tape_len <= PRIVATE_TAPE_LEN_THRESHOLD {
+            TapePlacement::Private
+        } else {
+            TapePlacement::Storage
+        }
+    }
+}
+
+impl fmt::Display for TapePlacement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TapePlacement::Private => "private",
+            TapePlacement::Storage => "storage",
+        })
+    }
+}
+
+/// The kernels the generator can produce. Later kernels (fused leapfrog, whole transitions)
+/// join this enum; it is part of the pipeline cache key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KernelKind {
+    /// Log density and gradient of N chains at N points (`shaders/logp_grad.wgsl`).
+    LogpGrad,
+}
+
+impl KernelKind {
+    /// The kernel's entry point.
+    pub fn entry_point(self) -> &'static str {
+        match self {
+            KernelKind::LogpGrad => "logp_grad_main",
+        }
+    }
+}
+
+impl fmt::Display for KernelKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KernelKind::LogpGrad => "logp_grad",
+        })
+    }
+}
+
+/// How to generate a kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ShaderOptions {
+    /// Float type of values, data and results.
+    pub precision: Precision,
+    /// Where tapes live.
+    pub placement: TapePlacement,
+    /// Invocations per workgroup (one chain each).
+    pub workgroup_size: u32,
+}
+
+/// The default workgroup size: two NVIDIA warps, eight lavapipe SIMD lanes.
+pub const DEFAULT_WORKGROUP_SIZE: u32 = 64;
+
+impl ShaderOptions {
+    /// Defaults for `program` in `precision`: [`TapePlacement::choose`] and
+    /// [`DEFAULT_WORKGROUP_SIZE`].
+    pub fn new(program: &Program, precision: Precision) -> ShaderOptions {
+        ShaderOptions {
+            precision,
+            placement: TapePlacement::choose(program),
+            workgroup_size: DEFAULT_WORKGROUP_SIZE,
+        }
+    }
+}
+
+/// A `@group(g) @binding(b)` slot of the kernels' bind groups.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Binding {
+    /// Bind group index.
+    pub group: u32,
+    /// Binding index within the group.
+    pub binding: u32,
+}
+
+/// The model's real data, `array<T>`, read-only. Group 0 is the model's and is shared by all
+/// kernels: it is created once, when the model is uploaded.
+pub const DATA_BINDING: Binding = Binding {
+    group: 0,
+    binding: 0,
+};
+/// The model's `Gather` indices, `array<u32>`, read-only.
+pub const INDEX_BINDING: Binding = Binding {
+    group: 0,
+    binding: 1,
+};
+/// Per-chain tapes for [`TapePlacement::Storage`], `array<T>`, read-write. Group 1 is the
+/// kernel's; this binding is the same in every kernel.
+pub const SCRATCH_BINDING: Binding = Binding {
+    group: 1,
+    binding: 0,
+};
+/// `logp_grad`: `{ n_chains: u32, pad: 3 x u32 }`, uniform.
+pub const LOGP_GRAD_PARAMS_BINDING: Binding = Binding {
+    group: 1,
+    binding: 1,
+};
+/// `logp_grad`: the points, `array<T>`, dim-major, read-only.
+pub const LOGP_GRAD_THETA_BINDING: Binding = Binding {
+    group: 1,
+    binding: 2,
+};
+/// `logp_grad`: the log densities, `array<T>`, one per chain.
+pub const LOGP_GRAD_LOGP_BINDING: Binding = Binding {
+    group: 1,
+    binding: 3,
+};
+/// `logp_grad`: the gradients, `array<T>`, dim-major.
+pub const LOGP_GRAD_GRAD_BINDING: Binding = Binding {
+    group: 1,
+    binding: 4,
+};
+
+/// A program the generator cannot translate. Programs lowered from a
+/// [`sampler::CheckedModel`] never give one, except for the size limits.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CodegenError {
+    /// The program is inconsistent.
+    #[error("malformed program: {problem}")]
+    Malformed {
+        /// What is wrong.
+        problem: String,
+    },
+    /// An instruction is inconsistent.
+    #[error("malformed program: instruction {inst} ({kind}): {problem}")]
+    MalformedInst {
+        /// Its position in `program.insts`.
+        inst: usize,
+        /// Its kind.
+        kind: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+    /// An unconstrained coordinate is not read by exactly one `Constrain`.
+    #[error(
+        "malformed program: unconstrained coordinate {coordinate} is read by {count} transforms, not 1"
+    )]
+    ThetaCoverage {
+        /// The coordinate.
+        coordinate: usize,
+        /// How many `Constrain` instructions read it.
+        count: usize,
+    },
+    /// A size over what the generated index arithmetic allows.
+    #[error("{what} is {value}, over the limit of {limit}")]
+    TooLarge {
+        /// What was measured.
+        what: &'static str,
+        /// Its size.
+        value: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// [`TapePlacement::Private`] was asked for a tape too long for it.
+    #[error(
+        "a tape of {tape_len} values per chain is over the {limit} that private placement allows; use storage placement"
+    )]
+    PrivateTapeTooLong {
+        /// Values on the tape.
+        tape_len: usize,
+        /// [`MAX_PRIVATE_TAPE_LEN`].
+        limit: usize,
+    },
+    /// A workgroup size outside 1..=1024.
+    #[error("workgroup size {size} is outside 1..=1024")]
+    WorkgroupSize {
+        /// The size asked for.
+        size: u32,
+    },
+}
+
+/// The WGSL module of `kernel` for `program`.
+pub fn kernel_source(
+    program: &Program,
+    kernel: KernelKind,
+    options: &ShaderOptions,
+) -> Result<String, CodegenError> {
+    let mut module = model_module(program, options)?;
+    module.items.push(Item::Source(match kernel {
+        KernelKind::LogpGrad => library::logp_grad_kernel(),
+    }));
+    Ok(module.render(options.precision))
+}
+
+/// The module of the f64 built-in check: WGSL's own `exp`/`log` on f64 (entry point
+/// [`F64_BUILTINS_ENTRY`]).
+pub fn f64_builtins_source() -> &'static str {
+    library::f64_builtins_source()
+}
+
+/// Entry point of [`f64_builtins_source`].
+pub const F64_BUILTINS_ENTRY: &str = "f64_builtins_main";
+
+/// The prelude, the library and `g_logp_grad`: everything but a kernel.
+fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, CodegenError> {
+    check::check(program)?;
+    if !(1..=1024).contains(&options.workgroup_size) {
+        return Err(CodegenError::WorkgroupSize {
+            size: options.workgroup_size,
+        });
+    }
+    if options.placement == TapePlacement::Private && program.tape_len > MAX_PRIVATE_TAPE_LEN {
+        return Err(CodegenError::PrivateTapeTooLong {
+            tape_len: program.tape_len,
+            limit: MAX_PRIVATE_TAPE_LEN,
+        });
+    }
+    // `check` bounds both by u32.
+    let tape_len = program.tape_len.max(1) as u32;
+    let dim = program.dim as u32;
+    let storage = |binding: Binding, global, access, element| Item::Storage {
+        group: binding.group,
+        binding: binding.binding,
+        global,
+        access,
+        element,
+    };
+    let mut items = vec![
+        Item::Comment(format!(
+            "Generated by gpu-actor from a sampler::Program ({} instructions, tape {} values, {} placement). Do not edit.",
+            program.insts.len(),
+            program.tape_len,
+            options.placement
+        )),
+        Item::AliasT,
+        Item::ConstU32(ModuleConst::Dim, dim),
+        Item::ConstU32(ModuleConst::TapeLen, tape_len),
+        Item::ConstU32(ModuleConst::WorkgroupSize, options.workgroup_size),
+        Item::ConstU32(ModuleConst::TapeBlock, TAPE_BLOCK),
+        storage(DATA_BINDING, Global::Data, Access::Read, Element::Real),
+        storage(INDEX_BINDING, Global::Index, Access::Read, Element::U32),
+        storage(
+            SCRATCH_BINDING,
+            Global::Scratch,
+            Access::ReadWrite,
+            Element::Real,
+        ),
+        Item::PrivateU32(Global::Chain),
+    ];
+    items.extend(
+        library::model_library(options.precision)
+            .into_iter()
+            .map(Item::Source),
+    );
+    let tape = Tape::new(options.placement, tape_len);
+    items.push(Item::Function(model::logp_grad_function(program, &tape)));
+    Ok(Module { items })
+}

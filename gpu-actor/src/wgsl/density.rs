@@ -1,0 +1,391 @@
+//! Densities and the Gaussian random walk: the structure of sampler's dist.rs as WGSL.
+//!
+//! dist.rs writes each density as a sum of parts: `term1` (one parameter), `term2` (two) and a
+//! per-element `kernel`. A part whose operands all are data or constants is dropped (Stan's `~`
+//! semantics, so the log density has the same constant as the CPU's); a part whose operands
+//! all are scalars is computed once and multiplied by the length. [`parts`] lists each
+//! distribution's parts exactly as `dist::density` does; the formulas are in
+//! `shaders/density.wgsl`.
+
+use sampler::{DensityKind, Operand, Program};
+
+use super::ast::{Expr, Field, Ident, Stmt, Ty};
+use super::library::{LibFn, TermFn};
+use super::tape::{Accumulator, Arg, Tape, accumulate};
+
+/// Which operand a part reads.
+#[derive(Clone, Copy, Debug)]
+enum Pos {
+    X,
+    P0,
+    P1,
+    P2,
+}
+
+/// One part of a density.
+#[derive(Clone, Copy, Debug)]
+enum Part {
+    One(Pos, TermFn),
+    Two(Pos, Pos, TermFn),
+    Kernel,
+}
+
+/// The parts of each density, in dist.rs's order.
+fn parts(kind: DensityKind) -> &'static [Part] {
+    use Part::{Kernel, One, Two};
+    use Pos::{P0, P1, P2, X};
+    use TermFn::*;
+    match kind {
+        DensityKind::Normal => &[One(P1, NegLogScale), Kernel],
+        DensityKind::HalfNormal => &[One(P0, NegLogScale), Kernel],
+        DensityKind::Exponential => &[One(P0, LogRate), Kernel],
+        DensityKind::StudentT => &[One(P0, StudentTNu), One(P2, NegLogScale), Kernel],
+        DensityKind::Cauchy => &[One(P1, NegLogScale), Kernel],
+        DensityKind::HalfCauchy => &[One(P0, NegLogScale), Kernel],
+        DensityKind::LogNormal => &[One(X, NegLogX), One(P1, NegLogScale), Kernel],
+        DensityKind::Gamma | DensityKind::InverseGamma => {
+            &[One(P0, NegLgamma), Two(P0, P1, ShapeLogRate), Kernel]
+        }
+        DensityKind::Beta => &[Two(P0, P1, BetaNorm), Kernel],
+        DensityKind::Uniform => &[Two(P0, P1, UniformNorm), Kernel],
+        DensityKind::Laplace => &[One(P1, NegLogScale), Kernel],
+        DensityKind::BernoulliLogit | DensityKind::BinomialLogit | DensityKind::PoissonLog => {
+            &[Kernel]
+        }
+    }
+}
+
+/// Every term function some density uses, for tests.
+#[cfg(test)]
+pub(crate) fn used_terms() -> Vec<TermFn> {
+    use sampler::DensityKind::*;
+    let kinds = [
+        Normal,
+        HalfNormal,
+        Exponential,
+        StudentT,
+        Cauchy,
+        HalfCauchy,
+        LogNormal,
+        Gamma,
+        InverseGamma,
+        Beta,
+        Uniform,
+        Laplace,
+        BernoulliLogit,
+        BinomialLogit,
+        PoissonLog,
+    ];
+    kinds
+        .iter()
+        .flat_map(|&kind| parts(kind))
+        .filter_map(|part| match *part {
+            Part::One(_, term) | Part::Two(_, _, term) => Some(term),
+            Part::Kernel => None,
+        })
+        .collect()
+}
+
+fn i() -> Ident {
+    Ident::new("i")
+}
+
+fn ie() -> Expr {
+    Expr::local(&i())
+}
+
+/// `lp += sum_i log p(x_i | params_i)` with partial derivatives into the adjoint tape.
+pub(crate) fn density(
+    program: &Program,
+    tape: &Tape,
+    lp: &Ident,
+    kind: DensityKind,
+    x: Operand,
+    params: [Operand; 3],
+    len: u32,
+) -> Vec<Stmt> {
+    let args = [
+        Arg::new(program, x),
+        Arg::new(program, params[0]),
+        Arg::new(program, params[1]),
+        Arg::new(program, params[2]),
+    ];
+    let arg = |pos: Pos| -> &Arg {
+        match pos {
+            Pos::X => &args[0],
+            Pos::P0 => &args[1],
+            Pos::P1 => &args[2],
+            Pos::P2 => &args[3],
+        }
+    };
+    let dens = Ident::new("dens");
+    let mut body = vec![Stmt::zero(&dens)];
+    for part in parts(kind) {
+        let stmts = match *part {
+            Part::One(a, term) => term1(tape, len, arg(a), term, &dens),
+            Part::Two(a, b, term) => term2(tape, len, arg(a), arg(b), term, &dens),
+            Part::Kernel => kernel(tape, len, kind, &args, &dens),
+        };
+        if !stmts.is_empty() {
+            body.push(Stmt::Block(stmts));
+        }
+    }
+    if body.len() == 1 {
+        return Vec::new();
+    }
+    body.push(Stmt::add_to(Expr::local(lp), Expr::local(&dens)));
+    body
+}
+
+/// dist.rs's `term1`.
+fn term1(tape: &Tape, n: u32, a: &Arg, term: TermFn, dens: &Ident) -> Vec<Stmt> {
+    if !a.is_param() {
+        return Vec::new();
+    }
+    let r = Ident::new("r");
+    let re = || Expr::local(&r);
+    let n_real = Expr::Real(f64::from(n));
+    if a.is_scalar() {
+        let zero = Expr::U32(0);
+        return vec![
+            Stmt::let_(&r, Expr::lib(LibFn::Term(term), vec![a.at(tape, &zero)])),
+            Stmt::add_to(
+                a.adjoint_at(tape, &zero),
+                n_real.clone() * re().field(Field::D),
+            ),
+            Stmt::add_to(Expr::local(dens), n_real * re().field(Field::Value)),
+        ];
+    }
+    let t = Ident::new("t");
+    vec![
+        Stmt::zero(&t),
+        Stmt::for_(
+            &i(),
+            Expr::U32(n),
+            vec![
+                Stmt::let_(&r, Expr::lib(LibFn::Term(term), vec![a.at(tape, &ie())])),
+                Stmt::add_to(a.adjoint_at(tape, &ie()), re().field(Field::D)),
+                Stmt::add_to(Expr::local(&t), re().field(Field::Value)),
+            ],
+        ),
+        Stmt::add_to(Expr::local(dens), Expr::local(&t)),
+    ]
+}
+
+/// dist.rs's `term2`.
+fn term2(tape: &Tape, n: u32, a: &Arg, b: &Arg, term: TermFn, dens: &Ident) -> Vec<Stmt> {
+    if !a.is_param() && !b.is_param() {
+        return Vec::new();
+    }
+    let r = Ident::new("r");
+    let re = || Expr::local(&r);
+    if a.is_scalar() && b.is_scalar() {
+        let zero = Expr::U32(0);
+        let n_real = || Expr::Real(f64::from(n));
+        let mut out = vec![Stmt::let_(
+            &r,
+            Expr::lib(
+                LibFn::Term(term),
+                vec![a.at(tape, &zero), b.at(tape, &zero)],
+            ),
+        )];
+        out.extend(accumulate(tape, a, &zero, n_real() * re().field(Field::Da)));
+        out.extend(accumulate(tape, b, &zero, n_real() * re().field(Field::Db)));
+        out.push(Stmt::add_to(
+            Expr::local(dens),
+            n_real() * re().field(Field::Value),
+        ));
+        return out;
+    }
+    let t = Ident::new("t");
+    let acc_a = Accumulator::new(a, Ident::new("acc_a"));
+    let acc_b = Accumulator::new(b, Ident::new("acc_b"));
+    let mut out = vec![Stmt::zero(&t)];
+    for acc in acc_a.iter().chain(&acc_b) {
+        out.extend(acc.init());
+    }
+    let mut body = vec![Stmt::let_(
+        &r,
+        Expr::lib(
+            LibFn::Term(term),
+            vec![a.at(tape, &ie()), b.at(tape, &ie())],
+        ),
+    )];
+    if let Some(acc) = &acc_a {
+        body.push(acc.add(tape, &ie(), re().field(Field::Da)));
+    }
+    if let Some(acc) = &acc_b {
+        body.push(acc.add(tape, &ie(), re().field(Field::Db)));
+    }
+    body.push(Stmt::add_to(Expr::local(&t), re().field(Field::Value)));
+    out.push(Stmt::for_(&i(), Expr::U32(n), body));
+    for acc in acc_a.iter().chain(&acc_b) {
+        out.extend(acc.flush(tape));
+    }
+    out.push(Stmt::add_to(Expr::local(dens), Expr::local(&t)));
+    out
+}
+
+/// dist.rs's `kernel`: the per-element part, over `x` and the distribution's parameters.
+fn kernel(tape: &Tape, n: u32, kind: DensityKind, args: &[Arg; 4], dens: &Ident) -> Vec<Stmt> {
+    let n_args = 1 + kind.n_params();
+    let mut used: Vec<Arg> = args[..n_args].to_vec();
+    if used.iter().all(|arg| !arg.is_param()) {
+        return Vec::new();
+    }
+    let derivative_fields = [Field::Dx, Field::D0, Field::D1, Field::D2];
+    let accumulators: Vec<Option<Accumulator>> = used
+        .iter()
+        .enumerate()
+        .map(|(k, arg)| Accumulator::new(arg, Ident::numbered("acc", k)))
+        .collect();
+    let t = Ident::new("t");
+    let r = Ident::new("r");
+    let mut out = vec![Stmt::zero(&t)];
+    for (k, arg) in used.iter_mut().enumerate() {
+        out.extend(arg.hoist(tape, Ident::numbered("arg", k)));
+    }
+    for acc in accumulators.iter().flatten() {
+        out.extend(acc.init());
+    }
+    let mut call_args: Vec<Expr> = used.iter().map(|arg| arg.at(tape, &ie())).collect();
+    call_args.resize(4, Expr::Real(0.0));
+    let mut body = vec![
+        Stmt::let_(&r, Expr::lib(LibFn::Kernel(kind), call_args)),
+        Stmt::add_to(Expr::local(&t), Expr::local(&r).field(Field::Value)),
+    ];
+    for (acc, field) in accumulators.iter().zip(derivative_fields) {
+        if let Some(acc) = acc {
+            body.push(acc.add(tape, &ie(), Expr::local(&r).field(field)));
+        }
+    }
+    out.push(Stmt::for_(&i(), Expr::U32(n), body));
+    for acc in accumulators.iter().flatten() {
+        out.extend(acc.flush(tape));
+    }
+    out.push(Stmt::add_to(Expr::local(dens), Expr::local(&t)));
+    out
+}
+
+/// dist.rs's `random_walk`: `lp += log p(x)` for a Gaussian random walk whose parameters
+/// (`[sigma, drift, init_mu, init_sigma]`) are scalars.
+pub(crate) fn random_walk(
+    program: &Program,
+    tape: &Tape,
+    lp: &Ident,
+    x: Operand,
+    params: [Operand; 4],
+) -> Vec<Stmt> {
+    let x = Arg::new(program, x);
+    let [sigma, drift, init_mu, init_sigma] = params.map(|p| Arg::new(program, p));
+    let zero = Expr::U32(0);
+    let names = ["s", "d", "m0", "s0"].map(Ident::new);
+    let [s, d, m0, s0] = names.clone().map(|name| move || Expr::local(&name));
+    let mut out: Vec<Stmt> = [&sigma, &drift, &init_mu, &init_sigma]
+        .iter()
+        .zip(&names)
+        .map(|(arg, name)| Stmt::let_(name, arg.at(tape, &zero)))
+        .collect();
+
+    let (z0, total) = (Ident::new("z0"), Ident::new("total"));
+    let (z0e, totale) = (|| Expr::local(&z0), || Expr::local(&total));
+    let mut inside = vec![
+        Stmt::let_(&z0, (x.at(tape, &zero) - m0()) / s0()),
+        Stmt::Var(
+            total.clone(),
+            Ty::Real,
+            Some(Expr::Real(-0.5) * z0e() * z0e()),
+        ),
+    ];
+    inside.extend(accumulate(tape, &x, &zero, -z0e() / s0()));
+    inside.extend(accumulate(tape, &init_mu, &zero, z0e() / s0()));
+    inside.extend(accumulate(tape, &init_sigma, &zero, z0e() * z0e() / s0()));
+    if init_sigma.is_param() {
+        inside.push(Stmt::Assign(
+            totale(),
+            totale() - Expr::lib(LibFn::Log, vec![s0()]),
+        ));
+        inside.extend(accumulate(
+            tape,
+            &init_sigma,
+            &zero,
+            Expr::Real(-1.0) / s0(),
+        ));
+    }
+
+    let steps = x.len() - 1;
+    let (inv_s, sum_z2, sum_dz, prev) = (
+        Ident::new("inv_s"),
+        Ident::new("sum_z2"),
+        Ident::new("sum_dz"),
+        Ident::new("prev"),
+    );
+    let (k, cur, z, g) = (
+        Ident::new("k"),
+        Ident::new("cur"),
+        Ident::new("z"),
+        Ident::new("g"),
+    );
+    let ke = || Expr::local(&k);
+    let next = || ke().plus_u32(1);
+    inside.push(Stmt::let_(&inv_s, Expr::Real(1.0) / s()));
+    inside.push(Stmt::zero(&sum_z2));
+    inside.push(Stmt::zero(&sum_dz));
+    inside.push(Stmt::Var(prev.clone(), Ty::Real, Some(x.at(tape, &zero))));
+    let mut step = vec![
+        Stmt::let_(&cur, x.at(tape, &next())),
+        Stmt::let_(
+            &z,
+            (Expr::local(&cur) - Expr::local(&prev) - d()) * Expr::local(&inv_s),
+        ),
+        Stmt::add_to(Expr::local(&sum_z2), Expr::local(&z) * Expr::local(&z)),
+        Stmt::add_to(Expr::local(&sum_dz), Expr::local(&z)),
+        Stmt::let_(&g, Expr::local(&z) * Expr::local(&inv_s)),
+    ];
+    step.extend(accumulate(tape, &x, &next(), -Expr::local(&g)));
+    step.extend(accumulate(tape, &x, &ke(), Expr::local(&g)));
+    step.push(Stmt::Assign(Expr::local(&prev), Expr::local(&cur)));
+    inside.push(Stmt::for_(&k, Expr::U32(steps), step));
+    inside.push(Stmt::Assign(
+        totale(),
+        totale() - Expr::Real(0.5) * Expr::local(&sum_z2),
+    ));
+    inside.extend(accumulate(
+        tape,
+        &drift,
+        &zero,
+        Expr::local(&sum_dz) * Expr::local(&inv_s),
+    ));
+    inside.extend(accumulate(
+        tape,
+        &sigma,
+        &zero,
+        Expr::local(&sum_z2) * Expr::local(&inv_s),
+    ));
+    if sigma.is_param() {
+        let steps_real = f64::from(steps);
+        inside.push(Stmt::Assign(
+            totale(),
+            totale() - Expr::Real(steps_real) * Expr::lib(LibFn::Log, vec![s()]),
+        ));
+        inside.extend(accumulate(
+            tape,
+            &sigma,
+            &zero,
+            Expr::Real(-steps_real) * Expr::local(&inv_s),
+        ));
+    }
+    inside.push(Stmt::add_to(Expr::local(lp), totale()));
+
+    // Outside the domain the CPU returns -inf and leaves the adjoints alone.
+    let in_domain = s().gt(Expr::Real(0.0)).and(s0().gt(Expr::Real(0.0)));
+    out.push(Stmt::If(
+        in_domain.not(),
+        vec![Stmt::add_to(
+            Expr::local(lp),
+            -Expr::lib(LibFn::Inf, Vec::new()),
+        )],
+        inside,
+    ));
+    out
+}

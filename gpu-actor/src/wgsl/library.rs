@@ -1,0 +1,140 @@
+//! The hand-written WGSL of `shaders/`: the only module that loads it, and the closed list
+//! of its functions that generated code may call.
+//!
+//! The files are written for `alias T = f32 | f64`, which the generated prelude defines, so one
+//! text serves both precisions; only `sf_exp` and `sf_log` differ (`math_f32.wgsl` uses the
+//! GPU's own, `math_f64.wgsl` builds them from arithmetic because f64 transcendentals are
+//! wrong on lavapipe).
+
+use sampler::DensityKind;
+
+use super::Precision;
+
+const MATH_F32: &str = include_str!("../../../shaders/math_f32.wgsl");
+const MATH_F64: &str = include_str!("../../../shaders/math_f64.wgsl");
+const SPECIAL: &str = include_str!("../../../shaders/special.wgsl");
+const DENSITY: &str = include_str!("../../../shaders/density.wgsl");
+const LOGP_GRAD: &str = include_str!("../../../shaders/logp_grad.wgsl");
+const F64_BUILTINS: &str = include_str!("../../../shaders/f64_builtins.wgsl");
+
+/// The library a generated model needs, in `precision`.
+pub(crate) fn model_library(precision: Precision) -> [&'static str; 3] {
+    let math = match precision {
+        Precision::F32 => MATH_F32,
+        Precision::F64 => MATH_F64,
+    };
+    [math, SPECIAL, DENSITY]
+}
+
+/// The batch kernel `logp_grad` (entry point [`super::LOGP_GRAD_ENTRY`]).
+pub(crate) fn logp_grad_kernel() -> &'static str {
+    LOGP_GRAD
+}
+
+/// The f64 built-in check (see `GpuDevice::check_f64_builtins`).
+pub(crate) fn f64_builtins_source() -> &'static str {
+    F64_BUILTINS
+}
+
+/// Every library file, for tests that check names against the text.
+#[cfg(test)]
+pub(crate) fn all_sources() -> [&'static str; 6] {
+    [
+        MATH_F32,
+        MATH_F64,
+        SPECIAL,
+        DENSITY,
+        LOGP_GRAD,
+        F64_BUILTINS,
+    ]
+}
+
+/// A library function that generated code calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LibFn {
+    Exp,
+    Log,
+    Log1p,
+    Expm1,
+    Softplus,
+    Logistic,
+    Pow,
+    SignOrZero,
+    Inf,
+    Nan,
+    Term(TermFn),
+    Kernel(DensityKind),
+}
+
+/// The one- and two-parameter terms of the densities (`term1`/`term2` in dist.rs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TermFn {
+    NegLogScale,
+    LogRate,
+    NegLgamma,
+    NegLogX,
+    StudentTNu,
+    ShapeLogRate,
+    BetaNorm,
+    UniformNorm,
+}
+
+impl TermFn {
+    /// Every term, for tests.
+    #[cfg(test)]
+    pub(crate) const ALL: [TermFn; 8] = [
+        TermFn::NegLogScale,
+        TermFn::LogRate,
+        TermFn::NegLgamma,
+        TermFn::NegLogX,
+        TermFn::StudentTNu,
+        TermFn::ShapeLogRate,
+        TermFn::BetaNorm,
+        TermFn::UniformNorm,
+    ];
+}
+
+impl LibFn {
+    /// The function's name in the WGSL library.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            LibFn::Exp => "sf_exp",
+            LibFn::Log => "sf_log",
+            LibFn::Log1p => "sf_log1p",
+            LibFn::Expm1 => "sf_expm1",
+            LibFn::Softplus => "sf_softplus",
+            LibFn::Logistic => "sf_logistic",
+            LibFn::Pow => "sf_pow",
+            LibFn::SignOrZero => "sf_sign_or_zero",
+            LibFn::Inf => "sf_inf",
+            LibFn::Nan => "sf_nan",
+            LibFn::Term(term) => match term {
+                TermFn::NegLogScale => "dt_neg_log_scale",
+                TermFn::LogRate => "dt_log_rate",
+                TermFn::NegLgamma => "dt_neg_lgamma",
+                TermFn::NegLogX => "dt_neg_log_x",
+                TermFn::StudentTNu => "dt_student_t_nu",
+                TermFn::ShapeLogRate => "dt_shape_log_rate",
+                TermFn::BetaNorm => "dt_beta_norm",
+                TermFn::UniformNorm => "dt_uniform_norm",
+            },
+            LibFn::Kernel(kind) => match kind {
+                DensityKind::Normal => "dk_normal",
+                DensityKind::HalfNormal => "dk_half_normal",
+                DensityKind::Exponential => "dk_exponential",
+                DensityKind::StudentT => "dk_student_t",
+                DensityKind::Cauchy => "dk_cauchy",
+                DensityKind::HalfCauchy => "dk_half_cauchy",
+                DensityKind::LogNormal => "dk_log_normal",
+                DensityKind::Gamma => "dk_gamma",
+                DensityKind::InverseGamma => "dk_inverse_gamma",
+                DensityKind::Beta => "dk_beta",
+                DensityKind::Uniform => "dk_uniform",
+                DensityKind::Laplace => "dk_laplace",
+                DensityKind::BernoulliLogit => "dk_bernoulli_logit",
+                DensityKind::BinomialLogit => "dk_binomial_logit",
+                DensityKind::PoissonLog => "dk_poisson_log",
+            },
+        }
+    }
+}

@@ -1,0 +1,553 @@
+//! The generated model function `g_logp_grad`: the CPU evaluator's forward and backward sweeps
+//! (sampler's eval.rs), instruction by instruction, as WGSL.
+//!
+//! Each instruction becomes one braced block (so that its locals can reuse names), with one
+//! loop per vector operation. The forward sweep writes the value tape and adds densities'
+//! partial derivatives to the adjoint tape; the backward sweep walks the slot-writing
+//! instructions in reverse, and each `Constrain` writes its coordinates of the gradient once,
+//! its log-Jacobian derivative included.
+
+use sampler::{Inst, MapOp, MatrixRef, Operand, Program, SlotId, Transform, ZipOp};
+
+use super::TapePlacement;
+use super::ast::{Builtin, Expr, Function, Global, Hook, Ident, Stmt, Ty};
+use super::density;
+use super::library::LibFn;
+use super::tape::{Accumulator, Arg, Tape};
+
+/// `g_logp_grad() -> T` for `program`, which has passed [`super::check`].
+pub(crate) fn logp_grad_function(program: &Program, tape: &Tape) -> Function {
+    let lp = Ident::new("lp");
+    let mut body = vec![Stmt::zero(&lp)];
+    body.extend(tape.declarations());
+    body.push(Stmt::Comment("forward sweep".into()));
+    for (k, inst) in program.insts.iter().enumerate() {
+        let block = forward(program, tape, &lp, inst);
+        if !block.is_empty() {
+            body.push(Stmt::Comment(format!(
+                "instruction {k}: {}",
+                inst_name(inst)
+            )));
+            body.push(Stmt::Block(block));
+        }
+    }
+    body.push(Stmt::Comment("backward sweep".into()));
+    for (k, inst) in program.insts.iter().enumerate().rev() {
+        let block = backward(program, tape, inst);
+        if !block.is_empty() {
+            body.push(Stmt::Comment(format!(
+                "instruction {k}: {}",
+                inst_name(inst)
+            )));
+            body.push(Stmt::Block(block));
+        }
+    }
+    body.push(Stmt::Return(Expr::local(&lp)));
+    Function {
+        name: Hook::LogpGrad,
+        ret: Ty::Real,
+        body,
+    }
+}
+
+pub(crate) fn inst_name(inst: &Inst) -> &'static str {
+    match inst {
+        Inst::Constrain { .. } => "constrain",
+        Inst::Map { .. } => "map",
+        Inst::Zip { .. } => "zip",
+        Inst::Sum { .. } => "sum",
+        Inst::Cumsum { .. } => "cumsum",
+        Inst::Dot { .. } => "dot",
+        Inst::Matvec { .. } => "matvec",
+        Inst::Gather { .. } => "gather",
+        Inst::Density { .. } => "density",
+        Inst::RandomWalk { .. } => "random_walk",
+        Inst::Factor { .. } => "factor",
+    }
+}
+
+fn i() -> Ident {
+    Ident::new("i")
+}
+
+fn ie() -> Expr {
+    Expr::local(&i())
+}
+
+fn slot_arg(program: &Program, dst: SlotId) -> Arg {
+    Arg::new(program, Operand::Slot(dst))
+}
+
+/// `for i in 0..len { body }`.
+fn each(len: u32, body: Vec<Stmt>) -> Stmt {
+    Stmt::for_(&i(), Expr::U32(len), body)
+}
+
+fn forward(program: &Program, tape: &Tape, lp: &Ident, inst: &Inst) -> Vec<Stmt> {
+    match *inst {
+        Inst::Constrain {
+            transform,
+            theta,
+            dst,
+        } => {
+            let dst = slot_arg(program, dst);
+            let u = Ident::new("u");
+            let ue = || Expr::local(&u);
+            let (value, log_jacobian) = match transform {
+                Transform::Identity => (ue(), None),
+                Transform::Lower(lower) => (
+                    Expr::Real(lower) + Expr::lib(LibFn::Exp, vec![ue()]),
+                    Some(ue()),
+                ),
+                Transform::Upper(upper) => (
+                    Expr::Real(upper) - Expr::lib(LibFn::Exp, vec![ue()]),
+                    Some(ue()),
+                ),
+                Transform::Interval(lower, upper) => {
+                    // Width and its log are constants: computed here, in f64, as the CPU does.
+                    let width = upper - lower;
+                    let value = Expr::Real(lower)
+                        + Expr::Real(width) * Expr::lib(LibFn::Logistic, vec![ue()]);
+                    let log_jacobian = Expr::Real(width.ln())
+                        - Expr::lib(LibFn::Softplus, vec![-ue()])
+                        - Expr::lib(LibFn::Softplus, vec![ue()]);
+                    (value, Some(log_jacobian))
+                }
+            };
+            let lj = Ident::new("lj");
+            let mut body = vec![Stmt::let_(
+                &u,
+                Expr::hook(Hook::Theta, vec![ie().plus_u32(theta.offset)]),
+            )];
+            body.extend(set(tape, &dst, &ie(), value));
+            let Some(log_jacobian) = log_jacobian else {
+                return vec![each(theta.len, body)];
+            };
+            body.push(Stmt::add_to(Expr::local(&lj), log_jacobian));
+            vec![
+                Stmt::zero(&lj),
+                each(theta.len, body),
+                Stmt::add_to(Expr::local(lp), Expr::local(&lj)),
+            ]
+        }
+        Inst::Map { op, a, dst } => {
+            let dst = slot_arg(program, dst);
+            let mut a = Arg::new(program, a);
+            let mut out = Vec::new();
+            out.extend(a.hoist(tape, Ident::new("a")));
+            let x = a.at(tape, &ie());
+            let value = match op {
+                MapOp::Neg => -x,
+                MapOp::Exp => Expr::lib(LibFn::Exp, vec![x]),
+                MapOp::Log => Expr::lib(LibFn::Log, vec![x]),
+                MapOp::Log1p => Expr::lib(LibFn::Log1p, vec![x]),
+                MapOp::Expm1 => Expr::lib(LibFn::Expm1, vec![x]),
+                MapOp::Softplus => Expr::lib(LibFn::Softplus, vec![x]),
+                MapOp::Logistic => Expr::lib(LibFn::Logistic, vec![x]),
+                MapOp::Sqrt => Expr::builtin(Builtin::Sqrt, vec![x]),
+                MapOp::Abs => Expr::builtin(Builtin::Abs, vec![x]),
+            };
+            out.push(each(dst.len(), set(tape, &dst, &ie(), value)));
+            out
+        }
+        Inst::Zip { op, a, b, dst } => {
+            let dst = slot_arg(program, dst);
+            let mut a = Arg::new(program, a);
+            let mut b = Arg::new(program, b);
+            let mut out = Vec::new();
+            out.extend(a.hoist(tape, Ident::new("a")));
+            out.extend(b.hoist(tape, Ident::new("b")));
+            let (x, y) = (a.at(tape, &ie()), b.at(tape, &ie()));
+            let value = match op {
+                ZipOp::Add => x + y,
+                ZipOp::Sub => x - y,
+                ZipOp::Mul => x * y,
+                ZipOp::Div => x / y,
+                ZipOp::Pow => Expr::lib(LibFn::Pow, vec![x, y]),
+            };
+            out.push(each(dst.len(), set(tape, &dst, &ie(), value)));
+            out
+        }
+        Inst::Sum { a, dst } => {
+            let dst = slot_arg(program, dst);
+            let a = Arg::new(program, a);
+            let s = Ident::new("s");
+            let mut out = vec![
+                Stmt::zero(&s),
+                each(
+                    a.len(),
+                    vec![Stmt::add_to(Expr::local(&s), a.at(tape, &ie()))],
+                ),
+            ];
+            out.extend(set(tape, &dst, &Expr::U32(0), Expr::local(&s)));
+            out
+        }
+        Inst::Cumsum { a, dst } => {
+            let dst = slot_arg(program, dst);
+            let a = Arg::new(program, a);
+            let s = Ident::new("s");
+            vec![
+                Stmt::zero(&s),
+                each(
+                    dst.len(),
+                    [Stmt::add_to(Expr::local(&s), a.at(tape, &ie()))]
+                        .into_iter()
+                        .chain(set(tape, &dst, &ie(), Expr::local(&s)))
+                        .collect(),
+                ),
+            ]
+        }
+        Inst::Dot { a, b, dst } => {
+            let dst = slot_arg(program, dst);
+            let (a, b) = (Arg::new(program, a), Arg::new(program, b));
+            let s = Ident::new("s");
+            let mut out = vec![
+                Stmt::zero(&s),
+                each(
+                    a.len(),
+                    vec![Stmt::add_to(
+                        Expr::local(&s),
+                        a.at(tape, &ie()) * b.at(tape, &ie()),
+                    )],
+                ),
+            ];
+            out.extend(set(tape, &dst, &Expr::U32(0), Expr::local(&s)));
+            out
+        }
+        Inst::Matvec { m, v, dst } => {
+            let dst = slot_arg(program, dst);
+            let v = Arg::new(program, v);
+            let (r, c, s) = (Ident::new("r"), Ident::new("c"), Ident::new("s"));
+            vec![Stmt::for_(
+                &r,
+                Expr::U32(m.rows),
+                [
+                    Stmt::zero(&s),
+                    Stmt::for_(
+                        &c,
+                        Expr::U32(m.cols),
+                        vec![Stmt::add_to(
+                            Expr::local(&s),
+                            matrix_at(m, &r, &c) * v.at(tape, &Expr::local(&c)),
+                        )],
+                    ),
+                ]
+                .into_iter()
+                .chain(set(tape, &dst, &Expr::local(&r), Expr::local(&s)))
+                .collect(),
+            )]
+        }
+        Inst::Gather { a, idx, dst } => {
+            let dst = slot_arg(program, dst);
+            let a = Arg::new(program, a);
+            let j = Ident::new("j");
+            vec![each(
+                idx.len,
+                [Stmt::let_(
+                    &j,
+                    Expr::Global(Global::Index).index(ie().plus_u32(idx.offset)),
+                )]
+                .into_iter()
+                .chain(set(tape, &dst, &ie(), a.at_dynamic(tape, Expr::local(&j))))
+                .collect(),
+            )]
+        }
+        Inst::Density {
+            kind,
+            x,
+            params,
+            len,
+            ..
+        } => density::density(program, tape, lp, kind, x, params, len),
+        Inst::RandomWalk {
+            x,
+            sigma,
+            drift,
+            init_mu,
+            init_sigma,
+            ..
+        } => density::random_walk(program, tape, lp, x, [sigma, drift, init_mu, init_sigma]),
+        Inst::Factor { a, .. } => {
+            let a = Arg::new(program, a);
+            let s = Ident::new("s");
+            let mut body = vec![Stmt::add_to(Expr::local(&s), a.at(tape, &ie()))];
+            if a.is_param() {
+                body.push(Stmt::add_to(a.adjoint_at(tape, &ie()), Expr::Real(1.0)));
+            }
+            vec![
+                Stmt::zero(&s),
+                each(a.len(), body),
+                Stmt::add_to(Expr::local(lp), Expr::local(&s)),
+            ]
+        }
+    }
+}
+
+/// Writes element `i` of a slot. A storage tape also clears the element's adjoint here, in
+/// the same loop: each slot is written once, before anything adds to its adjoint (`check`
+/// verifies it), so no separate pass over the whole adjoint tape is needed. Private arrays are
+/// zeroed by WGSL.
+fn set(tape: &Tape, dst: &Arg, i: &Expr, value: Expr) -> Vec<Stmt> {
+    let mut out = vec![Stmt::Assign(dst.at(tape, i), value)];
+    if tape.placement() == TapePlacement::Storage {
+        out.push(Stmt::Assign(dst.adjoint_at(tape, i), Expr::Real(0.0)));
+    }
+    out
+}
+
+/// Element `(r, c)` of a row-major data matrix.
+fn matrix_at(m: MatrixRef, r: &Ident, c: &Ident) -> Expr {
+    let row = Expr::local(r) * Expr::U32(m.cols);
+    Expr::Global(Global::Data).index((row + Expr::local(c)).plus_u32(m.offset))
+}
+
+fn backward(program: &Program, tape: &Tape, inst: &Inst) -> Vec<Stmt> {
+    match *inst {
+        Inst::Constrain {
+            transform,
+            theta,
+            dst,
+        } => {
+            let dst = slot_arg(program, dst);
+            let (u, a, x) = (Ident::new("u"), Ident::new("a"), Ident::new("x"));
+            let (ue, ae, xe) = (|| Expr::local(&u), || Expr::local(&a), || Expr::local(&x));
+            // The CPU adds the log-Jacobian's derivative in the forward sweep and the adjoint
+            // term here, to a gradient that starts at 0; this is the same sum.
+            let grad = match transform {
+                Transform::Identity => ae(),
+                Transform::Lower(lower) => Expr::Real(1.0) + ae() * (xe() - Expr::Real(lower)),
+                Transform::Upper(upper) => Expr::Real(1.0) - ae() * (Expr::Real(upper) - xe()),
+                Transform::Interval(lower, upper) => {
+                    let width = upper - lower;
+                    let s = (xe() - Expr::Real(lower)) / Expr::Real(width);
+                    let jacobian =
+                        Expr::Real(1.0) - Expr::Real(2.0) * Expr::lib(LibFn::Logistic, vec![ue()]);
+                    let s_ident = Ident::new("s");
+                    let se = || Expr::local(&s_ident);
+                    return vec![each(
+                        theta.len,
+                        vec![
+                            Stmt::let_(
+                                &u,
+                                Expr::hook(Hook::Theta, vec![ie().plus_u32(theta.offset)]),
+                            ),
+                            Stmt::let_(&a, dst.adjoint_at(tape, &ie())),
+                            Stmt::let_(&x, dst.at(tape, &ie())),
+                            Stmt::let_(&s_ident, s),
+                            set_grad(
+                                theta.offset,
+                                jacobian
+                                    + ae() * Expr::Real(width) * se() * (Expr::Real(1.0) - se()),
+                            ),
+                        ],
+                    )];
+                }
+            };
+            let mut body = vec![Stmt::let_(&a, dst.adjoint_at(tape, &ie()))];
+            if matches!(transform, Transform::Lower(_) | Transform::Upper(_)) {
+                body.push(Stmt::let_(&x, dst.at(tape, &ie())));
+            }
+            body.push(set_grad(theta.offset, grad));
+            vec![each(theta.len, body)]
+        }
+        Inst::Map { op, a, dst } => {
+            let a = Arg::new(program, a);
+            if !a.is_param() {
+                return Vec::new();
+            }
+            let dst = slot_arg(program, dst);
+            let (g, x, out) = (Ident::new("g"), Ident::new("x"), Ident::new("out"));
+            let (xe, oe) = (|| Expr::local(&x), || Expr::local(&out));
+            let derivative = match op {
+                MapOp::Neg => Expr::Real(-1.0),
+                MapOp::Exp => oe(),
+                MapOp::Log => Expr::Real(1.0) / xe(),
+                MapOp::Log1p => Expr::Real(1.0) / (Expr::Real(1.0) + xe()),
+                MapOp::Expm1 => oe() + Expr::Real(1.0),
+                MapOp::Softplus => Expr::lib(LibFn::Logistic, vec![xe()]),
+                MapOp::Logistic => oe() * (Expr::Real(1.0) - oe()),
+                MapOp::Sqrt => Expr::Real(0.5) / oe(),
+                MapOp::Abs => Expr::lib(LibFn::SignOrZero, vec![xe()]),
+            };
+            // The CPU skips elements whose adjoint is 0 (so that 0 * inf stays 0).
+            vec![each(
+                dst.len(),
+                vec![
+                    Stmt::let_(&g, dst.adjoint_at(tape, &ie())),
+                    Stmt::If(
+                        Expr::local(&g).ne(Expr::Real(0.0)),
+                        vec![
+                            Stmt::let_(&x, a.at(tape, &ie())),
+                            Stmt::let_(&out, dst.at(tape, &ie())),
+                            Stmt::add_to(a.adjoint_at(tape, &ie()), Expr::local(&g) * derivative),
+                        ],
+                        Vec::new(),
+                    ),
+                ],
+            )]
+        }
+        Inst::Zip { op, a, b, dst } => {
+            let mut a = Arg::new(program, a);
+            let mut b = Arg::new(program, b);
+            if !a.is_param() && !b.is_param() {
+                return Vec::new();
+            }
+            let dst = slot_arg(program, dst);
+            let mut out = Vec::new();
+            let acc_a = Accumulator::new(&a, Ident::new("acc_a"));
+            let acc_b = Accumulator::new(&b, Ident::new("acc_b"));
+            out.extend(a.hoist(tape, Ident::new("a")));
+            out.extend(b.hoist(tape, Ident::new("b")));
+            for acc in acc_a.iter().chain(&acc_b) {
+                out.extend(acc.init());
+            }
+            let (g, x, y) = (Ident::new("g"), Ident::new("x"), Ident::new("y"));
+            let (xe, ye, ge) = (|| Expr::local(&x), || Expr::local(&y), || Expr::local(&g));
+            let out_value = || dst.at(tape, &ie());
+            let (da, db) = match op {
+                ZipOp::Add => (Expr::Real(1.0), Expr::Real(1.0)),
+                ZipOp::Sub => (Expr::Real(1.0), Expr::Real(-1.0)),
+                ZipOp::Mul => (ye(), xe()),
+                ZipOp::Div => (Expr::Real(1.0) / ye(), -out_value() / ye()),
+                ZipOp::Pow => (
+                    ye() * Expr::lib(LibFn::Pow, vec![xe(), ye() - Expr::Real(1.0)]),
+                    out_value() * Expr::lib(LibFn::Log, vec![xe()]),
+                ),
+            };
+            let mut body = vec![
+                Stmt::let_(&g, dst.adjoint_at(tape, &ie())),
+                Stmt::let_(&x, a.at(tape, &ie())),
+                Stmt::let_(&y, b.at(tape, &ie())),
+            ];
+            if let Some(acc) = &acc_a {
+                body.push(acc.add(tape, &ie(), ge() * da));
+            }
+            if let Some(acc) = &acc_b {
+                body.push(acc.add(tape, &ie(), ge() * db));
+            }
+            out.push(each(dst.len(), body));
+            for acc in acc_a.iter().chain(&acc_b) {
+                out.extend(acc.flush(tape));
+            }
+            out
+        }
+        Inst::Sum { a, dst } => {
+            let a = Arg::new(program, a);
+            if !a.is_param() {
+                return Vec::new();
+            }
+            let dst = slot_arg(program, dst);
+            let g = Ident::new("g");
+            vec![
+                Stmt::let_(&g, dst.adjoint_at(tape, &Expr::U32(0))),
+                each(
+                    a.len(),
+                    vec![Stmt::add_to(a.adjoint_at(tape, &ie()), Expr::local(&g))],
+                ),
+            ]
+        }
+        Inst::Cumsum { a, dst } => {
+            let a = Arg::new(program, a);
+            if !a.is_param() {
+                return Vec::new();
+            }
+            let dst = slot_arg(program, dst);
+            // Last element first: i = len - 1 - k.
+            let (k, running, j) = (Ident::new("k"), Ident::new("running"), Ident::new("j"));
+            let je = || Expr::local(&j);
+            vec![
+                Stmt::zero(&running),
+                Stmt::for_(
+                    &k,
+                    Expr::U32(dst.len()),
+                    vec![
+                        Stmt::let_(&j, Expr::U32(dst.len() - 1) - Expr::local(&k)),
+                        Stmt::add_to(Expr::local(&running), dst.adjoint_at(tape, &je())),
+                        Stmt::add_to(a.adjoint_at(tape, &je()), Expr::local(&running)),
+                    ],
+                ),
+            ]
+        }
+        Inst::Dot { a, b, dst } => {
+            let (a, b) = (Arg::new(program, a), Arg::new(program, b));
+            if !a.is_param() && !b.is_param() {
+                return Vec::new();
+            }
+            let dst = slot_arg(program, dst);
+            let g = Ident::new("g");
+            let mut out = vec![Stmt::let_(&g, dst.adjoint_at(tape, &Expr::U32(0)))];
+            if a.is_param() {
+                out.push(each(
+                    a.len(),
+                    vec![Stmt::add_to(
+                        a.adjoint_at(tape, &ie()),
+                        Expr::local(&g) * b.at(tape, &ie()),
+                    )],
+                ));
+            }
+            if b.is_param() {
+                out.push(each(
+                    b.len(),
+                    vec![Stmt::add_to(
+                        b.adjoint_at(tape, &ie()),
+                        Expr::local(&g) * a.at(tape, &ie()),
+                    )],
+                ));
+            }
+            out
+        }
+        Inst::Matvec { m, v, dst } => {
+            let v = Arg::new(program, v);
+            if !v.is_param() {
+                return Vec::new();
+            }
+            let dst = slot_arg(program, dst);
+            // Column by column, so that each adjoint of v is written once (the CPU adds row by
+            // row; the sum is the same up to rounding).
+            let (r, c, s) = (Ident::new("r"), Ident::new("c"), Ident::new("s"));
+            vec![Stmt::for_(
+                &c,
+                Expr::U32(m.cols),
+                vec![
+                    Stmt::zero(&s),
+                    Stmt::for_(
+                        &r,
+                        Expr::U32(m.rows),
+                        vec![Stmt::add_to(
+                            Expr::local(&s),
+                            dst.adjoint_at(tape, &Expr::local(&r)) * matrix_at(m, &r, &c),
+                        )],
+                    ),
+                    Stmt::add_to(v.adjoint_at(tape, &Expr::local(&c)), Expr::local(&s)),
+                ],
+            )]
+        }
+        Inst::Gather { a, idx, dst } => {
+            let a = Arg::new(program, a);
+            if !a.is_param() {
+                return Vec::new();
+            }
+            let dst = slot_arg(program, dst);
+            let j = Ident::new("j");
+            vec![each(
+                idx.len,
+                vec![
+                    Stmt::let_(
+                        &j,
+                        Expr::Global(Global::Index).index(ie().plus_u32(idx.offset)),
+                    ),
+                    Stmt::add_to(
+                        a.adjoint_dynamic(tape, Expr::local(&j)),
+                        dst.adjoint_at(tape, &ie()),
+                    ),
+                ],
+            )]
+        }
+        Inst::Density { .. } | Inst::RandomWalk { .. } | Inst::Factor { .. } => Vec::new(),
+    }
+}
+
+fn set_grad(theta_offset: u32, value: Expr) -> Stmt {
+    let call = Expr::hook(Hook::SetGrad, vec![ie().plus_u32(theta_offset), value]);
+    Stmt::Call(call)
+}

@@ -1,0 +1,296 @@
+//! The emitter without a GPU: literals, names, bindings, and malformed programs refused.
+
+use sampler::{
+    CheckedModel, DataRef, DensityKind, Dist, Inst, Limits, ModelBuilder, Operand, Program, SlotId,
+};
+
+use super::ast::real_literal;
+use super::library::{LibFn, TermFn, all_sources};
+use super::*;
+
+fn program() -> Program {
+    let mut m = ModelBuilder::new("small");
+    let y = m.data_vector("y", vec![0.5, -1.0, 2.0]);
+    let idx = m.data_int_vector("idx", vec![2, 0, 1]);
+    let mu = m.param("mu");
+    let sigma = m.param_constrained("sigma", sampler::Constraint::Positive);
+    let z = m.vector_param("z", 3);
+    m.sample(&y, Dist::normal(&mu + z.gather(&idx), &sigma));
+    m.sample(&z, Dist::normal(0.0, 1.0));
+    let checked = CheckedModel::new(m.build(), &Limits::default()).expect("the model checks");
+    (**checked.program()).clone()
+}
+
+fn options(precision: Precision, placement: TapePlacement) -> ShaderOptions {
+    ShaderOptions {
+        precision,
+        placement,
+        workgroup_size: DEFAULT_WORKGROUP_SIZE,
+    }
+}
+
+fn source(program: &Program, options: &ShaderOptions) -> Result<String, CodegenError> {
+    kernel_source(program, KernelKind::LogpGrad, options)
+}
+
+#[test]
+fn literals_are_printed_in_the_module_precision() {
+    assert_eq!(real_literal(0.5, Precision::F32), "0.5f");
+    assert_eq!(real_literal(0.1, Precision::F64), "0.1lf");
+    assert_eq!(real_literal(1e-10, Precision::F32), "1e-10f");
+    assert_eq!(real_literal(1e-10, Precision::F64), "1e-10lf");
+    assert_eq!(real_literal(-2.0, Precision::F32), "(-2.0f)");
+    assert_eq!(real_literal(f64::INFINITY, Precision::F64), "sf_inf()");
+    assert_eq!(
+        real_literal(f64::NEG_INFINITY, Precision::F32),
+        "(-sf_inf())"
+    );
+    assert_eq!(real_literal(f64::NAN, Precision::F64), "sf_nan()");
+    // Finite in f64, infinite in f32.
+    assert_eq!(real_literal(1e300, Precision::F32), "sf_inf()");
+    assert_eq!(real_literal(-1e300, Precision::F32), "(-sf_inf())");
+    assert_eq!(real_literal(1e300, Precision::F64), "1e300lf");
+    // Every f64 survives the round trip through its text.
+    for value in [0.1, 1.0 / 3.0, 6.02e23, -7.5e-300, f64::MIN_POSITIVE] {
+        let text = real_literal(value, Precision::F64);
+        let digits = text.trim_start_matches('(').trim_end_matches(')');
+        let parsed: f64 = digits.trim_end_matches("lf").parse().expect("a number");
+        assert_eq!(parsed, value, "{text}");
+    }
+}
+
+#[test]
+fn every_library_function_the_generator_calls_is_defined() {
+    let library = all_sources().join("\n");
+    let kinds = [
+        DensityKind::Normal,
+        DensityKind::HalfNormal,
+        DensityKind::Exponential,
+        DensityKind::StudentT,
+        DensityKind::Cauchy,
+        DensityKind::HalfCauchy,
+        DensityKind::LogNormal,
+        DensityKind::Gamma,
+        DensityKind::InverseGamma,
+        DensityKind::Beta,
+        DensityKind::Uniform,
+        DensityKind::Laplace,
+        DensityKind::BernoulliLogit,
+        DensityKind::BinomialLogit,
+        DensityKind::PoissonLog,
+    ];
+    let functions = [
+        LibFn::Exp,
+        LibFn::Log,
+        LibFn::Log1p,
+        LibFn::Expm1,
+        LibFn::Softplus,
+        LibFn::Logistic,
+        LibFn::Pow,
+        LibFn::SignOrZero,
+        LibFn::Inf,
+        LibFn::Nan,
+    ]
+    .into_iter()
+    .chain(TermFn::ALL.map(LibFn::Term))
+    .chain(kinds.map(LibFn::Kernel));
+    for function in functions {
+        let definition = format!("fn {}(", function.name());
+        assert!(
+            library.contains(&definition),
+            "{definition} is not in shaders/"
+        );
+    }
+}
+
+#[test]
+fn every_term_function_is_used_by_some_density() {
+    let used = density::used_terms();
+    for term in TermFn::ALL {
+        assert!(
+            used.contains(&term),
+            "{term:?} is defined but no density uses it"
+        );
+    }
+}
+
+/// Names declared by the generated function (not the library): all prefixed `g_`.
+#[test]
+fn generated_names_are_prefixed() {
+    let program = program();
+    for placement in [TapePlacement::Private, TapePlacement::Storage] {
+        let text = source(&program, &options(Precision::F32, placement)).expect("generates");
+        let start = text.find("fn g_logp_grad").expect("the model function");
+        let end = start + text[start..].find("\n}\n").expect("its end");
+        let mut declared = 0;
+        for line in text[start..end].lines() {
+            let line = line.trim_start();
+            let name = line
+                .strip_prefix("let ")
+                .or_else(|| line.strip_prefix("var "))
+                .or_else(|| line.strip_prefix("for (var "));
+            if let Some(name) = name {
+                declared += 1;
+                assert!(name.starts_with("g_"), "unprefixed declaration: {line}");
+            }
+        }
+        assert!(declared > 5, "{declared} declarations found");
+    }
+}
+
+#[test]
+fn bindings_in_the_shader_match_the_layout_constants() {
+    let text =
+        source(&program(), &options(Precision::F32, TapePlacement::Storage)).expect("generates");
+    let module = naga::front::wgsl::parse_str(&text).expect("parses");
+    let expected = [
+        ("g_data", DATA_BINDING),
+        ("g_index", INDEX_BINDING),
+        ("g_scratch", SCRATCH_BINDING),
+        ("lg_params", LOGP_GRAD_PARAMS_BINDING),
+        ("lg_theta", LOGP_GRAD_THETA_BINDING),
+        ("lg_logp", LOGP_GRAD_LOGP_BINDING),
+        ("lg_grad", LOGP_GRAD_GRAD_BINDING),
+    ];
+    let mut found = 0;
+    for (_, global) in module.global_variables.iter() {
+        let (Some(name), Some(binding)) = (&global.name, &global.binding) else {
+            continue;
+        };
+        let (_, want) = expected
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("unexpected binding {name}"));
+        assert_eq!(
+            (binding.group, binding.binding),
+            (want.group, want.binding),
+            "{name}"
+        );
+        found += 1;
+    }
+    assert_eq!(found, expected.len());
+}
+
+#[test]
+fn placement_is_private_for_short_tapes_and_storage_for_long_ones() {
+    let mut program = program();
+    assert_eq!(TapePlacement::choose(&program), TapePlacement::Private);
+    program.tape_len = PRIVATE_TAPE_LEN_THRESHOLD + 1;
+    assert_eq!(TapePlacement::choose(&program), TapePlacement::Storage);
+    program.tape_len = MAX_PRIVATE_TAPE_LEN + 1;
+    assert!(matches!(
+        source(&program, &options(Precision::F32, TapePlacement::Private)),
+        Err(CodegenError::PrivateTapeTooLong { .. })
+    ));
+    assert!(source(&program, &options(Precision::F32, TapePlacement::Storage)).is_ok());
+}
+
+#[test]
+fn workgroup_sizes_outside_the_range_are_refused() {
+    for size in [0, 1025] {
+        let options = ShaderOptions {
+            workgroup_size: size,
+            ..options(Precision::F32, TapePlacement::Private)
+        };
+        assert!(matches!(
+            source(&program(), &options),
+            Err(CodegenError::WorkgroupSize { .. })
+        ));
+    }
+}
+
+#[test]
+fn storage_tapes_are_sized_in_whole_blocks() {
+    let program = program();
+    let per_chain = 2 * program.tape_len as u64;
+    assert_eq!(
+        storage_tape_values(&program, 1),
+        per_chain * u64::from(TAPE_BLOCK)
+    );
+    assert_eq!(storage_tape_values(&program, 32), per_chain * 32);
+    assert_eq!(storage_tape_values(&program, 33), per_chain * 64);
+}
+
+/// Each corruption of a valid program is refused with an error that says where.
+#[test]
+fn malformed_programs_are_errors_not_panics() {
+    let good = program();
+    let options = options(Precision::F32, TapePlacement::Private);
+    assert!(source(&good, &options).is_ok());
+    let first_density = good
+        .insts
+        .iter()
+        .position(|inst| matches!(inst, Inst::Density { .. }))
+        .expect("a density");
+    let gather = good
+        .insts
+        .iter()
+        .position(|inst| matches!(inst, Inst::Gather { .. }))
+        .expect("a gather");
+    type Corrupt = Box<dyn Fn(&mut Program)>;
+    let cases: Vec<(&str, Corrupt)> = vec![
+        (
+            "slot 99",
+            Box::new(move |p| {
+                if let Inst::Density { x, .. } = &mut p.insts[first_density] {
+                    *x = Operand::Slot(SlotId(99));
+                }
+            }),
+        ),
+        (
+            "outside the",
+            Box::new(move |p| {
+                if let Inst::Density { params, .. } = &mut p.insts[first_density] {
+                    params[1] = Operand::Data(DataRef {
+                        offset: 1000,
+                        len: 1,
+                    });
+                }
+            }),
+        ),
+        (
+            "coordinate",
+            Box::new(|p| {
+                p.dim += 1;
+            }),
+        ),
+        (
+            "out of range",
+            Box::new(|p| {
+                p.index[0] = 17;
+            }),
+        ),
+        (
+            "written twice",
+            Box::new(move |p| {
+                let copy = p.insts[gather];
+                p.insts.insert(gather, copy);
+            }),
+        ),
+        (
+            "read before it is written",
+            Box::new(|p| {
+                p.insts.swap(0, 1);
+                let last = p.insts.len() - 1;
+                p.insts.swap(2, last);
+            }),
+        ),
+        (
+            "tape",
+            Box::new(|p| {
+                p.tape_len = 1;
+            }),
+        ),
+    ];
+    for (expected, corrupt) in cases {
+        let mut bad = good.clone();
+        corrupt(&mut bad);
+        match source(&bad, &options) {
+            Ok(_) => panic!("a program corrupted at \"{expected}\" was accepted"),
+            Err(err) => assert!(
+                err.to_string().contains(expected),
+                "expected \"{expected}\" in: {err}"
+            ),
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Every shader the generator produces for our models is valid WGSL, by naga's validator:
+//! no GPU needed.
+
+use gpu_actor::Precision;
+use gpu_actor::wgsl::{KernelKind, ShaderOptions, TapePlacement, kernel_source};
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+
+use crate::models;
+
+/// Parses and validates `source`; f32 shaders are validated without the f64 capability, so
+/// that an f64 value slipping into them fails.
+fn validate(source: &str, precision: Precision) -> Result<(), String> {
+    let module = naga::front::wgsl::parse_str(source).map_err(|err| err.emit_to_string(source))?;
+    let capabilities = match precision {
+        Precision::F32 => Capabilities::empty(),
+        Precision::F64 => Capabilities::FLOAT64,
+    };
+    Validator::new(ValidationFlags::all(), capabilities)
+        .validate(&module)
+        .map_err(|err| err.emit_to_string(source))?;
+    Ok(())
+}
+
+#[test]
+fn codegen_every_shader_passes_naga_validation() {
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for model in models::all() {
+        let program = model.model.program();
+        for &precision in &[Precision::F32, Precision::F64] {
+            for placement in [TapePlacement::Private, TapePlacement::Storage] {
+                let options = ShaderOptions {
+                    precision,
+                    placement,
+                    workgroup_size: 64,
+                };
+                let label = format!("{} {precision} {placement}", model.name);
+                let result = kernel_source(program, KernelKind::LogpGrad, &options)
+                    .map_err(|err| err.to_string())
+                    .and_then(|source| validate(&source, precision));
+                count += 1;
+                if let Err(err) = result {
+                    failures.push(format!("{label}:\n{err}"));
+                }
+            }
+        }
+    }
+    let probe = gpu_actor::wgsl::f64_builtins_source();
+    count += 1;
+    if let Err(err) = validate(probe, Precision::F64) {
+        failures.push(format!("f64 built-in check:\n{err}"));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {count} shaders are invalid:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

@@ -1,0 +1,18 @@
+//! `gpu-actor`'s integration tests, one binary:
+//! * `codegen`: every shader the generator can produce for our models passes naga's
+//!   validation (no GPU needed);
+//! * `parity`: GPU log densities and gradients match the f64 CPU evaluator at fresh random
+//!   points, in f32 and f64, for every benchmark model and models that use every operation,
+//!   transform and distribution, with both tape placements;
+//! * `device`: the device thread's behaviour (uploads once, caches pipelines, refuses bad
+//!   requests with errors, survives nothing it should not: a panic or a lost device gives
+//!   errors, never a hang).
+//!
+//! GPU tests print a skip line when no adapter is found, unless `REQUIRE_GPU=1`, which makes
+//! that a failure (CI sets it; lavapipe is enough).
+
+mod codegen;
+mod device;
+mod models;
+mod parity;
+mod support;

@@ -1,0 +1,418 @@
+//! The models the tests run: the benchmark models of `models/` and small models that use every
+//! operation, transform and distribution of the IR (after sampler's eval/tests.rs).
+
+use std::path::PathBuf;
+
+use gpu_actor::Precision;
+use sampler::{CheckedModel, Constraint, Dist, Expr, Limits, Model, ModelBuilder};
+
+pub struct TestModel {
+    pub name: String,
+    pub model: CheckedModel,
+    /// Precisions to test it in.
+    pub precisions: &'static [Precision],
+}
+
+const BOTH: &[Precision] = &[Precision::F32, Precision::F64];
+const F64_ONLY: &[Precision] = &[Precision::F64];
+
+fn checked(model: Model) -> CheckedModel {
+    let name = model.name.clone();
+    CheckedModel::new(model, &Limits::default())
+        .unwrap_or_else(|err| panic!("test model {name} does not check: {err}"))
+}
+
+fn test_model(name: &str, model: Model, precisions: &'static [Precision]) -> TestModel {
+    TestModel {
+        name: name.to_owned(),
+        model: checked(model),
+        precisions,
+    }
+}
+
+/// Every model of the repository's `models/` directory.
+pub fn benchmark_models() -> Vec<TestModel> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|err| panic!("cannot read {}: {err}", dir.display()))
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
+        .collect();
+    paths.sort();
+    assert!(
+        paths.len() >= 8,
+        "expected the 8 benchmark models in {}",
+        dir.display()
+    );
+    paths
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .unwrap_or_else(|err| panic!("cannot read {}: {err}", path.display()));
+            let model = CheckedModel::from_json(&text, &Limits::default())
+                .unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+            TestModel {
+                name: model.name().to_owned(),
+                model,
+                precisions: BOTH,
+            }
+        })
+        .collect()
+}
+
+/// Models that together use every instruction, transform and density.
+pub fn op_models() -> Vec<TestModel> {
+    let mut models = vec![
+        test_model("unary", unary(), BOTH),
+        test_model("binary", binary(), BOTH),
+        test_model("mixed", mixed(), BOTH),
+        test_model("linear", linear(), BOTH),
+        test_model("transforms", transforms(), BOTH),
+        test_model("discrete", discrete(), BOTH),
+        test_model("random_walks", random_walks(), BOTH),
+        test_model("observed", observed(), BOTH),
+        test_model("wide_range", wide_range(), F64_ONLY),
+    ];
+    for case in continuous_cases() {
+        models.push(test_model(
+            &format!("dist_{}", case.name),
+            distribution(&case),
+            BOTH,
+        ));
+    }
+    models
+}
+
+pub fn all() -> Vec<TestModel> {
+    let mut models = benchmark_models();
+    models.extend(op_models());
+    models
+}
+
+/// `factor(sum(w * op(x)))` for every unary operation (with a prior on each x).
+fn unary() -> Model {
+    type Op = fn(&Expr) -> Expr;
+    let cases: [(Op, Constraint); 11] = [
+        (|x| -x, Constraint::Real),
+        (Expr::exp, Constraint::Real),
+        (Expr::ln, Constraint::Positive),
+        (Expr::ln_1p, Constraint::Positive),
+        (Expr::exp_m1, Constraint::Real),
+        (Expr::softplus, Constraint::Real),
+        (Expr::logistic, Constraint::Real),
+        (Expr::sqrt, Constraint::Positive),
+        (Expr::abs, Constraint::Lower(0.5)),
+        (Expr::cumsum, Constraint::Real),
+        (|x| x.sum() * x.sum(), Constraint::Real),
+    ];
+    let mut m = ModelBuilder::new("unary");
+    let w = m.data_vector("w", vec![0.7, -1.3, 2.1]);
+    for (k, (op, constraint)) in cases.into_iter().enumerate() {
+        let x = m.param_with(&format!("x{k}"), Some(3), constraint);
+        m.factor((&w * op(&x)).sum());
+        m.sample(&x, Dist::normal(0.0, 3.0));
+    }
+    // Small arguments, where log1p and expm1 must keep their relative precision.
+    let t = m.vector_param("t", 3);
+    m.factor((&w * (&t * 0.001).ln_1p()).sum() * 1000.0);
+    m.factor((&w * (&t * 0.001).exp_m1()).sum() * 1000.0);
+    m.build()
+}
+
+/// Every binary operation with every broadcast combination.
+fn binary() -> Model {
+    type Op = fn(&Expr, &Expr) -> Expr;
+    let ops: [Op; 5] = [
+        |a, b| a + b,
+        |a, b| a - b,
+        |a, b| a * b,
+        |a, b| a / b,
+        |a, b| a.pow(b),
+    ];
+    let mut m = ModelBuilder::new("binary");
+    let w = m.data_vector("w", vec![0.4, -0.9, 1.6]);
+    for (k, op) in ops.into_iter().enumerate() {
+        for (l, (a_size, b_size)) in [
+            (None, None),
+            (None, Some(3)),
+            (Some(3), None),
+            (Some(3), Some(3)),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let a = m.param_with(&format!("a{k}_{l}"), a_size, Constraint::Positive);
+            let b = m.param_with(&format!("b{k}_{l}"), b_size, Constraint::Positive);
+            m.factor((&w * op(&a, &b)).sum());
+        }
+    }
+    // pow with a negative base and integral exponents (Rust's powf conventions).
+    let x = m.vector_param("x", 3);
+    m.factor((&w * x.pow(2.0)).sum() + (&w * x.pow(3.0)).sum() * 0.1);
+    m.build()
+}
+
+/// Data and constants on either side, and a folded data-only subexpression.
+fn mixed() -> Model {
+    let mut m = ModelBuilder::new("mixed");
+    let d = m.data_vector("d", vec![0.5, 1.5, -2.0]);
+    let x = m.vector_param("x", 3);
+    let s = m.param("s");
+    let folded = (&d * 2.0).exp();
+    m.factor((2.0 - &x * &d + folded * &x / 3.0 + 1.5 * &s).sum() + (0.5 / (&s * &s + 1.0)));
+    m.build()
+}
+
+/// Matrix-vector products, gathers, dots and cumulative sums.
+fn linear() -> Model {
+    let mut m = ModelBuilder::new("linear");
+    let x_matrix = m.data_matrix(
+        "X",
+        vec![
+            vec![1.0, -0.5, 2.0],
+            vec![0.3, 0.8, -1.1],
+            vec![-2.0, 0.1, 0.4],
+            vec![0.0, 1.0, 1.0],
+        ],
+    );
+    let idx = m.data_int_vector("idx", vec![2, 0, 0, 1, 2]);
+    let w = m.data_vector("w", vec![1.0, -2.0, 0.5, 0.25, 3.0]);
+    let beta = m.vector_param("beta", 3);
+    let v = m.vector_param("v", 4);
+    let eta = x_matrix.matvec(&beta);
+    m.factor((&eta * &v).sum().pow(2.0) * 0.1);
+    m.factor(eta.dot(v.exp()));
+    m.factor((&w * beta.gather(&idx)).sum());
+    m.factor(v.cumsum().dot(&v));
+    m.build()
+}
+
+/// Every constraint, each under a normal prior.
+fn transforms() -> Model {
+    let constraints = [
+        Constraint::Real,
+        Constraint::Positive,
+        Constraint::UnitInterval,
+        Constraint::Lower(-1.5),
+        Constraint::Upper(2.5),
+        Constraint::Interval {
+            lower: -1.0,
+            upper: 4.0,
+        },
+    ];
+    let mut m = ModelBuilder::new("transforms");
+    for (k, constraint) in constraints.into_iter().enumerate() {
+        let x = m.param_with(&format!("x{k}"), Some(2), constraint);
+        m.sample(&x, Dist::normal(0.3, 2.0));
+    }
+    m.build()
+}
+
+/// The discrete likelihoods.
+fn discrete() -> Model {
+    let mut m = ModelBuilder::new("discrete");
+    let ys = m.data_int_vector("ys", vec![1, 0, 1, 1, 0]);
+    let counts = m.data_int_vector("counts", vec![3, 0, 7, 1, 4]);
+    let trials = m.data_int_vector("trials", vec![5, 2, 9, 1, 4]);
+    let a = m.param("a");
+    let b = m.vector_param("b", 5);
+    let eta = &a + &b * 0.8;
+    m.sample(&ys, Dist::bernoulli_logit(&eta));
+    m.sample(&counts, Dist::binomial_logit(&trials, &eta));
+    m.sample(&counts, Dist::poisson_log(&eta));
+    m.sample(&b, Dist::normal(0.0, 1.0));
+    m.build()
+}
+
+/// Gaussian random walks with default and with parameter-valued options.
+fn random_walks() -> Model {
+    let mut m = ModelBuilder::new("random_walks");
+    let sigma = m.param_constrained("sigma", Constraint::Positive);
+    let x = m.vector_param("x", 6);
+    m.sample(&x, Dist::gaussian_random_walk(&sigma));
+    let drift = m.param("drift");
+    let init_mu = m.param("init_mu");
+    let init_sigma = m.param_constrained("init_sigma", Constraint::Positive);
+    let y = m.vector_param("y", 5);
+    m.sample(
+        &y,
+        Dist::GaussianRandomWalk {
+            sigma: sigma.clone(),
+            drift: Some(drift),
+            init_mu: Some(init_mu),
+            init_sigma: Some(init_sigma),
+        },
+    );
+    m.build()
+}
+
+/// Likelihoods of observed data under parameter-valued arguments: the value's own terms are
+/// dropped (it is data), the parameters' are kept.
+fn observed() -> Model {
+    let mut m = ModelBuilder::new("observed");
+    let pos = m.data_vector("pos", vec![0.3, 1.7, 2.2, 0.9]);
+    let unit = m.data_vector("unit", vec![0.2, 0.55, 0.9, 0.35]);
+    let real = m.data_vector("real", vec![-1.2, 0.4, 2.5, 0.1]);
+    let shape = m.param_constrained("shape", Constraint::Positive);
+    let rate = m.param_constrained("rate", Constraint::Positive);
+    let mu = m.param("mu");
+    let sigma = m.vector_param("log_sigma", 4).exp();
+    let nu = m.param_constrained("nu", Constraint::Positive);
+    m.sample(&pos, Dist::gamma(&shape, &rate));
+    m.sample(&pos, Dist::inverse_gamma(&shape, &rate));
+    m.sample(&pos, Dist::log_normal(&mu, &sigma));
+    m.sample(&pos, Dist::exponential(&rate));
+    m.sample(&pos, Dist::half_normal(&sigma));
+    m.sample(&pos, Dist::half_cauchy(&rate));
+    m.sample(&unit, Dist::beta(&shape, &rate));
+    m.sample(&real, Dist::student_t(&nu, &mu, &sigma));
+    m.sample(&real, Dist::cauchy(&mu, &rate));
+    m.sample(&real, Dist::laplace(&mu, &sigma));
+    m.sample(&real, Dist::normal(&mu, &sigma));
+    // Uniform with parameter bounds that always contain the data.
+    let lower = -m.param("lo").exp() - 1.5;
+    let upper = m.param("hi").exp() + 2.5;
+    m.sample(&real, Dist::uniform(&lower, &upper));
+    m.build()
+}
+
+/// Arguments far from 1, where exp, log, log1p, lgamma and softplus must hold over the whole
+/// f64 range (f64 only: the values overflow f32).
+fn wide_range() -> Model {
+    let mut m = ModelBuilder::new("wide_range");
+    let w = m.data_vector("w", vec![0.7, -1.3, 2.1]);
+    let x = m.vector_param("x", 3);
+    let big = (&x * 300.0).exp();
+    m.factor((&w * (&big + 1e-300).ln()).sum());
+    m.factor((&w * (&x * 300.0).softplus()).sum());
+    m.factor((&w * (&x * 300.0).logistic()).sum());
+    m.factor((&w * (&x * 30.0).exp().ln_1p()).sum());
+    m.factor((&w * (&x * 1e-8).exp_m1()).sum() * 1e8);
+    m.factor((&w * big.sqrt()).sum() * 1e-130);
+    let y = m.data_vector("y", vec![0.4, 3.0, 11.0]);
+    let shape = (&x * 8.0).exp();
+    m.sample(&y, Dist::gamma(&shape, 1.5));
+    m.sample(&y, Dist::student_t((&x * 6.0).exp(), 0.0, 1.0));
+    m.build()
+}
+
+/// A continuous distribution: its value's constraint, its arguments' constraints and how to
+/// build it.
+struct Case {
+    name: &'static str,
+    value: Constraint,
+    args: Vec<Constraint>,
+    make: fn(Vec<Expr>) -> Dist,
+}
+
+fn continuous_cases() -> Vec<Case> {
+    use Constraint::{Positive as Pos, Real, UnitInterval as Unit};
+    vec![
+        Case {
+            name: "normal",
+            value: Real,
+            args: vec![Real, Pos],
+            make: |a| Dist::normal(a[0].clone(), a[1].clone()),
+        },
+        Case {
+            name: "half_normal",
+            value: Pos,
+            args: vec![Pos],
+            make: |a| Dist::half_normal(a[0].clone()),
+        },
+        Case {
+            name: "exponential",
+            value: Pos,
+            args: vec![Pos],
+            make: |a| Dist::exponential(a[0].clone()),
+        },
+        Case {
+            name: "student_t",
+            value: Real,
+            args: vec![Pos, Real, Pos],
+            make: |a| Dist::student_t(a[0].clone(), a[1].clone(), a[2].clone()),
+        },
+        Case {
+            name: "cauchy",
+            value: Real,
+            args: vec![Real, Pos],
+            make: |a| Dist::cauchy(a[0].clone(), a[1].clone()),
+        },
+        Case {
+            name: "half_cauchy",
+            value: Pos,
+            args: vec![Pos],
+            make: |a| Dist::half_cauchy(a[0].clone()),
+        },
+        Case {
+            name: "log_normal",
+            value: Pos,
+            args: vec![Real, Pos],
+            make: |a| Dist::log_normal(a[0].clone(), a[1].clone()),
+        },
+        Case {
+            name: "gamma",
+            value: Pos,
+            args: vec![Pos, Pos],
+            make: |a| Dist::gamma(a[0].clone(), a[1].clone()),
+        },
+        Case {
+            name: "inverse_gamma",
+            value: Pos,
+            args: vec![Pos, Pos],
+            make: |a| Dist::inverse_gamma(a[0].clone(), a[1].clone()),
+        },
+        Case {
+            name: "beta",
+            value: Unit,
+            args: vec![Pos, Pos],
+            make: |a| Dist::beta(a[0].clone(), a[1].clone()),
+        },
+        Case {
+            name: "laplace",
+            value: Real,
+            args: vec![Real, Pos],
+            make: |a| Dist::laplace(a[0].clone(), a[1].clone()),
+        },
+        Case {
+            name: "uniform",
+            value: Constraint::Interval {
+                lower: -1.0,
+                upper: 2.0,
+            },
+            args: vec![],
+            make: |_| Dist::uniform(-1.0, 2.0),
+        },
+    ]
+}
+
+/// Three statements, one per layout: each argument a scalar parameter, a vector parameter or
+/// a constant, in rotation, so that broadcast, elementwise and dropped-term paths all run.
+fn distribution(case: &Case) -> Model {
+    const N: usize = 3;
+    let constants = [0.7, 1.9, 1.3];
+    let mut m = ModelBuilder::new(case.name);
+    for layout in 0..3usize {
+        let x = m.param_with(&format!("x{layout}"), Some(N), case.value);
+        let mut args = Vec::new();
+        for (k, &constraint) in case.args.iter().enumerate() {
+            let name = format!("a{layout}_{k}");
+            args.push(match (k + layout) % 3 {
+                0 => m.param_with(&name, None, constraint),
+                1 => m.param_with(&name, Some(N), constraint),
+                _ => Expr::Const(constants[k]),
+            });
+        }
+        m.sample(&x, (case.make)(args));
+    }
+    // A scalar value: every operand of the density is a scalar.
+    let s = m.param_with("s", None, case.value);
+    let args = case
+        .args
+        .iter()
+        .enumerate()
+        .map(|(k, &constraint)| m.param_with(&format!("b{k}"), None, constraint))
+        .collect();
+    m.sample(&s, (case.make)(args));
+    m.build()
+}

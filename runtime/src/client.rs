@@ -1,0 +1,323 @@
+//! A client of the cluster: a "hidden" node (Erlang's term) that connects to one node, talks
+//! to its services and leaves, without becoming a member (it runs no membership endpoint, so
+//! nodes do not heartbeat it or gossip it). `cluster-cli join` and `status` use it; remote
+//! sampling will add its calls here.
+//!
+//! [`ClusterClient::connect`] returns only once the session is ready, which
+//! `client_connect`'s `Ok` does not mean (notes §2.2): it waits for the session events, with
+//! a deadline, and tells a refused cookie from a network error.
+//!
+//! Like a node, a client runs a `NodeServer` (ractor_cluster has no client-only mode); it
+//! listens on an ephemeral loopback port nobody dials. One client or node per process.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use ractor::concurrency::JoinHandle;
+use ractor::{Actor, ActorRef};
+use ractor_cluster::node::NodeConnectionMode;
+use ractor_cluster::{NodeServer, NodeServerMessage};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::cookie::Cookie;
+use crate::discovery::MEMBERSHIP;
+use crate::ids::{NodeName, RequestId, SessionId};
+use crate::membership::{MemberStatus, NodeInfo};
+use crate::session::{self, ConnectError, SessionEvent, SessionEventKind};
+use crate::supervisor::spawn_error_reason;
+use crate::wire::{
+    self, CallError, Envelope, MAX_FRAME_BYTES, MembershipReply, MembershipRequest, WireError,
+};
+
+/// How a client connects.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// The client's own node name; unique, so that nodes keep its session apart from others.
+    pub name: NodeName,
+    /// The cluster cookie.
+    pub cookie: Cookie,
+    /// Limit from dialling to a ready session.
+    pub connect_timeout: Duration,
+    /// Limit of each call.
+    pub call_timeout: Duration,
+}
+
+impl ClientSettings {
+    /// Settings with a name unique to this process and 5 s / 15 s timeouts.
+    pub fn new(cookie: Cookie) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let short = format!("client-{}-{nanos}", std::process::id());
+        Self {
+            name: NodeName::new(&short, "127.0.0.1").expect("a valid generated name"),
+            cookie,
+            connect_timeout: Duration::from_secs(5),
+            call_timeout: Duration::from_secs(15),
+        }
+    }
+}
+
+/// A failed client operation.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No ready session with the node.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// The client's own `NodeServer` did not start.
+    #[error("cannot start the client: {reason}")]
+    Start {
+        /// The failure.
+        reason: String,
+    },
+    /// A call failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// The node answered something this client does not understand.
+    #[error("unexpected answer from {peer}: {answer}")]
+    Unexpected {
+        /// The node.
+        peer: NodeName,
+        /// The answer.
+        answer: String,
+    },
+    /// The node's answer did not decode.
+    #[error("bad answer from {peer}: {error}")]
+    Wire {
+        /// The node.
+        peer: NodeName,
+        /// The problem.
+        error: WireError,
+    },
+}
+
+/// A connection to one node of the cluster.
+#[derive(Debug)]
+pub struct ClusterClient {
+    settings: ClientSettings,
+    address: SocketAddr,
+    peer: NodeName,
+    session: SessionId,
+    node_server: ActorRef<NodeServerMessage>,
+    handle: JoinHandle<()>,
+    next_request: u64,
+}
+
+impl ClusterClient {
+    /// Connects to the node at `address` and waits until the session is ready and the node's
+    /// membership endpoint is visible.
+    pub async fn connect(
+        address: SocketAddr,
+        settings: ClientSettings,
+    ) -> Result<Self, ClientError> {
+        let server = NodeServer::new(
+            0,
+            settings.cookie.reveal().to_owned(),
+            settings.name.short().to_owned(),
+            settings.name.host().to_owned(),
+            None,
+            Some(NodeConnectionMode::Isolated),
+        )
+        .with_listen_addr(IpAddr::V4(Ipv4Addr::LOCALHOST))
+        .with_max_inbound_frame_size(MAX_FRAME_BYTES);
+        let (node_server, handle) =
+            Actor::spawn(None, server, ())
+                .await
+                .map_err(|error| ClientError::Start {
+                    reason: spawn_error_reason(&error),
+                })?;
+        let (events, mut received) = mpsc::unbounded_channel();
+        let connected = async {
+            session::subscribe(&node_server, "client", move |event| {
+                let _ = events.send(event);
+            })
+            .map_err(|error| ClientError::Start {
+                reason: error.to_string(),
+            })?;
+            let (session, peer) = wait_ready(
+                &node_server,
+                address,
+                &mut received,
+                settings.connect_timeout,
+            )
+            .await?;
+            Ok::<_, ClientError>((session, peer))
+        }
+        .await;
+        match connected {
+            Ok((session, peer)) => Ok(Self {
+                settings,
+                address,
+                peer,
+                session,
+                node_server,
+                handle,
+                next_request: 0,
+            }),
+            Err(error) => {
+                stop(&node_server, handle).await;
+                Err(error)
+            }
+        }
+    }
+
+    /// The node this client is connected to.
+    pub fn peer(&self) -> &NodeName {
+        &self.peer
+    }
+
+    /// The cluster as the node sees it, the node itself first.
+    pub async fn members(&mut self) -> Result<Vec<MemberStatus>, ClientError> {
+        match self.call(MembershipRequest::Members).await? {
+            MembershipReply::Members { members } => members
+                .into_iter()
+                .map(MemberStatus::from_wire)
+                .collect::<Result<_, _>>()
+                .map_err(|error| ClientError::Wire {
+                    peer: self.peer.clone(),
+                    error,
+                }),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Asks the node to join the node at `address`; answers once that node is up (or the
+    /// attempt failed, or the node's join timeout passed).
+    pub async fn join(&mut self, address: SocketAddr) -> Result<NodeInfo, ClientError> {
+        let request = MembershipRequest::Join {
+            address: address.to_string(),
+        };
+        match self.call(request).await? {
+            MembershipReply::Joined { node } => {
+                NodeInfo::from_wire(node).map_err(|error| ClientError::Wire {
+                    peer: self.peer.clone(),
+                    error,
+                })
+            }
+            MembershipReply::JoinFailed { error } => {
+                Err(ConnectError::from_wire(error, address).into())
+            }
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Closes the session and stops the client's `NodeServer`.
+    pub async fn close(self) {
+        stop(&self.node_server, self.handle).await;
+    }
+
+    async fn call(&mut self, request: MembershipRequest) -> Result<MembershipReply, ClientError> {
+        let endpoint =
+            MEMBERSHIP
+                .remote_member(self.session)
+                .ok_or_else(|| ConnectError::Unreachable {
+                    address: self.address,
+                    reason: "the session closed".to_owned(),
+                })?;
+        self.next_request += 1;
+        let envelope = Envelope::new(RequestId(self.next_request), &self.settings.name, request);
+        let reply = wire::call(
+            &endpoint,
+            self.peer.as_str(),
+            &envelope,
+            self.settings.call_timeout,
+        )
+        .await?;
+        Ok(reply.body)
+    }
+
+    fn unexpected(&self, answer: MembershipReply) -> ClientError {
+        ClientError::Unexpected {
+            peer: self.peer.clone(),
+            answer: format!("{answer:?}"),
+        }
+    }
+}
+
+/// Dials `address` and follows its session to `Ready`, then checks it offers membership.
+async fn wait_ready(
+    node_server: &ActorRef<NodeServerMessage>,
+    address: SocketAddr,
+    events: &mut mpsc::UnboundedReceiver<SessionEvent>,
+    limit: Duration,
+) -> Result<(SessionId, NodeName), ConnectError> {
+    let started = Instant::now();
+    let deadline = started + limit;
+    let timeout = || ConnectError::Timeout {
+        address,
+        waited: started.elapsed(),
+    };
+    match tokio::time::timeout_at(
+        deadline,
+        ractor_cluster::client_connect(node_server, address),
+    )
+    .await
+    {
+        Ok(Ok(())) => {}
+        Ok(Err(ractor_cluster::ClientConnectErr::Socket(error))) => {
+            return Err(ConnectError::Unreachable {
+                address,
+                reason: error.to_string(),
+            });
+        }
+        Ok(Err(error)) => {
+            return Err(ConnectError::Unreachable {
+                address,
+                reason: error.to_string(),
+            });
+        }
+        Err(_) => return Err(timeout()),
+    }
+    let mut session = None;
+    let mut authenticated = false;
+    loop {
+        let event = match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(event)) => event,
+            Ok(None) | Err(_) => return Err(timeout()),
+        };
+        let ours = match session {
+            None if event.kind == SessionEventKind::Opened
+                && event.outbound
+                && event.peer_addr == Some(address) =>
+            {
+                session = Some(event.session);
+                true
+            }
+            Some(id) => id == event.session,
+            None => false,
+        };
+        if !ours {
+            continue;
+        }
+        match event.kind {
+            SessionEventKind::Opened => {}
+            SessionEventKind::Authenticated => authenticated = true,
+            SessionEventKind::Ready => {
+                let Some(peer) = event.peer else {
+                    return Err(ConnectError::NotAClusterNode { address });
+                };
+                if MEMBERSHIP.remote_member(event.session).is_none() {
+                    return Err(ConnectError::NotAClusterNode { address });
+                }
+                return Ok((event.session, peer));
+            }
+            SessionEventKind::Disconnected if authenticated => {
+                return Err(ConnectError::Unreachable {
+                    address,
+                    reason: "the node closed the connection".to_owned(),
+                });
+            }
+            SessionEventKind::Disconnected => {
+                return Err(ConnectError::AuthenticationFailed { address });
+            }
+        }
+    }
+}
+
+async fn stop(node_server: &ActorRef<NodeServerMessage>, handle: JoinHandle<()>) {
+    let _ = node_server
+        .stop_and_wait(Some("client done".to_owned()), Some(Duration::from_secs(5)))
+        .await;
+    let _ = handle.await;
+}

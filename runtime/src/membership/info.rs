@@ -1,0 +1,318 @@
+//! What membership knows about a node and tells its subscribers, and the conversions to and
+//! from the wire forms (checked here, at the edge).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::ids::NodeName;
+use crate::session::ConnectError;
+use crate::wire::{
+    WireError, WireGpu, WireJoinError, WireMember, WireMemberState, WireMemberStatus, WireNodeInfo,
+    WireResources,
+};
+
+/// A cluster node: its name, the address peers dial, and what it offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeInfo {
+    /// Full name, `short@host`.
+    pub name: NodeName,
+    /// The address peers dial.
+    pub address: SocketAddr,
+    /// What it can run.
+    pub resources: NodeResources,
+}
+
+/// What a node can run, and how busy it is.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NodeResources {
+    /// Chains it runs at once on its CPU cores (one per core).
+    pub cpu_slots: u32,
+    /// Its GPU adapters.
+    pub gpus: Vec<GpuInfo>,
+    /// Jobs running on it now (kept up to date by the job coordinator).
+    pub running_jobs: u32,
+}
+
+impl NodeResources {
+    /// This machine: `cpu_slots` (default: one per core) and, when `with_gpus`, every Vulkan
+    /// adapter `gpu_actor` finds (none when there is no driver).
+    pub fn detect(cpu_slots: Option<u32>, with_gpus: bool) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let gpus = if with_gpus {
+            match gpu_actor::enumerate_adapters() {
+                Ok(adapters) => adapters
+                    .into_iter()
+                    .map(|adapter| GpuInfo {
+                        adapter: adapter.name,
+                        backend: adapter.backend,
+                        memory_bytes: match adapter.memory {
+                            gpu_actor::DeviceMemory::Known { device_local_bytes } => {
+                                Some(device_local_bytes)
+                            }
+                            gpu_actor::DeviceMemory::Unknown => None,
+                        },
+                    })
+                    .collect(),
+                Err(error) => {
+                    tracing::info!("no GPU: {error}");
+                    Vec::new()
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        Self {
+            cpu_slots: cpu_slots.unwrap_or(u32::try_from(cores).unwrap_or(u32::MAX)),
+            gpus,
+            running_jobs: 0,
+        }
+    }
+}
+
+/// One GPU adapter of a node.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuInfo {
+    /// Adapter name as the driver reports it.
+    pub adapter: String,
+    /// Graphics backend (`Vulkan`, ...).
+    pub backend: String,
+    /// Device memory in bytes, when known.
+    pub memory_bytes: Option<u64>,
+}
+
+/// How this node sees a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberState {
+    /// This node.
+    Local,
+    /// Answering heartbeats.
+    Up,
+    /// Being connected (first contact or reconnect).
+    Connecting,
+    /// Not answering; reconnect attempts continue with backoff.
+    Down,
+}
+
+impl fmt::Display for MemberState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MemberState::Local => "local",
+            MemberState::Up => "up",
+            MemberState::Connecting => "connecting",
+            MemberState::Down => "down",
+        })
+    }
+}
+
+/// One row of the member list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemberStatus {
+    /// Full name.
+    pub name: NodeName,
+    /// The address peers dial.
+    pub address: SocketAddr,
+    /// As this node sees it.
+    pub state: MemberState,
+    /// As last reported; `None` before its first heartbeat answer.
+    pub resources: Option<NodeResources>,
+}
+
+/// A change in the cluster, published to membership's subscribers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MembershipEvent {
+    /// A node answers heartbeats: it joined, or came back.
+    NodeUp {
+        /// The node.
+        node: NodeInfo,
+        /// It had been up before (a reconnect after being down).
+        reconnected: bool,
+    },
+    /// A node that was up is not any more. Its jobs must be re-run elsewhere.
+    NodeDown {
+        /// The node.
+        node: NodeName,
+        /// Why.
+        reason: DownReason,
+    },
+}
+
+/// Why a node went down.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DownReason {
+    /// It announced that it was shutting down.
+    Left,
+    /// Its session closed (process died, network reset).
+    ConnectionLost,
+    /// It stopped answering heartbeats (stalled, partitioned, overloaded).
+    HeartbeatTimeout {
+        /// Heartbeats missed in a row.
+        missed: u32,
+        /// Over how long.
+        after: Duration,
+    },
+}
+
+impl fmt::Display for DownReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DownReason::Left => f.write_str("left the cluster"),
+            DownReason::ConnectionLost => f.write_str("connection lost"),
+            DownReason::HeartbeatTimeout { missed, after } => {
+                write!(f, "no heartbeat answer for {after:?} ({missed} missed)")
+            }
+        }
+    }
+}
+
+fn malformed(what: &str, error: impl fmt::Display) -> WireError {
+    WireError::Malformed {
+        reason: format!("{what}: {error}"),
+    }
+}
+
+pub(crate) fn parse_address(text: &str) -> Result<SocketAddr, WireError> {
+    text.parse().map_err(|error| malformed("address", error))
+}
+
+impl NodeInfo {
+    pub(crate) fn to_wire(&self) -> WireNodeInfo {
+        WireNodeInfo {
+            name: self.name.to_string(),
+            address: self.address.to_string(),
+            resources: self.resources.to_wire(),
+        }
+    }
+
+    pub(crate) fn from_wire(wire: WireNodeInfo) -> Result<Self, WireError> {
+        Ok(Self {
+            name: wire.name.parse().map_err(|e| malformed("node name", e))?,
+            address: parse_address(&wire.address)?,
+            resources: NodeResources::from_wire(wire.resources),
+        })
+    }
+}
+
+impl NodeResources {
+    pub(crate) fn to_wire(&self) -> WireResources {
+        WireResources {
+            cpu_slots: self.cpu_slots,
+            gpus: self
+                .gpus
+                .iter()
+                .map(|gpu| WireGpu {
+                    adapter: gpu.adapter.clone(),
+                    backend: gpu.backend.clone(),
+                    memory_bytes: gpu.memory_bytes,
+                })
+                .collect(),
+            running_jobs: self.running_jobs,
+        }
+    }
+
+    pub(crate) fn from_wire(wire: WireResources) -> Self {
+        Self {
+            cpu_slots: wire.cpu_slots,
+            gpus: wire
+                .gpus
+                .into_iter()
+                .map(|gpu| GpuInfo {
+                    adapter: gpu.adapter,
+                    backend: gpu.backend,
+                    memory_bytes: gpu.memory_bytes,
+                })
+                .collect(),
+            running_jobs: wire.running_jobs,
+        }
+    }
+}
+
+impl MemberStatus {
+    pub(crate) fn to_wire(&self) -> WireMemberStatus {
+        WireMemberStatus {
+            name: self.name.to_string(),
+            address: self.address.to_string(),
+            state: match self.state {
+                MemberState::Local => WireMemberState::Local,
+                MemberState::Up => WireMemberState::Up,
+                MemberState::Connecting => WireMemberState::Connecting,
+                MemberState::Down => WireMemberState::Down,
+            },
+            resources: self.resources.as_ref().map(NodeResources::to_wire),
+        }
+    }
+
+    pub(crate) fn from_wire(wire: WireMemberStatus) -> Result<Self, WireError> {
+        Ok(Self {
+            name: wire.name.parse().map_err(|e| malformed("node name", e))?,
+            address: parse_address(&wire.address)?,
+            state: match wire.state {
+                WireMemberState::Local => MemberState::Local,
+                WireMemberState::Up => MemberState::Up,
+                WireMemberState::Connecting => MemberState::Connecting,
+                WireMemberState::Down => MemberState::Down,
+            },
+            resources: wire.resources.map(NodeResources::from_wire),
+        })
+    }
+}
+
+/// A gossiped member: a name and where to dial it.
+pub(crate) fn member_from_wire(wire: &WireMember) -> Result<(NodeName, SocketAddr), WireError> {
+    Ok((
+        wire.name.parse().map_err(|e| malformed("node name", e))?,
+        parse_address(&wire.address)?,
+    ))
+}
+
+pub(crate) fn member_to_wire(name: &NodeName, address: SocketAddr) -> WireMember {
+    WireMember {
+        name: name.to_string(),
+        address: address.to_string(),
+    }
+}
+
+impl ConnectError {
+    pub(crate) fn to_wire(&self) -> WireJoinError {
+        match self {
+            ConnectError::AuthenticationFailed { address } => WireJoinError::AuthenticationFailed {
+                address: address.to_string(),
+            },
+            ConnectError::Unreachable { address, reason } => WireJoinError::Unreachable {
+                address: address.to_string(),
+                reason: reason.clone(),
+            },
+            ConnectError::Timeout { address, waited } => WireJoinError::Timeout {
+                address: address.to_string(),
+                waited_ms: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+            },
+            ConnectError::NotAClusterNode { address } => WireJoinError::Unreachable {
+                address: address.to_string(),
+                reason: "not a cluster node".to_owned(),
+            },
+        }
+    }
+
+    /// The error a remote node reported for its join. An address it could not parse becomes
+    /// `Unreachable` at `fallback`.
+    pub(crate) fn from_wire(wire: WireJoinError, fallback: SocketAddr) -> Self {
+        let address_of = |text: &str| text.parse().unwrap_or(fallback);
+        match wire {
+            WireJoinError::AuthenticationFailed { address } => ConnectError::AuthenticationFailed {
+                address: address_of(&address),
+            },
+            WireJoinError::Unreachable { address, reason } => ConnectError::Unreachable {
+                address: address_of(&address),
+                reason,
+            },
+            WireJoinError::Timeout { address, waited_ms } => ConnectError::Timeout {
+                address: address_of(&address),
+                waited: Duration::from_millis(waited_ms),
+            },
+            WireJoinError::BadAddress { address } => ConnectError::Unreachable {
+                address: fallback,
+                reason: format!("{address:?} is not host:port"),
+            },
+        }
+    }
+}

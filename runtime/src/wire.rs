@@ -1,0 +1,355 @@
+//! Versioned wire types: every byte that crosses a node boundary is defined in this module.
+//!
+//! Two layers:
+//!
+//! 1. **Cluster messages** — one enum per remote-facing actor ([`MembershipWire`], later the
+//!    job and GPU services), deriving `RactorClusterMessage`, with `Vec<u8>` fields only.
+//!    ractor_cluster writes the *variant name* as the wire tag: variants are never renamed or
+//!    removed (adding one is fine). Their `BytesConvertable` decoding cannot fail, so
+//!    ractor_cluster's silent drop of undecodable messages (notes §2.6) never happens to us.
+//! 2. **The envelope inside the bytes** — MessagePack (rmp-serde, *named* encoding: structs are
+//!    maps keyed by field name, enums are `{variant name: value}`), so a field added later with
+//!    `#[serde(default)]` is read by older peers and newer peers alike; field and variant
+//!    names are wire tags too. An [`Envelope`] carries the protocol version, a [`RequestId`],
+//!    the sender's node name and the typed body. A reply is an `Envelope<Result<Reply,
+//!    WireError>>` with the request's id.
+//!
+//! Decoding happens in the receiving actor's handler: bounded in size
+//! ([`MAX_ENVELOPE_BYTES`]) and nesting depth, fallible, and answered with a typed
+//! [`WireError`]. Encoding refuses bodies over the limit, because one frame over
+//! [`MAX_FRAME_BYTES`] would close the whole session to that peer.
+//!
+//! Wire types are plain data (`String`s for names and addresses); conversion to the checked
+//! internal types ([`crate::NodeName`], [`crate::NodeInfo`]) happens at the edge, in the
+//! actors that receive them.
+
+mod membership;
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use ractor::{ActorRef, MessagingErr, RpcReplyPort, rpc::CallResult};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{NodeName, RequestId};
+pub use membership::{
+    MembershipReply, MembershipRequest, MembershipWire, WireGpu, WireJoinError, WireMember,
+    WireMemberState, WireMemberStatus, WireNodeInfo, WireResources,
+};
+
+/// The version of the envelope and of every body in this module. Bump it on any change an
+/// older peer cannot read; adding an optional field or a variant is not such a change.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// The largest inbound frame every node accepts (`NodeServer::with_max_inbound_frame_size`).
+/// ractor_cluster checks it on the receiving side only and closes the session on a bigger
+/// frame, so every node of a cluster must use the same value: this one.
+pub const MAX_FRAME_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The largest encoded envelope we send or decode: the frame limit less room for
+/// ractor_cluster's own framing (variant tag, length prefixes, protobuf wrapper).
+pub const MAX_ENVELOPE_BYTES: usize = 60 * 1024 * 1024;
+
+/// Deepest nesting of maps and arrays a decoder follows (rmp-serde's default is 1024).
+const MAX_DEPTH: usize = 64;
+
+/// The common wrapper of every request and reply body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Envelope<T> {
+    /// [`PROTOCOL_VERSION`] of the sender.
+    pub version: u16,
+    /// Chosen by the requester; a reply repeats it.
+    pub request_id: RequestId,
+    /// The sending node's full name (`short@host`).
+    pub sender: String,
+    /// The message itself.
+    pub body: T,
+}
+
+/// The version and request id alone: read first, so that a peer speaking another version
+/// gets [`WireError::UnsupportedVersion`] rather than a confusing body error, and so that a
+/// refusal can repeat the request id.
+#[derive(Deserialize)]
+struct Header {
+    version: u16,
+    #[serde(default)]
+    request_id: RequestId,
+}
+
+/// A message that could not be sent, read or understood; also sent back as a reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+pub enum WireError {
+    /// Over [`MAX_ENVELOPE_BYTES`].
+    #[error(
+        "message of {size} bytes exceeds the limit of {limit} bytes: send large data out of band"
+    )]
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The peer speaks another protocol version.
+    #[error(
+        "protocol version {found} is not supported (this node speaks version {supported}): run the same release on every node"
+    )]
+    UnsupportedVersion {
+        /// The peer's version.
+        found: u16,
+        /// Ours.
+        supported: u16,
+    },
+    /// Not a valid envelope or body.
+    #[error("malformed message: {reason}")]
+    Malformed {
+        /// What the decoder said.
+        reason: String,
+    },
+    /// The service is restarting; retry after a moment.
+    #[error("the {service} service is restarting; retry")]
+    Unavailable {
+        /// The service.
+        service: String,
+    },
+}
+
+impl<T> Envelope<T> {
+    /// A body from `sender`, stamped with our protocol version.
+    pub fn new(request_id: RequestId, sender: &NodeName, body: T) -> Self {
+        Self {
+            version: PROTOCOL_VERSION,
+            request_id,
+            sender: sender.as_str().to_owned(),
+            body,
+        }
+    }
+
+    /// The sender's name, checked.
+    pub fn sender_name(&self) -> Result<NodeName, WireError> {
+        self.sender.parse().map_err(|error| WireError::Malformed {
+            reason: format!("sender: {error}"),
+        })
+    }
+}
+
+impl<T: Serialize> Envelope<T> {
+    /// MessagePack with named fields; refuses results over [`MAX_ENVELOPE_BYTES`].
+    pub fn encode(&self) -> Result<Vec<u8>, WireError> {
+        let bytes = rmp_serde::to_vec_named(self).map_err(|error| WireError::Malformed {
+            reason: error.to_string(),
+        })?;
+        check_size(bytes.len())?;
+        Ok(bytes)
+    }
+}
+
+impl<T: DeserializeOwned> Envelope<T> {
+    /// Reads an envelope: size first, then the version, then the body.
+    pub fn decode(bytes: &[u8]) -> Result<Self, WireError> {
+        check_size(bytes.len())?;
+        let header: Header = from_slice(bytes)?;
+        if header.version != PROTOCOL_VERSION {
+            return Err(WireError::UnsupportedVersion {
+                found: header.version,
+                supported: PROTOCOL_VERSION,
+            });
+        }
+        from_slice(bytes)
+    }
+}
+
+fn check_size(size: usize) -> Result<(), WireError> {
+    if size > MAX_ENVELOPE_BYTES {
+        return Err(WireError::TooLarge {
+            size: size as u64,
+            limit: MAX_ENVELOPE_BYTES as u64,
+        });
+    }
+    Ok(())
+}
+
+fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, WireError> {
+    let mut deserializer = rmp_serde::Deserializer::from_read_ref(bytes);
+    deserializer.set_max_depth(MAX_DEPTH);
+    T::deserialize(&mut deserializer).map_err(|error| WireError::Malformed {
+        reason: error.to_string(),
+    })
+}
+
+/// A remote-facing service: its cluster message enum and the bodies it carries.
+///
+/// Every service enum has a `Call(Vec<u8>, RpcReplyPort<Vec<u8>>)` variant carrying an
+/// `Envelope<Request>` and answered with an `Envelope<Result<Reply, WireError>>`.
+pub trait Service: ractor::Message {
+    /// What the service is asked.
+    type Request: Serialize + DeserializeOwned + Send;
+    /// What it answers.
+    type Reply: Serialize + DeserializeOwned + Send;
+    /// The service's name in errors and logs.
+    const NAME: &'static str;
+    /// Wraps an encoded request into the service's `Call` variant.
+    fn call(request: Vec<u8>, reply: RpcReplyPort<Vec<u8>>) -> Self;
+}
+
+/// A remote call that did not produce a reply body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// The actor is gone (stopped, or its session closed): re-resolve it and retry.
+    #[error("{service} on {peer} is unreachable: {reason}")]
+    Unreachable {
+        /// The service.
+        service: &'static str,
+        /// The peer (node name, or address when the name is not known).
+        peer: String,
+        /// ractor's reason.
+        reason: String,
+    },
+    /// No reply within the timeout. The outcome is unknown: the request may have run.
+    #[error("{service} on {peer} did not answer within {timeout:?}")]
+    Timeout {
+        /// The service.
+        service: &'static str,
+        /// The peer.
+        peer: String,
+        /// The timeout.
+        timeout: Duration,
+    },
+    /// The request could not be encoded, or the reply could not be read.
+    #[error("{service} on {peer}: {error}")]
+    Wire {
+        /// The service.
+        service: &'static str,
+        /// The peer.
+        peer: String,
+        /// The problem.
+        error: WireError,
+    },
+    /// The peer understood the envelope but refused it (it answered a [`WireError`]).
+    #[error("{service} on {peer} refused the request: {error}")]
+    Refused {
+        /// The service.
+        service: &'static str,
+        /// The peer.
+        peer: String,
+        /// The peer's answer.
+        error: WireError,
+    },
+}
+
+/// Calls `service` with `request`, waits at most `timeout`, and decodes the reply.
+///
+/// ractor reports a remote timeout as either `Timeout` or `SenderError` (notes §2.7); both
+/// become [`CallError::Timeout`]: the outcome is unknown, and a retry must reuse `request_id`.
+pub async fn call<S: Service>(
+    service: &ActorRef<S>,
+    peer: &str,
+    envelope: &Envelope<S::Request>,
+    timeout: Duration,
+) -> Result<Envelope<S::Reply>, CallError> {
+    let peer = peer.to_owned();
+    let wire = |error| CallError::Wire {
+        service: S::NAME,
+        peer: peer.clone(),
+        error,
+    };
+    let bytes = envelope.encode().map_err(wire)?;
+    let reply = service
+        .call(|port| S::call(bytes, port), Some(timeout))
+        .await
+        .map_err(|error: MessagingErr<S>| CallError::Unreachable {
+            service: S::NAME,
+            peer: peer.clone(),
+            reason: error.to_string(),
+        })?;
+    let bytes = match reply {
+        CallResult::Success(bytes) => bytes,
+        CallResult::Timeout | CallResult::SenderError => {
+            return Err(CallError::Timeout {
+                service: S::NAME,
+                peer,
+                timeout,
+            });
+        }
+    };
+    let reply = Envelope::<Result<S::Reply, WireError>>::decode(&bytes).map_err(wire)?;
+    match reply.body {
+        Ok(body) => Ok(Envelope {
+            version: reply.version,
+            request_id: reply.request_id,
+            sender: reply.sender,
+            body,
+        }),
+        Err(error) => Err(CallError::Refused {
+            service: S::NAME,
+            peer,
+            error,
+        }),
+    }
+}
+
+/// The answering side of a call to service `S`: replies with the request's id and this
+/// node's name.
+pub struct Responder<S> {
+    port: RpcReplyPort<Vec<u8>>,
+    request_id: RequestId,
+    me: NodeName,
+    service: PhantomData<fn() -> S>,
+}
+
+impl<S: Service> fmt::Debug for Responder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Responder")
+            .field("service", &S::NAME)
+            .field("request_id", &self.request_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Service> Responder<S> {
+    /// Answers the request `request_id` through `port`.
+    pub fn new(port: RpcReplyPort<Vec<u8>>, request_id: RequestId, me: NodeName) -> Self {
+        Self {
+            port,
+            request_id,
+            me,
+            service: PhantomData,
+        }
+    }
+
+    /// Sends the reply. A reply too large to send becomes a [`WireError::TooLarge`]; a caller
+    /// that gave up (timeout) is not an error.
+    pub fn send(self, body: Result<S::Reply, WireError>) {
+        let bytes = Envelope::new(self.request_id, &self.me, body)
+            .encode()
+            .or_else(|error| {
+                Envelope::<Result<S::Reply, _>>::new(self.request_id, &self.me, Err(error)).encode()
+            });
+        match bytes {
+            Ok(bytes) => {
+                if self.port.send(bytes).is_err() {
+                    tracing::debug!(request = %self.request_id, "caller gone before the reply");
+                }
+            }
+            Err(error) => {
+                tracing::warn!(request = %self.request_id, "cannot encode a reply: {error}")
+            }
+        }
+    }
+}
+
+/// Answers a request to `S` whose envelope could not be read, repeating its request id when
+/// the header was readable (0 otherwise).
+pub fn refuse<S: Service>(
+    port: RpcReplyPort<Vec<u8>>,
+    request: &[u8],
+    me: &NodeName,
+    error: WireError,
+) {
+    let request_id = from_slice::<Header>(request).map_or(RequestId(0), |h| h.request_id);
+    Responder::<S>::new(port, request_id, me.clone()).send(Err(error));
+}
+
+#[cfg(test)]
+mod tests;

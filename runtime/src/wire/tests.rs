@@ -1,0 +1,332 @@
+//! The wire format, pinned: round trips of every body, exact bytes of reference envelopes,
+//! and the errors a bad, foreign or oversized message gets.
+
+use std::time::Duration;
+
+use ractor::message::SerializedMessage;
+use ractor::{Actor, ActorProcessingErr, ActorRef, Message};
+use serde::Serialize;
+
+use super::*;
+
+fn sender() -> NodeName {
+    "a@127.0.0.1".parse().unwrap()
+}
+
+fn node_info() -> WireNodeInfo {
+    WireNodeInfo {
+        name: "b@127.0.0.1".into(),
+        address: "127.0.0.1:4371".into(),
+        resources: WireResources {
+            cpu_slots: 16,
+            gpus: vec![WireGpu {
+                adapter: "NVIDIA H100".into(),
+                backend: "Vulkan".into(),
+                memory_bytes: Some(80 << 30),
+            }],
+            running_jobs: 2,
+        },
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn round_trip<T>(body: T)
+where
+    T: Serialize + DeserializeOwned + PartialEq + std::fmt::Debug + Clone,
+{
+    let envelope = Envelope::new(RequestId(7), &sender(), body);
+    let bytes = envelope.encode().unwrap();
+    assert_eq!(Envelope::<T>::decode(&bytes).unwrap(), envelope);
+}
+
+#[test]
+fn every_membership_body_round_trips() {
+    let member = WireMember {
+        name: "c@10.0.0.3".into(),
+        address: "10.0.0.3:4370".into(),
+    };
+    for request in [
+        MembershipRequest::Heartbeat {
+            seq: u64::MAX,
+            node: node_info(),
+            members: vec![member.clone()],
+        },
+        MembershipRequest::Members,
+        MembershipRequest::Join {
+            address: "10.0.0.3:4370".into(),
+        },
+        MembershipRequest::Leave,
+    ] {
+        round_trip(request);
+    }
+    let replies: Vec<Result<MembershipReply, WireError>> = vec![
+        Ok(MembershipReply::Heartbeat {
+            seq: 1,
+            node: node_info(),
+            members: vec![member],
+        }),
+        Ok(MembershipReply::Members {
+            members: vec![WireMemberStatus {
+                name: "b@127.0.0.1".into(),
+                address: "127.0.0.1:4371".into(),
+                state: WireMemberState::Down,
+                resources: None,
+            }],
+        }),
+        Ok(MembershipReply::Joined { node: node_info() }),
+        Ok(MembershipReply::JoinFailed {
+            error: WireJoinError::AuthenticationFailed {
+                address: "10.0.0.3:4370".into(),
+            },
+        }),
+        Ok(MembershipReply::Left),
+        Err(WireError::UnsupportedVersion {
+            found: 2,
+            supported: 1,
+        }),
+        Err(WireError::TooLarge { size: 9, limit: 8 }),
+    ];
+    for reply in replies {
+        round_trip(reply);
+    }
+}
+
+/// These bytes are what version-1 peers send; a change here breaks mixed clusters.
+#[test]
+fn envelope_bytes_are_pinned() {
+    let members = Envelope::new(RequestId(7), &sender(), MembershipRequest::Members)
+        .encode()
+        .unwrap();
+    assert_eq!(hex(&members), PINNED_MEMBERS);
+
+    let heartbeat = Envelope::new(
+        RequestId(1),
+        &sender(),
+        MembershipRequest::Heartbeat {
+            seq: 3,
+            node: WireNodeInfo {
+                name: "a@127.0.0.1".into(),
+                address: "127.0.0.1:4370".into(),
+                resources: WireResources {
+                    cpu_slots: 2,
+                    gpus: vec![],
+                    running_jobs: 0,
+                },
+            },
+            members: vec![],
+        },
+    )
+    .encode()
+    .unwrap();
+    assert_eq!(hex(&heartbeat), PINNED_HEARTBEAT);
+}
+
+// {"version": 1, "request_id": 7, "sender": "a@127.0.0.1", "body": "Members"}
+const PINNED_MEMBERS: &str = "84a776657273696f6e01aa726571756573745f696407a673656e646572ab61403132372e302e302e31a4626f6479a74d656d62657273";
+// {"version": 1, "request_id": 1, "sender": "a@127.0.0.1", "body": {"Heartbeat": {"seq": 3,
+//  "node": {"name": "a@127.0.0.1", "address": "127.0.0.1:4370", "resources": {"cpu_slots": 2,
+//  "gpus": [], "running_jobs": 0}}, "members": []}}}
+const PINNED_HEARTBEAT: &str = concat!(
+    "84a776657273696f6e01aa726571756573745f696401a673656e646572ab61403132372e302e302e31a4626f",
+    "647981a948656172746265617483a373657103a46e6f646583a46e616d65ab61403132372e302e302e31a761",
+    "646472657373ae3132372e302e302e313a34333730a97265736f757263657383a96370755f736c6f747302a4",
+    "6770757390ac72756e6e696e675f6a6f627300a76d656d6265727390",
+);
+
+#[test]
+fn a_newer_peer_with_extra_fields_is_still_understood() {
+    #[derive(Serialize)]
+    struct FutureEnvelope {
+        version: u16,
+        request_id: u64,
+        sender: String,
+        body: &'static str,
+        trace_id: u64,
+    }
+    let bytes = rmp_serde::to_vec_named(&FutureEnvelope {
+        version: PROTOCOL_VERSION,
+        request_id: 5,
+        sender: "z@h".into(),
+        body: "Members",
+        trace_id: 99,
+    })
+    .unwrap();
+    let envelope = Envelope::<MembershipRequest>::decode(&bytes).unwrap();
+    assert_eq!(envelope.body, MembershipRequest::Members);
+    assert_eq!(envelope.request_id, RequestId(5));
+}
+
+#[test]
+fn another_protocol_version_is_refused_by_name() {
+    let mut envelope = Envelope::new(RequestId(1), &sender(), MembershipRequest::Members);
+    envelope.version = PROTOCOL_VERSION + 1;
+    let bytes = rmp_serde::to_vec_named(&envelope).unwrap();
+    let error = Envelope::<MembershipRequest>::decode(&bytes).unwrap_err();
+    assert_eq!(
+        error,
+        WireError::UnsupportedVersion {
+            found: PROTOCOL_VERSION + 1,
+            supported: PROTOCOL_VERSION
+        }
+    );
+    assert!(
+        error
+            .to_string()
+            .contains("run the same release on every node")
+    );
+}
+
+#[test]
+fn garbage_and_deep_nesting_are_malformed_not_panics() {
+    for bytes in [
+        vec![],
+        vec![0xc1],
+        b"not msgpack at all".to_vec(),
+        vec![0xdd, 0xff, 0xff, 0xff, 0xff],
+    ] {
+        let error = Envelope::<MembershipRequest>::decode(&bytes).unwrap_err();
+        assert!(matches!(error, WireError::Malformed { .. }), "{error:?}");
+    }
+    // 10 000 nested one-element arrays: refused by the depth limit, no stack overflow.
+    let mut deep = vec![0x91; 10_000];
+    deep.push(0xc0);
+    let error = Envelope::<MembershipRequest>::decode(&deep).unwrap_err();
+    assert!(matches!(error, WireError::Malformed { .. }), "{error:?}");
+
+    let wrong_sender = Envelope {
+        sender: "no host".into(),
+        ..Envelope::new(RequestId(1), &sender(), MembershipRequest::Members)
+    };
+    assert!(matches!(
+        wrong_sender.sender_name(),
+        Err(WireError::Malformed { .. })
+    ));
+}
+
+#[test]
+fn oversized_messages_are_refused_both_ways() {
+    let big = vec![0u8; MAX_ENVELOPE_BYTES + 1];
+    assert_eq!(
+        Envelope::<MembershipRequest>::decode(&big).unwrap_err(),
+        WireError::TooLarge {
+            size: big.len() as u64,
+            limit: MAX_ENVELOPE_BYTES as u64
+        }
+    );
+    let body = MembershipRequest::Join {
+        address: "x".repeat(MAX_ENVELOPE_BYTES),
+    };
+    let error = Envelope::new(RequestId(1), &sender(), body)
+        .encode()
+        .unwrap_err();
+    assert!(matches!(error, WireError::TooLarge { .. }), "{error:?}");
+    const { assert!(MAX_ENVELOPE_BYTES as u64 + 1024 * 1024 < MAX_FRAME_BYTES) };
+}
+
+/// The cluster message layout ractor_cluster puts on the wire: tag "Call", one
+/// length-prefixed argument holding our envelope unchanged.
+#[tokio::test]
+async fn membership_wire_tag_and_argument_layout() {
+    let (port, _reply) = ractor::concurrency::oneshot();
+    let envelope = vec![1u8, 2, 3];
+    let serialized = MembershipWire::Call(envelope.clone(), port.into())
+        .serialize()
+        .unwrap();
+    let SerializedMessage::Call { variant, args, .. } = serialized else {
+        panic!("expected a call");
+    };
+    assert_eq!(variant, "Call");
+    assert_eq!(args, [0, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3]);
+}
+
+/// A local echo service: answers heartbeats, refuses what it cannot read.
+struct Echo;
+
+impl Actor for Echo {
+    type Msg = MembershipWire;
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(&self, _: ActorRef<Self::Msg>, _: ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        _: ActorRef<Self::Msg>,
+        MembershipWire::Call(bytes, port): Self::Msg,
+        _: &mut (),
+    ) -> Result<(), ActorProcessingErr> {
+        let me: NodeName = "echo@h".parse().unwrap();
+        match Envelope::<MembershipRequest>::decode(&bytes) {
+            Ok(envelope) => {
+                let reply = match envelope.body {
+                    MembershipRequest::Heartbeat { seq, node, .. } => MembershipReply::Heartbeat {
+                        seq,
+                        node,
+                        members: vec![],
+                    },
+                    _ => MembershipReply::Left,
+                };
+                Responder::<MembershipWire>::new(port, envelope.request_id, me).send(Ok(reply));
+            }
+            Err(error) => refuse::<MembershipWire>(port, &bytes, &me, error),
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn call_and_responder_carry_ids_and_errors() {
+    let (echo, handle) = Actor::spawn(None, Echo, ()).await.unwrap();
+    let request = Envelope::new(
+        RequestId(42),
+        &sender(),
+        MembershipRequest::Heartbeat {
+            seq: 9,
+            node: node_info(),
+            members: vec![],
+        },
+    );
+    let reply = call(&echo, "echo@h", &request, Duration::from_secs(5))
+        .await
+        .unwrap();
+    assert_eq!(reply.request_id, RequestId(42));
+    assert_eq!(reply.sender, "echo@h");
+    assert!(matches!(
+        reply.body,
+        MembershipReply::Heartbeat { seq: 9, .. }
+    ));
+
+    // An envelope from a future version is refused with a typed error, and keeps its id.
+    let mut future = Envelope::new(RequestId(43), &sender(), MembershipRequest::Members);
+    future.version = 99;
+    let bytes = rmp_serde::to_vec_named(&future).unwrap();
+    let answer = echo
+        .call(
+            |port| MembershipWire::Call(bytes, port),
+            Some(Duration::from_secs(5)),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let answer = Envelope::<Result<MembershipReply, WireError>>::decode(&answer).unwrap();
+    assert_eq!(answer.request_id, RequestId(43));
+    assert_eq!(
+        answer.body,
+        Err(WireError::UnsupportedVersion {
+            found: 99,
+            supported: PROTOCOL_VERSION
+        })
+    );
+
+    echo.stop(None);
+    handle.await.unwrap();
+    let error = call(&echo, "echo@h", &request, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, CallError::Unreachable { .. }), "{error:?}");
+}

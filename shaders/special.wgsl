@@ -1,0 +1,191 @@
+// special.wgsl: special functions for both precisions, written for `alias T = f32 | f64`
+// in terms of `sf_exp` and `sf_log` (math_f32.wgsl or math_f64.wgsl).
+//
+// Each mirrors the CPU function of the same name in `sampler` (special.rs, and the inline
+// helpers of dist.rs and eval.rs) branch for branch, so that the GPU computes the same
+// function as the CPU up to rounding. Literals are abstract and take the type `T` from context;
+// every `let` that would otherwise default to f32 is typed.
+
+// Infinities and NaN cannot be written as WGSL literals, and naga folds constant expressions,
+// so they are made at run time from a variable's bits.
+fn sf_inf() -> T {
+    var bits: u32 = 0x7f800000u;
+    return T(bitcast<f32>(bits));
+}
+
+fn sf_neg_inf() -> T {
+    return -sf_inf();
+}
+
+fn sf_nan() -> T {
+    var bits: u32 = 0x7fc00000u;
+    return T(bitcast<f32>(bits));
+}
+
+// sign(a) * (a != 0), as the CPU's `a.signum() * (a != 0)`: 0 at 0, NaN stays NaN.
+fn sf_sign_or_zero(a: T) -> T {
+    if (a > 0.0) {
+        return 1.0;
+    }
+    if (a < 0.0) {
+        return -1.0;
+    }
+    if (a == 0.0) {
+        return 0.0;
+    }
+    return a;
+}
+
+// msun's e_exp.c: c(r) = r - (P1 r^2 + ... + P5 r^10), so that
+// exp(r) = 1 + r + r c(r) / (2 - c(r)) for |r| <= ln2 / 2.
+const SF_EXP_P1: T = 1.66666666666666019037e-01;
+const SF_EXP_P2: T = -2.77777777770155933842e-03;
+const SF_EXP_P3: T = 6.61375632143793436117e-05;
+const SF_EXP_P4: T = -1.65339022054652515390e-06;
+const SF_EXP_P5: T = 4.13813679705723846039e-08;
+
+fn sf_exp_c(r: T) -> T {
+    let rr = r * r;
+    return r - rr * (SF_EXP_P1 + rr * (SF_EXP_P2 + rr * (SF_EXP_P3 + rr * (SF_EXP_P4 + rr * SF_EXP_P5))));
+}
+
+// msun's e_log.c: R(s) with ln(1 + f) = f - hfsq + s (hfsq + R(s)), s = f / (2 + f),
+// hfsq = f^2 / 2, for 1 + f in [sqrt(1/2), sqrt(2)).
+const SF_LG1: T = 6.666666666666735130e-01;
+const SF_LG2: T = 3.999999999940941908e-01;
+const SF_LG3: T = 2.857142874366239149e-01;
+const SF_LG4: T = 2.222219843214978396e-01;
+const SF_LG5: T = 1.818357216161805012e-01;
+const SF_LG6: T = 1.531383769920937332e-01;
+const SF_LG7: T = 1.479819860511658591e-01;
+
+fn sf_log_r(s: T) -> T {
+    let z = s * s;
+    let w = z * z;
+    let t1 = w * (SF_LG2 + w * (SF_LG4 + w * SF_LG6));
+    let t2 = z * (SF_LG1 + w * (SF_LG3 + w * (SF_LG5 + w * SF_LG7)));
+    return t2 + t1;
+}
+
+// ln(1 + x): the log kernel straight on x where 1 + x is within [sqrt(1/2), sqrt(2)), so that
+// small x keep their relative precision; elsewhere ln(1 + x) loses nothing.
+fn sf_log1p(x: T) -> T {
+    if (x > -0.29289321881345248 && x < 0.41421356237309505) {
+        let hfsq = 0.5 * x * x;
+        let s = x / (2.0 + x);
+        return s * (hfsq + sf_log_r(s)) - hfsq + x;
+    }
+    return sf_log(1.0 + x);
+}
+
+// exp(x) - 1: the exp kernel straight on x where no reduction is needed, so that small x keep
+// their relative precision; elsewhere |exp(x) - 1| >= 0.29 and the subtraction loses nothing.
+fn sf_expm1(x: T) -> T {
+    if (abs(x) < 0.34657359027997264) {
+        let c = sf_exp_c(x);
+        return x + x * c / (2.0 - c);
+    }
+    return sf_exp(x) - 1.0;
+}
+
+// ln(1 + exp(x)) without overflow (sampler::softplus).
+fn sf_softplus(x: T) -> T {
+    if (x > 0.0) {
+        return x + sf_log1p(sf_exp(-x));
+    }
+    return sf_log1p(sf_exp(x));
+}
+
+// 1 / (1 + exp(-x)) without overflow (sampler::logistic).
+fn sf_logistic(x: T) -> T {
+    if (x >= 0.0) {
+        return 1.0 / (1.0 + sf_exp(-x));
+    }
+    let e = sf_exp(x);
+    return e / (1.0 + e);
+}
+
+struct SfSoftplusLogistic {
+    softplus: T,
+    logistic: T,
+}
+
+// softplus(eta) and logistic(eta) from one exponential (dist.rs `softplus_and_logistic`).
+fn sf_softplus_and_logistic(eta: T) -> SfSoftplusLogistic {
+    let e = sf_exp(-abs(eta));
+    let softplus = max(eta, 0.0) + sf_log1p(e);
+    var logistic: T;
+    if (eta >= 0.0) {
+        logistic = 1.0 / (1.0 + e);
+    } else {
+        logistic = e / (1.0 + e);
+    }
+    return SfSoftplusLogistic(softplus, logistic);
+}
+
+// x^y with Rust's `f64::powf` conventions where they matter: x^0 = 1, 0^y, and negative x
+// with an integral y. WGSL's `pow` is undefined for x < 0 and is wrong on f64.
+fn sf_pow(x: T, y: T) -> T {
+    if (y == 0.0) {
+        return 1.0;
+    }
+    if (x == 0.0) {
+        if (y > 0.0) {
+            return 0.0;
+        }
+        return sf_inf();
+    }
+    let magnitude = sf_exp(y * sf_log(abs(x)));
+    if (x > 0.0) {
+        return magnitude;
+    }
+    if (floor(y) != y) {
+        return sf_nan();
+    }
+    let half = 0.5 * y;
+    if (floor(half) != half) {
+        return -magnitude;
+    }
+    return magnitude;
+}
+
+const SF_HALF_LN_2PI: T = 0.91893853320467274178;
+
+// ln Γ(x) for x > 0: shift x up to at least 10 (Γ(x) = Γ(x + n) / (x (x + 1) ... (x + n - 1))),
+// then Stirling's series to z^-13, whose truncation error is below 4e-17 there.
+// The densities call it only for positive arguments; anything else gives NaN.
+fn sf_lgamma(x: T) -> T {
+    if (!(x > 0.0)) {
+        return sf_nan();
+    }
+    var z: T = x;
+    var product: T = 1.0;
+    while (z < 10.0) {
+        product = product * z;
+        z = z + 1.0;
+    }
+    let inv = 1.0 / z;
+    let inv2 = inv * inv;
+    let series = inv * (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 * (1.0 / 1680.0
+        - inv2 * (1.0 / 1188.0 - inv2 * (691.0 / 360360.0 - inv2 / 156.0))))));
+    return (z - 0.5) * sf_log(z) - z + SF_HALF_LN_2PI + series - sf_log(product);
+}
+
+// ψ(x) for x > 0, exactly as sampler::digamma: shift up to at least 10 with
+// ψ(x) = ψ(x + 1) - 1/x, then the asymptotic series to x^-14.
+fn sf_digamma(x: T) -> T {
+    if (!(x > 0.0)) {
+        return sf_nan();
+    }
+    var z: T = x;
+    var shift: T = 0.0;
+    while (z < 10.0) {
+        shift = shift - 1.0 / z;
+        z = z + 1.0;
+    }
+    let inv = 1.0 / z;
+    let inv2 = inv * inv;
+    let series = inv2 * (1.0 / 12.0 - inv2 * (1.0 / 120.0 - inv2 * (1.0 / 252.0 - inv2 * (1.0 / 240.0
+        - inv2 * (1.0 / 132.0 - inv2 * (691.0 / 32760.0 - inv2 / 12.0))))));
+    return shift + sf_log(z) - 0.5 * inv - series;
+}
