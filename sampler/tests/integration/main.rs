@@ -8,6 +8,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 mod allocation;
+mod bench_parity;
 mod common;
 mod decode_robustness;
 mod posterior;
