@@ -9,6 +9,8 @@
 //! `-inf`; data and constant operands were checked when the model was lowered.
 
 use crate::program::DensityKind;
+mod glm;
+
 use crate::special::{digamma, lgamma};
 
 const NEG_INF: f64 = f64::NEG_INFINITY;
@@ -195,8 +197,44 @@ fn softplus_and_logistic(eta: f64) -> (f64, f64) {
     (softplus, logistic)
 }
 
+/// Observed counts against a vector of parameter-dependent linear predictors (the GLM case),
+/// through [`glm`]'s vectorised loops. `None` when the operands do not have that layout.
+fn glm_likelihood(
+    kind: DensityKind,
+    y: &Arg,
+    p: &[Arg; 3],
+    n: usize,
+    adj: &mut [f64],
+) -> Option<f64> {
+    let (glm, eta) = match kind {
+        DensityKind::BernoulliLogit => (glm::Glm::BernoulliLogit, &p[0]),
+        DensityKind::PoissonLog => (glm::Glm::PoissonLog, &p[0]),
+        DensityKind::BinomialLogit if p[0].adj.is_none() => (
+            glm::Glm::BinomialLogit {
+                trials: p[0].vals,
+                stride: p[0].stride,
+            },
+            &p[1],
+        ),
+        _ => return None,
+    };
+    if y.adj.is_some() || y.stride != 1 || eta.stride != 1 {
+        return None;
+    }
+    let offset = eta.adj?;
+    Some(glm::likelihood(
+        glm,
+        &y.vals[..n],
+        &eta.vals[..n],
+        &mut adj[offset..offset + n],
+    ))
+}
+
 /// `sum_i log p(x_i | p_i)`, adding partial derivatives to `adj`.
 pub(crate) fn density(kind: DensityKind, x: &Arg, p: &[Arg; 3], n: usize, adj: &mut [f64]) -> f64 {
+    if let Some(lp) = glm_likelihood(kind, x, p, n, adj) {
+        return lp;
+    }
     let [p0, p1, p2] = p;
     match kind {
         DensityKind::Normal => {

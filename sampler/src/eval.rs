@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use crate::dist::{self, Arg};
+use crate::linalg::{self, matvec, matvec_transpose_add};
 use crate::program::{Inst, MapOp, Operand, Program, Slot, Transform, ZipOp};
 use crate::special::{logistic, softplus};
 
@@ -418,9 +419,7 @@ pub(crate) fn value_forward(program: &Program, inst: &Inst, tape: &mut [f64]) {
             let cols = m.cols as usize;
             let matrix =
                 &program.data[m.offset as usize..m.offset as usize + m.rows as usize * cols];
-            for (o, row) in out.iter_mut().zip(matrix.chunks_exact(cols)) {
-                *o = row.iter().zip(v).map(|(m, v)| m * v).sum();
-            }
+            matvec(matrix, cols, v, out);
         }
         Inst::Gather { a, idx, .. } => {
             let a = values!(a);
@@ -497,39 +496,36 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
                 }
             }
             Inst::Zip { op, a, b, dst } => {
-                let slot = slot_range(program.slot(*dst));
+                let slot = program.slot(*dst);
+                let out = &tape[slot_range(slot)];
                 let a_vals = operand_values(program, tape, a);
                 let b_vals = operand_values(program, tape, b);
-                let (a_off, b_off) = (adj_offset(program, a), adj_offset(program, b));
                 let a_stride = usize::from(a_vals.len() > 1);
                 let b_stride = usize::from(b_vals.len() > 1);
-                for (i, out_i) in slot.clone().enumerate() {
-                    let out_adj = adj[out_i];
-                    let (x, y) = (a_vals[i * a_stride], b_vals[i * b_stride]);
-                    let (da, db) = match op {
-                        ZipOp::Add => (1.0, 1.0),
-                        ZipOp::Sub => (1.0, -1.0),
-                        ZipOp::Mul => (y, x),
-                        ZipOp::Div => (1.0 / y, -tape[out_i] / y),
-                        ZipOp::Pow => {
-                            let da = if a_off.is_some() {
-                                y * x.powf(y - 1.0)
-                            } else {
-                                0.0
-                            };
-                            let db = if b_off.is_some() {
-                                tape[out_i] * x.ln()
-                            } else {
-                                0.0
-                            };
-                            (da, db)
-                        }
-                    };
-                    if let Some(off) = a_off {
-                        adj[off + i * a_stride] += out_adj * da;
+                let (x, y) = (
+                    |i: usize| a_vals[i * a_stride],
+                    |i: usize| b_vals[i * b_stride],
+                );
+                // Operand slots come before the slot they feed on the tape.
+                let (head, tail) = adj.split_at_mut(slot.offset as usize);
+                let out_adj = &tail[..slot.len as usize];
+                if let Some(off) = adj_offset(program, a) {
+                    let target = &mut head[off..off + a_vals.len()];
+                    match op {
+                        ZipOp::Add | ZipOp::Sub => pull(target, out_adj, |_| 1.0),
+                        ZipOp::Mul => pull(target, out_adj, y),
+                        ZipOp::Div => pull(target, out_adj, |i| 1.0 / y(i)),
+                        ZipOp::Pow => pull(target, out_adj, |i| y(i) * x(i).powf(y(i) - 1.0)),
                     }
-                    if let Some(off) = b_off {
-                        adj[off + i * b_stride] += out_adj * db;
+                }
+                if let Some(off) = adj_offset(program, b) {
+                    let target = &mut head[off..off + b_vals.len()];
+                    match op {
+                        ZipOp::Add => pull(target, out_adj, |_| 1.0),
+                        ZipOp::Sub => pull(target, out_adj, |_| -1.0),
+                        ZipOp::Mul => pull(target, out_adj, x),
+                        ZipOp::Div => pull(target, out_adj, |i| -out[i] / y(i)),
+                        ZipOp::Pow => pull(target, out_adj, |i| out[i] * x(i).ln()),
                     }
                 }
             }
@@ -577,11 +573,7 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
                 let out_adj = &tail[..slot.len as usize];
                 // v's slot is earlier on the tape than dst's.
                 let v_adj = &mut head[off..off + cols];
-                for (row, &g) in matrix.chunks_exact(cols).zip(out_adj) {
-                    for (va, m) in v_adj.iter_mut().zip(row) {
-                        *va += g * m;
-                    }
-                }
+                matvec_transpose_add(matrix, cols, out_adj, v_adj);
             }
             Inst::Gather { a, idx, dst } => {
                 if let Some(off) = adj_offset(program, a) {
@@ -600,3 +592,18 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
 
 #[cfg(test)]
 mod tests;
+
+/// Adds `out_adj[i] * d(i)` to the adjoint of an operand of an elementwise instruction: to
+/// `target[i]`, or to its one element when the operand was broadcast.
+#[inline(always)]
+fn pull(target: &mut [f64], out_adj: &[f64], d: impl Fn(usize) -> f64) {
+    if let [broadcast] = target
+        && out_adj.len() > 1
+    {
+        *broadcast += linalg::sum_lanes(out_adj.len(), |i| out_adj[i] * d(i));
+    } else {
+        for (i, (t, &g)) in target.iter_mut().zip(out_adj).enumerate() {
+            *t += g * d(i);
+        }
+    }
+}

@@ -11,6 +11,7 @@ pub mod diagnostics;
 mod dist;
 mod eval;
 pub mod ir;
+mod linalg;
 mod lower;
 mod metric;
 pub mod nuts;
