@@ -414,11 +414,12 @@ pub fn transition<D: LogDensity>(
         rho_bck.fill(0.0);
         let mut log_sum_weight_subtree = f64::NEG_INFINITY;
         let valid_subtree = if tree.rng.uniform() > 0.5 {
-            // Extend forward: the existing trajectory becomes the backward part.
+            // Extend forward: the existing trajectory becomes the backward part, and its
+            // forward end the backward part's inner end.
             tree.z.copy_from(z_fwd);
             rho_bck.copy_from_slice(rho);
-            p_bck_fwd.copy_from_slice(p_fwd_bck);
-            p_sharp_bck_fwd.copy_from_slice(p_sharp_fwd_bck);
+            p_bck_fwd.copy_from_slice(p_fwd_fwd);
+            p_sharp_bck_fwd.copy_from_slice(p_sharp_fwd_fwd);
             let valid = tree.build(
                 depth,
                 scratch,
@@ -434,11 +435,12 @@ pub fn transition<D: LogDensity>(
             z_fwd.copy_from(tree.z);
             valid
         } else {
-            // Extend backward: the existing trajectory becomes the forward part.
+            // Extend backward: the existing trajectory becomes the forward part, and its
+            // backward end the forward part's inner end.
             tree.z.copy_from(z_bck);
             rho_fwd.copy_from_slice(rho);
-            p_fwd_bck.copy_from_slice(p_bck_fwd);
-            p_sharp_fwd_bck.copy_from_slice(p_sharp_bck_fwd);
+            p_fwd_bck.copy_from_slice(p_bck_bck);
+            p_sharp_fwd_bck.copy_from_slice(p_sharp_bck_bck);
             let valid = tree.build(
                 depth,
                 scratch,
