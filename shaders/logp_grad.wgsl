@@ -35,6 +35,9 @@ fn logp_grad_main(
     @builtin(num_workgroups) n_workgroups: vec3<u32>,
     @builtin(local_invocation_index) local: u32,
 ) {
+    // First, while every invocation is here: it may copy the model's data into workgroup
+    // memory and wait at a barrier (wgsl.rs, "Model data").
+    g_stage_data(local);
     let chain = (workgroup.y * n_workgroups.x + workgroup.x) * G_WORKGROUP_SIZE + local;
     if (chain >= lg_params.n_chains) {
         return;

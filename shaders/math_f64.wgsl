@@ -107,3 +107,12 @@ fn sf_log(x: f64) -> f64 {
     let dk = f64(k);
     return s * (hfsq + sf_log_r(s)) + dk * SF_LN2_LO - hfsq + f + dk * SF_LN2_HI;
 }
+
+// The largest finite value: `abs(x) <= SF_MAX_FINITE` is false for infinities and NaN.
+const SF_MAX_FINITE: f64 = 1.7976931348623157e+308;
+
+// A uniform draw from [0, 1) with 53 random bits: 27 from `hi`, 26 from `lo` (as
+// `(a * 2^26 + b) / 2^53`, exact in f64, never 1).
+fn sf_uniform(hi: u32, lo: u32) -> f64 {
+    return (f64(hi >> 5u) * 67108864.0 + f64(lo >> 6u)) * 1.1102230246251565404236316680908203125e-16;
+}

@@ -1,11 +1,15 @@
 //! Command-line arguments and the dispatch to each subcommand.
 
 mod bench;
+mod bench_cluster;
+mod bench_gpu;
 mod cluster;
+mod debug;
 mod devices;
 mod join;
 mod node;
 mod sample;
+mod sample_remote;
 mod status;
 
 use std::path::{Path, PathBuf};
@@ -36,6 +40,11 @@ enum Command {
     Join(join::JoinArgs),
     /// List the nodes of a cluster: state, CPU slots, GPUs, running jobs.
     Status(status::StatusArgs),
+    /// Measure a cluster: remote-call overhead, and ESS/s scaling over node processes.
+    BenchCluster(bench_cluster::BenchClusterArgs),
+    /// Test tools: raw requests, fault injection (hidden).
+    #[command(hide = true)]
+    Debug(debug::DebugArgs),
 }
 
 /// Errors in the user's input files: reported in one line with exit code 2.
@@ -46,15 +55,19 @@ pub struct BadInput {
     message: String,
 }
 
+/// Warmup iterations and draws per chain unless given.
+const DEFAULT_ITERATIONS: u64 = 1000;
+
 /// Sampler settings shared by `sample` and `bench`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct SamplerArgs {
-    /// Warmup iterations per chain.
-    #[arg(long, default_value_t = 1000)]
-    warmup: u64,
-    /// Draws kept per chain.
-    #[arg(long, default_value_t = 1000)]
-    draws: u64,
+    /// Warmup iterations per chain [default: 1000; `bench --device gpu`: 400, as the NumPyro
+    /// anchor].
+    #[arg(long)]
+    warmup: Option<u64>,
+    /// Draws kept per chain [default: 1000; `bench --device gpu`: 400, as the NumPyro anchor].
+    #[arg(long)]
+    draws: Option<u64>,
     /// Warmup procedure.
     #[arg(long, value_enum, default_value_t = Adaptation::Nutpie)]
     adaptation: Adaptation,
@@ -89,8 +102,8 @@ enum MetricArg {
 impl SamplerArgs {
     fn settings(&self, threads: usize) -> SamplerSettings {
         SamplerSettings {
-            num_warmup: self.warmup,
-            num_draws: self.draws,
+            num_warmup: self.warmup.unwrap_or(DEFAULT_ITERATIONS),
+            num_draws: self.draws.unwrap_or(DEFAULT_ITERATIONS),
             adaptation: match self.adaptation {
                 Adaptation::Stan => AdaptationKind::Stan,
                 Adaptation::Nutpie => AdaptationKind::Nutpie,
@@ -133,6 +146,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Node(args) => node::run(args),
         Command::Join(args) => join::run(args),
         Command::Status(args) => status::run(args),
+        Command::BenchCluster(args) => bench_cluster::run(args),
+        Command::Debug(args) => debug::run(args),
     }
 }
 

@@ -1,4 +1,8 @@
 //! Progress bars for running chains: one per chain for a few chains, one in all for many.
+//!
+//! A GPU run reports thousands of chains' draws from the threads of its driver, millions of
+//! events in all: the shared bar counts them with atomics and redraws every
+//! [`AGGREGATE_STRIDE`] draws, so that a draw costs an atomic add, not a formatted message.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -7,12 +11,20 @@ use sampler::{DrawEvent, Observer};
 
 /// Chains beyond this share one bar.
 const MAX_BARS: u32 = 8;
+/// Draws between two updates of the shared bar.
+const AGGREGATE_STRIDE: u64 = 1024;
 
 /// An [`Observer`] that draws progress bars on stderr (hidden when stderr is not a terminal).
 pub struct ProgressBars {
-    _multi: MultiProgress,
+    multi: MultiProgress,
     bars: Vec<ProgressBar>,
     divergent: Vec<AtomicU64>,
+    /// Whether one bar counts the draws of every chain.
+    shared: bool,
+    /// Draws of all chains so far, for the shared bar.
+    done: AtomicU64,
+    /// Draws of all chains in all.
+    total: u64,
 }
 
 impl ProgressBars {
@@ -48,10 +60,18 @@ impl ProgressBars {
             })
             .collect();
         ProgressBars {
-            _multi: multi,
+            multi,
             bars,
             divergent: (0..n_bars).map(|_| AtomicU64::new(0)).collect(),
+            shared: n_chains > MAX_BARS,
+            done: AtomicU64::new(0),
+            total: iterations * u64::from(n_chains),
         }
+    }
+
+    /// Prints a line on stderr above the bars (whether or not they are shown).
+    pub fn println(&self, line: &str) {
+        self.multi.suspend(|| eprintln!("{line}"));
     }
 
     /// Removes the bars.
@@ -62,26 +82,45 @@ impl ProgressBars {
     }
 }
 
+/// The bar's message: the phase and the divergences so far.
+fn message(warmup: bool, divergent: u64) -> String {
+    let phase = if warmup { "warmup" } else { "sampling" };
+    if divergent > 0 {
+        format!("{phase}, {divergent} divergent")
+    } else {
+        phase.to_owned()
+    }
+}
+
 impl Observer for ProgressBars {
     fn on_draw(&self, event: &DrawEvent) {
-        let index = if self.bars.len() == 1 {
-            0
-        } else {
-            event.chain.0 as usize
-        };
+        let diverged = event.stats.divergent && !event.warmup;
+        if self.shared {
+            if diverged {
+                self.divergent[0].fetch_add(1, Ordering::Relaxed);
+            }
+            let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+            if done.is_multiple_of(AGGREGATE_STRIDE) || done == self.total {
+                let bar = &self.bars[0];
+                bar.set_position(done);
+                bar.set_message(message(
+                    event.warmup,
+                    self.divergent[0].load(Ordering::Relaxed),
+                ));
+            }
+            return;
+        }
+        let index = event.chain.0 as usize;
         let Some(bar) = self.bars.get(index) else {
             return;
         };
         bar.inc(1);
-        if event.stats.divergent && !event.warmup {
+        if diverged {
             self.divergent[index].fetch_add(1, Ordering::Relaxed);
         }
-        let phase = if event.warmup { "warmup" } else { "sampling" };
-        let divergent = self.divergent[index].load(Ordering::Relaxed);
-        if divergent > 0 {
-            bar.set_message(format!("{phase}, {divergent} divergent"));
-        } else {
-            bar.set_message(phase);
-        }
+        bar.set_message(message(
+            event.warmup,
+            self.divergent[index].load(Ordering::Relaxed),
+        ));
     }
 }

@@ -328,3 +328,141 @@ fn devices_lists_adapters_or_says_there_is_none() {
     assert!(out.contains("eight_schools_noncentered"), "{out}");
     assert!(out.contains("every check passed"), "{out}");
 }
+
+/// `y ~ normal(mu, 1)`, flat prior: the posterior of `mu` is normal(mean(y), 1 / sqrt(4)) =
+/// normal(0.3, 0.5).
+const NORMAL_MODEL: &str = r#"{"ir_version": 1, "name": "normal_mean",
+    "data": {"y": {"vector": [0.4, -1.1, 1.6, 0.3]}},
+    "parameters": [{"name": "mu"}],
+    "model": [{"sample": {"value": "y", "dist": {"normal": {"mu": "mu", "sigma": 1}}}}]}"#;
+
+/// The summary row of `name`: mean, sd, 5%, 50%, 95%, mcse, ess_bulk, ess_tail, r_hat.
+fn summary_row(text: &str, name: &str) -> Vec<f64> {
+    let line = text
+        .lines()
+        .find(|line| line.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row {name} in:\n{text}"));
+    line.split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().expect("a number"))
+        .collect()
+}
+
+/// Whether the run's header line says it ran on a GPU; if not, there must be no usable GPU
+/// here (and REQUIRE_GPU unset), said in exactly one warning line.
+fn ran_on_gpu(output: &Output) -> bool {
+    let (out, err) = (stdout(output), stderr(output));
+    let header = out.lines().next().unwrap_or_default();
+    if header.contains(" on GPU ") {
+        return true;
+    }
+    assert!(
+        std::env::var("REQUIRE_GPU").map_or(true, |v| v != "1"),
+        "REQUIRE_GPU=1 but: {header}\n{err}"
+    );
+    assert!(header.contains("on CPU (no usable GPU)"), "{header}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 1, "one warning line, got:\n{err}");
+    assert!(warnings[0].contains("sampling runs on the CPU"), "{err}");
+    eprintln!("no usable GPU here: {}", warnings[0]);
+    false
+}
+
+/// `sample --device gpu` with many chains: the usual summary, one line for all chains, sane
+/// diagnostics and the right posterior, and one Stan CSV file per chain.
+#[test]
+fn sample_on_the_gpu_gives_a_sane_summary_for_many_chains() {
+    let dir = scratch_dir("gpu");
+    let model = dir.join("normal_mean.json");
+    std::fs::write(&model, NORMAL_MODEL).expect("write model");
+    let csv = dir.join("draws.csv");
+    let output = cli(&[
+        "sample",
+        model.to_str().expect("utf8 path"),
+        "--device",
+        "gpu",
+        "--chains",
+        "64",
+        "--warmup",
+        "200",
+        "--draws",
+        "200",
+        "--seed",
+        "5",
+        "--quiet",
+        "--output",
+        csv.to_str().expect("utf8 path"),
+    ]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    ran_on_gpu(&output);
+    let text = stdout(&output);
+    let mu = summary_row(&text, "mu");
+    let (mean, sd, ess_bulk, ess_tail, rhat) = (mu[0], mu[1], mu[6], mu[7], mu[8]);
+    // 12800 draws: the Monte Carlo error of the mean is about 0.5 / sqrt(ESS) < 0.01.
+    assert!((mean - 0.3).abs() < 0.05, "mean {mean}\n{text}");
+    assert!((sd - 0.5).abs() < 0.05, "sd {sd}\n{text}");
+    assert!(rhat < 1.01, "r_hat {rhat}\n{text}");
+    assert!(ess_bulk > 3000.0 && ess_tail > 3000.0, "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("64 chains: step size")),
+        "no line for all chains in:\n{text}"
+    );
+    assert!(!text.contains("chain 5: step size"), "{text}");
+    assert!(dir.join("draws_64.csv").exists(), "{text}");
+}
+
+/// Refusing software devices leaves a lavapipe-only machine (CI) without a usable GPU: one
+/// warning line, and the CPU samples.
+#[test]
+fn sample_on_the_gpu_without_a_usable_gpu_falls_back_to_the_cpu() {
+    let output = cli(&[
+        "sample",
+        "models/eight_schools_noncentered.json",
+        "--device",
+        "gpu",
+        "--no-software-gpu",
+        "--chains",
+        "2",
+        "--warmup",
+        "200",
+        "--draws",
+        "200",
+        "--quiet",
+    ]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let header = stdout(&output)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let software_only = !header.contains(" on GPU ");
+    if software_only {
+        let err = stderr(&output);
+        assert_eq!(err.trim_end().lines().count(), 1, "one line, got:\n{err}");
+        assert!(err.contains("software devices are not allowed"), "{err}");
+        assert!(header.contains("on CPU (no usable GPU)"), "{header}");
+    }
+    assert!(stdout(&output).contains("theta[8]"));
+}
+
+/// A bad model is the same error with `--device gpu`: one line, exit code 2, before any GPU
+/// work; GPU options without `--device gpu` are refused.
+#[test]
+fn sample_on_the_gpu_keeps_the_exit_codes() {
+    let dir = scratch_dir("gpu_bad");
+    let path = dir.join("bad.json");
+    std::fs::write(&path, "{\"ir_version\": 1, \"name\": ").expect("write model");
+    let output = cli(&["sample", path.to_str().expect("utf8"), "--device", "gpu"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert_eq!(stderr(&output).trim_end().lines().count(), 1);
+    assert!(stderr(&output).contains("bad.json"));
+
+    let output = cli(&[
+        "sample",
+        "models/eight_schools_noncentered.json",
+        "--kernel",
+        "fused",
+    ]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(stderr(&output).contains("need --device gpu"));
+}

@@ -20,9 +20,12 @@
 //! [`PipelineKey`]; batch buffers are kept per pipeline and grown on demand.
 
 mod adapters;
+pub(crate) mod fused;
+pub(crate) mod nuts;
 mod pipelines;
 mod probe;
 mod resources;
+mod rng_check;
 mod scope;
 mod worker;
 
@@ -46,6 +49,10 @@ pub use adapters::{
 };
 pub use pipelines::PipelineKey;
 pub use probe::F64BuiltinCheck;
+pub use rng_check::RngSamples;
+
+use fused::{FusedCommand, FusedReply};
+use nuts::{NutsCommand, NutsReply};
 
 /// Which adapter to open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -259,6 +266,32 @@ impl GpuDevice {
     /// device of its own, never on one that serves requests.
     pub fn check_f64_builtins(&self) -> Pending<F64BuiltinCheck> {
         self.send(|reply| Command::CheckF64Builtins { reply })
+    }
+
+    /// Runs the sampling kernels' random number generator (`shaders/rng.wgsl`) on the given
+    /// Philox counters with the key `key` (a seed's low and high words), in `precision`.
+    pub fn check_rng(
+        &self,
+        precision: Precision,
+        key: [u32; 2],
+        counters: Vec<[u32; 4]>,
+    ) -> Pending<RngSamples> {
+        self.send(|reply| Command::CheckRng {
+            precision,
+            key,
+            counters,
+            reply,
+        })
+    }
+
+    /// A request to a NUTS session (`crate::sampling`'s kernel b).
+    pub(crate) fn nuts(&self, command: NutsCommand) -> Pending<NutsReply> {
+        self.send(|reply| Command::Nuts { command, reply })
+    }
+
+    /// A request to a fused session (`crate::sampling`'s kernel a).
+    pub(crate) fn fused(&self, command: FusedCommand) -> Pending<FusedReply> {
+        self.send(|reply| Command::Fused { command, reply })
     }
 
     /// Injects a fault, for tests of supervisors.

@@ -118,6 +118,17 @@ pub enum GpuError {
         /// The OS error.
         message: String,
     },
+    /// A sampling request names a session the device thread no longer has (its model was
+    /// unloaded, or the device was restarted).
+    #[error("sampling session {session} is gone from this GPU device (its model was unloaded)")]
+    SessionGone {
+        /// The session's number.
+        session: u64,
+    },
+    /// The sampler refused the request or failed (settings, initial points, step size,
+    /// cancellation).
+    #[error(transparent)]
+    Sampler(#[from] sampler::SampleError),
     /// A reply did not arrive in time ([`crate::Pending::wait_timeout`]); the request may
     /// still complete.
     #[error("no reply from the GPU worker within {waited:?}")]

@@ -8,16 +8,30 @@
 //!
 //! The actors that supervise devices and the fused-chain kernels build on these (issue 3).
 
+mod actor;
 mod device;
 mod error;
+mod kernels;
 mod reply;
+mod sampling;
 pub mod wgsl;
 
+pub use actor::{
+    AdapterSelection, CancelToken, GpuActorError, GpuKernel, GpuSampleRequest, GpuSupervisor,
+    GpuSupervisorArgs, GpuSupervisorMsg, GpuSupervisorState, RanOn, RestartPolicy, SampleJob,
+    SampleOutput, SupervisorReport, WorkerId, WorkerState, WorkerStatus,
+};
 pub use device::{
     AdapterChoice, AdapterFeatures, AdapterLimits, AdapterReport, DeviceKind, DeviceMemory,
     DeviceOptions, DeviceStats, F64BuiltinCheck, Fault, GpuDevice, LogpGradBatch, LogpGradRequest,
-    ModelKey, PipelineKey, enumerate_adapters,
+    ModelKey, PipelineKey, RngSamples, enumerate_adapters,
 };
 pub use error::GpuError;
+pub use kernels::{normal_pair, philox4x32_10, uniform24, uniform53};
 pub use reply::Pending;
-pub use wgsl::{KernelKind, Precision, ShaderOptions, TapePlacement};
+pub use sampling::{
+    DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DispatchStats, FusedLeapfrog, GpuRun,
+    GpuSamplingOptions, LeapfrogStart, LeapfrogSteps, LockstepTotals, Phase, sample_on_device,
+    sample_on_device_with,
+};
+pub use wgsl::{DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement};

@@ -69,10 +69,16 @@
 //! All model data is in storage buffers (no push constants: size is bounded by memory): the
 //! real values of `program.data` as `array<T>` (converted to f32 for [`Precision::F32`]), the
 //! `Gather` indices as `array<u32>`. Every chain reads the same data, so on a GPU it is served
-//! from cache. A later kernel can stage a hot matrix in workgroup memory: the logistic model's
-//! 500 x 20 matrix is 40 000 bytes in f32, under the 48 KiB of workgroup storage of the H100
-//! (`Limits::max_compute_workgroup_storage_size`; lavapipe has 32 KiB), but 80 000 bytes in
-//! f64, which does not fit.
+//! from cache. With [`DataPlacement::Workgroup`] the kernels read it from workgroup memory
+//! instead: each kernel's entry point first calls the generated `g_stage_data(local)`, in which
+//! the workgroup's invocations copy `g_data` into `var<workgroup> g_shared_data` (a loop with
+//! the same trip count for every invocation) and meet at a `workgroupBarrier()`. The call comes
+//! before any invocation can leave (chains past the end, chains that finish early), because a
+//! barrier must be reached by every invocation of the workgroup. [`DataPlacement::choose`]
+//! takes it when the data fits the adapter's `Limits::max_compute_workgroup_storage_size`:
+//! the logistic model's data (a 500 x 20 matrix and 500 outcomes) is 42 000 bytes in f32,
+//! under the H100's 48 KiB but over lavapipe's 32 KiB, and 84 000 bytes in f64, which fits
+//! neither. With [`DataPlacement::Storage`] `g_stage_data` is empty.
 //!
 //! # Precision
 //!
@@ -85,8 +91,9 @@
 
 mod ast;
 mod check;
+mod cost;
 mod density;
-mod library;
+pub(crate) mod library;
 mod model;
 mod tape;
 
@@ -97,7 +104,11 @@ use std::fmt;
 
 use sampler::Program;
 
-use ast::{Access, Element, Global, Item, Module, ModuleConst};
+pub use cost::{SOFTWARE_LOOP_LIMIT, model_loop_iterations};
+
+use ast::{
+    Access, Builtin, Element, Expr, Function, Global, Hook, Ident, Item, Module, ModuleConst, Stmt,
+};
 use tape::Tape;
 
 /// Floating-point precision of a kernel.
@@ -175,19 +186,77 @@ impl fmt::Display for TapePlacement {
     }
 }
 
-/// The kernels the generator can produce. Later kernels (fused leapfrog, whole transitions)
-/// join this enum; it is part of the pipeline cache key.
+/// Where the kernels read the model's real data from (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DataPlacement {
+    /// The storage buffer bound at [`DATA_BINDING`].
+    Storage,
+    /// A copy in workgroup memory, made at the start of every dispatch.
+    Workgroup,
+}
+
+/// Bytes of workgroup memory that [`DataPlacement::Workgroup`] takes for `program`.
+pub fn workgroup_data_bytes(program: &Program, precision: Precision) -> u64 {
+    program.data.len() as u64 * precision.size_bytes()
+}
+
+impl DataPlacement {
+    /// [`DataPlacement::Workgroup`] when `program` has data and it fits in
+    /// `max_workgroup_storage` bytes (the adapter's
+    /// `Limits::max_compute_workgroup_storage_size`), else [`DataPlacement::Storage`].
+    pub fn choose(
+        program: &Program,
+        precision: Precision,
+        max_workgroup_storage: u32,
+    ) -> DataPlacement {
+        let bytes = workgroup_data_bytes(program, precision);
+        if bytes > 0 && bytes <= u64::from(max_workgroup_storage) {
+            DataPlacement::Workgroup
+        } else {
+            DataPlacement::Storage
+        }
+    }
+}
+
+impl fmt::Display for DataPlacement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DataPlacement::Storage => "storage",
+            DataPlacement::Workgroup => "workgroup",
+        })
+    }
+}
+
+/// The kernels the generator can produce; part of the pipeline cache key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum KernelKind {
     /// Log density and gradient of N chains at N points (`shaders/logp_grad.wgsl`).
     LogpGrad,
+    /// Whole NUTS transitions, one state machine per chain (`shaders/nuts.wgsl`).
+    Nuts,
+    /// Warmup's step-size searches on the NUTS kernel's chain state
+    /// (`shaders/nuts_search.wgsl`).
+    NutsSearch,
+    /// K leapfrog steps per chain for a tree builder on the CPU (`shaders/fused.wgsl`).
+    Fused,
 }
 
 impl KernelKind {
+    /// Every kernel, for tests.
+    pub const ALL: [KernelKind; 4] = [
+        KernelKind::LogpGrad,
+        KernelKind::Nuts,
+        KernelKind::NutsSearch,
+        KernelKind::Fused,
+    ];
+
     /// The kernel's entry point.
     pub fn entry_point(self) -> &'static str {
         match self {
             KernelKind::LogpGrad => "logp_grad_main",
+            KernelKind::Nuts => "nuts_main",
+            KernelKind::NutsSearch => "nuts_search_main",
+            KernelKind::Fused => "fused_main",
         }
     }
 }
@@ -196,6 +265,9 @@ impl fmt::Display for KernelKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             KernelKind::LogpGrad => "logp_grad",
+            KernelKind::Nuts => "nuts",
+            KernelKind::NutsSearch => "nuts_search",
+            KernelKind::Fused => "fused",
         })
     }
 }
@@ -209,19 +281,23 @@ pub struct ShaderOptions {
     pub placement: TapePlacement,
     /// Invocations per workgroup (one chain each).
     pub workgroup_size: u32,
+    /// Where the model's data is read from.
+    pub data: DataPlacement,
 }
 
 /// The default workgroup size: two NVIDIA warps, eight lavapipe SIMD lanes.
 pub const DEFAULT_WORKGROUP_SIZE: u32 = 64;
 
 impl ShaderOptions {
-    /// Defaults for `program` in `precision`: [`TapePlacement::choose`] and
-    /// [`DEFAULT_WORKGROUP_SIZE`].
+    /// Defaults for `program` in `precision`: [`TapePlacement::choose`],
+    /// [`DEFAULT_WORKGROUP_SIZE`] and data in storage (a device picks
+    /// [`DataPlacement::choose`] from its limits).
     pub fn new(program: &Program, precision: Precision) -> ShaderOptions {
         ShaderOptions {
             precision,
             placement: TapePlacement::choose(program),
             workgroup_size: DEFAULT_WORKGROUP_SIZE,
+            data: DataPlacement::Storage,
         }
     }
 }
@@ -269,6 +345,58 @@ pub const LOGP_GRAD_LOGP_BINDING: Binding = Binding {
 };
 /// `logp_grad`: the gradients, `array<T>`, dim-major.
 pub const LOGP_GRAD_GRAD_BINDING: Binding = Binding {
+    group: 1,
+    binding: 4,
+};
+
+/// NUTS kernels: `NsParams` (nuts_state.wgsl), uniform.
+pub const NUTS_PARAMS_BINDING: Binding = Binding {
+    group: 1,
+    binding: 1,
+};
+/// NUTS kernels: real settings then the inverse metric, `array<T>`, read-only.
+pub const NUTS_CONSTS_BINDING: Binding = Binding {
+    group: 1,
+    binding: 2,
+};
+/// NUTS kernels: per-chain vectors and scalars, `array<T>`.
+pub const NUTS_VEC_BINDING: Binding = Binding {
+    group: 1,
+    binding: 3,
+};
+/// NUTS kernels: U-turn checkpoints, `array<T>`.
+pub const NUTS_CKPT_BINDING: Binding = Binding {
+    group: 1,
+    binding: 4,
+};
+/// NUTS kernels: per-chain integers and the integer statistics of the output slots,
+/// `array<u32>`.
+pub const NUTS_UINT_BINDING: Binding = Binding {
+    group: 1,
+    binding: 5,
+};
+/// NUTS kernels: the output slots (draws, then real statistics), `array<T>`.
+pub const NUTS_OUT_BINDING: Binding = Binding {
+    group: 1,
+    binding: 6,
+};
+/// Fused kernel: `FuParams`, uniform.
+pub const FUSED_PARAMS_BINDING: Binding = Binding {
+    group: 1,
+    binding: 1,
+};
+/// Fused kernel: the inverse metric then one signed step size per chain, `array<T>`.
+pub const FUSED_CONSTS_BINDING: Binding = Binding {
+    group: 1,
+    binding: 2,
+};
+/// Fused kernel: the start points (position, momentum, gradient), `array<T>`.
+pub const FUSED_STATE_BINDING: Binding = Binding {
+    group: 1,
+    binding: 3,
+};
+/// Fused kernel: every step's state and log density, `array<T>`.
+pub const FUSED_OUT_BINDING: Binding = Binding {
     group: 1,
     binding: 4,
 };
@@ -323,6 +451,9 @@ pub enum CodegenError {
         /// [`MAX_PRIVATE_TAPE_LEN`].
         limit: usize,
     },
+    /// [`DataPlacement::Workgroup`] was asked for a program without data.
+    #[error("workgroup data placement needs a model with data; this one has none")]
+    NoDataToStage,
     /// A workgroup size outside 1..=1024.
     #[error("workgroup size {size} is outside 1..=1024")]
     WorkgroupSize {
@@ -338,11 +469,31 @@ pub fn kernel_source(
     options: &ShaderOptions,
 ) -> Result<String, CodegenError> {
     let mut module = model_module(program, options)?;
-    module.items.push(Item::Source(match kernel {
-        KernelKind::LogpGrad => library::logp_grad_kernel(),
-    }));
+    module.items.extend(
+        library::kernel_sources(kernel)
+            .into_iter()
+            .map(Item::Source),
+    );
     Ok(module.render(options.precision))
 }
+
+/// The module of the RNG check: `shaders/rng.wgsl` and a kernel that runs it on given
+/// counters (entry point [`RNG_CHECK_ENTRY`]), in `precision`.
+pub fn rng_check_source(precision: Precision) -> String {
+    let module = Module {
+        items: std::iter::once(Item::AliasT)
+            .chain(
+                library::rng_check_library(precision)
+                    .into_iter()
+                    .map(Item::Source),
+            )
+            .collect(),
+    };
+    module.render(precision)
+}
+
+/// Entry point of [`rng_check_source`].
+pub const RNG_CHECK_ENTRY: &str = "rng_check_main";
 
 /// The module of the f64 built-in check: WGSL's own `exp`/`log` on f64 (entry point
 /// [`F64_BUILTINS_ENTRY`]).
@@ -404,7 +555,67 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
             .into_iter()
             .map(Item::Source),
     );
-    let tape = Tape::new(options.placement, tape_len);
+    if options.data == DataPlacement::Workgroup {
+        if program.data.is_empty() {
+            return Err(CodegenError::NoDataToStage);
+        }
+        items.push(Item::WorkgroupReals(Global::SharedData, data_len(program)?));
+    }
+    items.push(Item::Function(stage_data_function(program, options)?));
+    let tape = Tape::new(options.placement, tape_len, options.data);
     items.push(Item::Function(model::logp_grad_function(program, &tape)));
     Ok(Module { items })
+}
+
+/// The number of real data values, as the `u32` WGSL indexes with.
+fn data_len(program: &Program) -> Result<u32, CodegenError> {
+    u32::try_from(program.data.len()).map_err(|_| CodegenError::TooLarge {
+        what: "the model's data",
+        value: program.data.len(),
+        limit: u32::MAX as usize,
+    })
+}
+
+/// `g_stage_data(local)`: with [`DataPlacement::Workgroup`], invocation `local` copies every
+/// `G_WORKGROUP_SIZE`-th value of `g_data` into `g_shared_data`, then all wait at a barrier.
+/// The loop runs the same rounds in every invocation (the bound is a constant), so the
+/// barrier stays in uniform control flow. Empty with [`DataPlacement::Storage`].
+fn stage_data_function(
+    program: &Program,
+    options: &ShaderOptions,
+) -> Result<Function, CodegenError> {
+    let local = Ident::new("local");
+    let mut body = Vec::new();
+    if options.data == DataPlacement::Workgroup {
+        let len = data_len(program)?;
+        let rounds = len.div_ceil(options.workgroup_size);
+        let round = Ident::new("round");
+        let at = Ident::new("at");
+        let copy = Stmt::Assign(
+            Expr::Global(Global::SharedData).index(Expr::local(&at)),
+            Expr::Global(Global::Data).index(Expr::local(&at)),
+        );
+        body.push(Stmt::for_(
+            &round,
+            Expr::U32(rounds),
+            vec![
+                Stmt::let_(
+                    &at,
+                    Expr::local(&round) * Expr::Const(ModuleConst::WorkgroupSize)
+                        + Expr::local(&local),
+                ),
+                Stmt::If(Expr::U32(len).gt(Expr::local(&at)), vec![copy], Vec::new()),
+            ],
+        ));
+        body.push(Stmt::Call(Expr::builtin(
+            Builtin::WorkgroupBarrier,
+            Vec::new(),
+        )));
+    }
+    Ok(Function {
+        name: Hook::StageData,
+        params: vec![local],
+        ret: None,
+        body,
+    })
 }

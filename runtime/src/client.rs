@@ -1,7 +1,8 @@
 //! A client of the cluster: a "hidden" node (Erlang's term) that connects to one node, talks
 //! to its services and leaves, without becoming a member (it runs no membership endpoint, so
-//! nodes do not heartbeat it or gossip it). `cluster-cli join` and `status` use it; remote
-//! sampling will add its calls here.
+//! nodes do not heartbeat it or gossip it). `cluster-cli join`, `status` and
+//! `sample --cluster` use it: [`ClusterClient::sample`] submits a job to the node's coordinator
+//! and returns a [`SampleJob`], the stream of its updates and then its outcome.
 //!
 //! [`ClusterClient::connect`] returns only once the session is ready, which
 //! `client_connect`'s `Ok` does not mean (notes §2.2): it waits for the session events, with
@@ -9,6 +10,8 @@
 //!
 //! Like a node, a client runs a `NodeServer` (ractor_cluster has no client-only mode); it
 //! listens on an ephemeral loopback port nobody dials. One client or node per process.
+
+mod job;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -21,14 +24,17 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::cookie::Cookie;
-use crate::discovery::MEMBERSHIP;
-use crate::ids::{NodeName, RequestId, SessionId};
+use crate::discovery::{COORDINATOR, CPU_POOL, MEMBERSHIP};
+use crate::ids::{JobId, NodeName, RequestId, SessionId};
 use crate::membership::{MemberStatus, NodeInfo};
+use crate::sampling::SampleRequest;
 use crate::session::{self, ConnectError, SessionEvent, SessionEventKind};
 use crate::supervisor::spawn_error_reason;
 use crate::wire::{
-    self, CallError, Envelope, MAX_FRAME_BYTES, MembershipReply, MembershipRequest, WireError,
+    self, CallError, Envelope, JobReply, JobRequest, MAX_FRAME_BYTES, MembershipReply,
+    MembershipRequest, MembershipWire, PoolReply, PoolRequest, Service, WireError, WireFault,
 };
+pub use job::SampleJob;
 
 /// How a client connects.
 #[derive(Debug, Clone)]
@@ -59,6 +65,23 @@ impl ClientSettings {
     }
 }
 
+impl From<Cookie> for ClientSettings {
+    fn from(cookie: Cookie) -> Self {
+        Self::new(cookie)
+    }
+}
+
+/// A service of a node, for [`ClusterClient::call_raw`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawService {
+    /// The membership endpoint.
+    Membership,
+    /// The job coordinator.
+    Coordinator,
+    /// The CPU sampler pool.
+    Pool,
+}
+
 /// A failed client operation.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -81,6 +104,14 @@ pub enum ClientError {
         peer: NodeName,
         /// The answer.
         answer: String,
+    },
+    /// The job failed on the cluster.
+    #[error("job {job} failed: {error}")]
+    JobFailed {
+        /// The job.
+        job: JobId,
+        /// Why.
+        error: String,
     },
     /// The node's answer did not decode.
     #[error("bad answer from {peer}: {error}")]
@@ -109,8 +140,9 @@ impl ClusterClient {
     /// membership endpoint is visible.
     pub async fn connect(
         address: SocketAddr,
-        settings: ClientSettings,
+        settings: impl Into<ClientSettings>,
     ) -> Result<Self, ClientError> {
+        let settings = settings.into();
         let server = NodeServer::new(
             0,
             settings.cookie.reveal().to_owned(),
@@ -202,21 +234,150 @@ impl ClusterClient {
         }
     }
 
+    /// Submits a sampling job to the node's coordinator, which spreads its chains over the
+    /// cluster. The returned [`SampleJob`] yields updates as chains progress, then the
+    /// outcome (every chain's draws, where each ran, what was retried).
+    ///
+    /// A submission that times out is sent again with the same request id (the coordinator
+    /// starts the job once).
+    pub async fn sample(&mut self, request: &SampleRequest) -> Result<SampleJob<'_>, ClientError> {
+        let request_id = self.request_id();
+        let envelope = Envelope::new(
+            request_id,
+            &self.settings.name,
+            JobRequest::Submit(request.to_wire()),
+        );
+        let mut attempt = 0;
+        let reply = loop {
+            attempt += 1;
+            let endpoint = self.endpoint(&COORDINATOR)?;
+            match wire::call(
+                &endpoint,
+                self.peer.as_str(),
+                &envelope,
+                self.settings.call_timeout,
+            )
+            .await
+            {
+                Ok(reply) => break reply.body,
+                Err(CallError::Timeout { .. }) if attempt < SUBMIT_ATTEMPTS => continue,
+                Err(error) => return Err(error.into()),
+            }
+        };
+        match reply {
+            JobReply::Submitted { job, n_chains } if n_chains == request.n_chains => {
+                let _span = crate::ids::job_span(job).entered();
+                tracing::info!(
+                    "{n_chains} chains of {} submitted to {}",
+                    request.model.name,
+                    self.peer
+                );
+                Ok(SampleJob::new(self, job, n_chains))
+            }
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Test-only: asks the connected node's CPU pool for a fault (refused unless the node
+    /// runs with fault injection allowed).
+    pub async fn inject_fault(&mut self, fault: WireFault) -> Result<(), ClientError> {
+        let endpoint = self.endpoint(&CPU_POOL)?;
+        let envelope = Envelope::new(
+            self.request_id(),
+            &self.settings.name,
+            PoolRequest::InjectFault(fault),
+        );
+        let reply = wire::call(
+            &endpoint,
+            self.peer.as_str(),
+            &envelope,
+            self.settings.call_timeout,
+        )
+        .await?;
+        match reply.body {
+            PoolReply::FaultInjected => Ok(()),
+            other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Sends `bytes` as they are to a service of the connected node and returns the answer's
+    /// bytes (an `Envelope<Result<Reply, WireError>>`): for tests of what nodes do with
+    /// malformed requests.
+    pub async fn call_raw(
+        &mut self,
+        service: RawService,
+        bytes: Vec<u8>,
+    ) -> Result<Vec<u8>, ClientError> {
+        let timeout = self.settings.call_timeout;
+        match service {
+            RawService::Membership => self.raw(&MEMBERSHIP, bytes, timeout).await,
+            RawService::Coordinator => self.raw(&COORDINATOR, bytes, timeout).await,
+            RawService::Pool => self.raw(&CPU_POOL, bytes, timeout).await,
+        }
+    }
+
+    /// This client's node name (the `sender` of its envelopes).
+    pub fn name(&self) -> &NodeName {
+        &self.settings.name
+    }
+
     /// Closes the session and stops the client's `NodeServer`.
     pub async fn close(self) {
         stop(&self.node_server, self.handle).await;
     }
 
-    async fn call(&mut self, request: MembershipRequest) -> Result<MembershipReply, ClientError> {
-        let endpoint =
-            MEMBERSHIP
-                .remote_member(self.session)
-                .ok_or_else(|| ConnectError::Unreachable {
-                    address: self.address,
-                    reason: "the session closed".to_owned(),
-                })?;
+    async fn raw<S: Service>(
+        &mut self,
+        group: &crate::discovery::Group<S>,
+        bytes: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, ClientError> {
+        let endpoint = self.endpoint(group)?;
+        let reply = endpoint
+            .call(|port| S::call(bytes, port), Some(timeout))
+            .await
+            .map_err(|error| CallError::Unreachable {
+                service: S::NAME,
+                peer: self.peer.to_string(),
+                reason: error.to_string(),
+            })?;
+        match reply {
+            ractor::rpc::CallResult::Success(bytes) => Ok(bytes),
+            _ => Err(CallError::Timeout {
+                service: S::NAME,
+                peer: self.peer.to_string(),
+                timeout,
+            }
+            .into()),
+        }
+    }
+
+    fn request_id(&mut self) -> RequestId {
         self.next_request += 1;
-        let envelope = Envelope::new(RequestId(self.next_request), &self.settings.name, request);
+        RequestId(self.next_request)
+    }
+
+    /// The node's member of `group`, looked up again on every call (a restarted service is
+    /// a new actor).
+    fn endpoint<M: ractor::Message>(
+        &self,
+        group: &crate::discovery::Group<M>,
+    ) -> Result<ActorRef<M>, ClientError> {
+        group.remote_member(self.session).ok_or_else(|| {
+            ConnectError::Unreachable {
+                address: self.address,
+                reason: format!(
+                    "the node offers no {} service (the session closed?)",
+                    group.name()
+                ),
+            }
+            .into()
+        })
+    }
+
+    async fn call(&mut self, request: MembershipRequest) -> Result<MembershipReply, ClientError> {
+        let endpoint = self.endpoint::<MembershipWire>(&MEMBERSHIP)?;
+        let envelope = Envelope::new(self.request_id(), &self.settings.name, request);
         let reply = wire::call(
             &endpoint,
             self.peer.as_str(),
@@ -227,13 +388,16 @@ impl ClusterClient {
         Ok(reply.body)
     }
 
-    fn unexpected(&self, answer: MembershipReply) -> ClientError {
+    fn unexpected(&self, answer: impl std::fmt::Debug) -> ClientError {
         ClientError::Unexpected {
             peer: self.peer.clone(),
             answer: format!("{answer:?}"),
         }
     }
 }
+
+/// Submissions sent before a timeout is an error.
+const SUBMIT_ATTEMPTS: u32 = 3;
 
 /// Dials `address` and follows its session to `Ready`, then checks it offers membership.
 async fn wait_ready(

@@ -4,15 +4,14 @@
 //!
 //! A [`Group`] fixes the message type of its members, so that the unchecked
 //! `ActorCell -> ActorRef<M>` conversion (ractor cannot check it for remote actors) happens in
-//! one place. The next groups (GPU supervisor, CPU sampler pool, job coordinator) are added
-//! here next to [`MEMBERSHIP`].
+//! one place.
 
 use std::marker::PhantomData;
 
 use ractor::{ActorCell, ActorId, ActorRef, Message};
 
 use crate::ids::SessionId;
-use crate::wire::MembershipWire;
+use crate::wire::{JobWire, MembershipWire, PoolWire};
 
 /// The pg scope of every group of this runtime.
 pub const SCOPE: &str = "bayes-cluster";
@@ -26,6 +25,15 @@ pub struct Group<M> {
 
 /// Each node's membership endpoint.
 pub const MEMBERSHIP: Group<MembershipWire> = Group::new("membership");
+
+/// Each node's CPU sampler pool endpoint.
+pub const CPU_POOL: Group<PoolWire> = Group::new("cpu-pool");
+
+/// Each GPU node's GPU sampler pool endpoint (same protocol as [`CPU_POOL`]).
+pub const GPU_POOL: Group<PoolWire> = Group::new("gpu-pool");
+
+/// Each node's job coordinator endpoint: where clients submit sampling jobs.
+pub const COORDINATOR: Group<JobWire> = Group::new("coordinator");
 
 impl<M: Message> Group<M> {
     const fn new(name: &'static str) -> Self {
@@ -64,6 +72,18 @@ impl<M: Message> Group<M> {
             .into_iter()
             .filter_map(|cell| Some((session_of(&cell)?, ActorRef::from(cell))))
             .collect()
+    }
+
+    /// Every member, local ones first; remote ones with the session they are reached
+    /// through.
+    pub fn all_members(&self) -> Vec<(Option<SessionId>, ActorRef<M>)> {
+        let mut members: Vec<_> = self
+            .members()
+            .into_iter()
+            .map(|cell| (session_of(&cell), ActorRef::from(cell)))
+            .collect();
+        members.sort_by_key(|(session, _)| session.is_some());
+        members
     }
 
     fn members(&self) -> Vec<ActorCell> {

@@ -1,7 +1,9 @@
-//! Typed identifiers: node names, session ids, request ids and supervisor child ids.
+//! Typed identifiers: node names, session ids, request ids, supervisor child ids, and the
+//! ids of sampling jobs and of the tasks a job is split into.
 
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The longest short name (the part before `@`) a node may have.
 pub const MAX_SHORT_NAME_LEN: usize = 64;
@@ -147,6 +149,100 @@ impl fmt::Display for RequestId {
     }
 }
 
+/// A sampling job, cluster-wide: chosen by the coordinator that runs it, carried in the
+/// envelope of every message about the job (so that each node's log spans name it), printed as
+/// 16 hex digits.
+#[derive(
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Debug,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct JobId(pub u64);
+
+impl JobId {
+    /// A new id, unique with overwhelming probability (see [`fresh_u64`]).
+    pub fn fresh() -> Self {
+        Self(fresh_u64())
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// The log span of everything about `job` on this node: a `job` span naming it, or none when
+/// the current span is already one. ractor carries the sender's span with each local
+/// message, so a handler of a message about a job often runs inside its span already;
+/// requests from other nodes arrive without one, and their endpoints open it from the
+/// envelope's job id.
+pub(crate) fn job_span(job: JobId) -> tracing::Span {
+    let current = tracing::Span::current();
+    if current.metadata().is_some_and(|meta| meta.name() == "job") {
+        tracing::Span::none()
+    } else {
+        tracing::info_span!("job", job = %job)
+    }
+}
+
+/// Chains of one job sent to one worker in one dispatch; a worker keys its tasks on
+/// `(coordinator NodeName, TaskId)`, so that a repeated dispatch (a retry after a timeout)
+/// starts nothing new.
+#[derive(
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Debug,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct TaskId(pub u64);
+
+impl TaskId {
+    /// A new id, unique with overwhelming probability (see [`fresh_u64`]): a coordinator that
+    /// restarted does not reuse the ids of its previous incarnation.
+    pub fn fresh() -> Self {
+        Self(fresh_u64())
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:016x}", self.0)
+    }
+}
+
+/// A 64-bit id that differs between calls, processes and restarts: SplitMix64 of the clock,
+/// the process id and a process-wide counter. Not a secret, only distinct.
+pub fn fresh_u64() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let mut z =
+        nanos ^ (u64::from(std::process::id()) << 40) ^ count.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 /// Names a child of a supervisor (`membership`, `gpu`, ...), unique among its siblings.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
 pub struct ChildId(String);
@@ -161,6 +257,12 @@ impl ChildId {
 impl From<&str> for ChildId {
     fn from(id: &str) -> Self {
         Self(id.to_owned())
+    }
+}
+
+impl From<String> for ChildId {
+    fn from(id: String) -> Self {
+        Self(id)
     }
 }
 

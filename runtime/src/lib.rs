@@ -2,29 +2,39 @@
 //! its client, and the versioned wire types between nodes.
 //!
 //! A process runs one [`Node`] (or one [`ClusterClient`]): ractor's process groups and
-//! registry are process-wide. Read `../shared/notes/ractor_cluster.md` before changing how
+//! registry are process-wide. A node runs sampling jobs for clients
+//! ([`ClusterClient::sample`]): its coordinator spreads the chains over every node's CPU
+//! sampler pool and runs again those of a node that fails. Read `../shared/notes/ractor_cluster.md` before changing how
 //! nodes talk; `node.rs` documents the supervision tree.
 
 mod client;
 mod cookie;
+mod coordinator;
 mod discovery;
 mod ids;
 mod membership;
 mod node;
+mod outbox;
+mod pool;
+mod sampling;
 mod session;
 pub mod supervisor;
 pub mod wire;
 
-pub use client::{ClientError, ClientSettings, ClusterClient};
+pub use client::{ClientError, ClientSettings, ClusterClient, RawService, SampleJob};
 pub use cookie::{Cookie, CookieError, MAX_COOKIE_LEN};
-pub use discovery::{Group, MEMBERSHIP, SCOPE};
-pub use ids::{ChildId, NodeName, NodeNameError, RequestId, SessionId};
+pub use discovery::{COORDINATOR, CPU_POOL, GPU_POOL, Group, MEMBERSHIP, SCOPE};
+pub use ids::{ChildId, JobId, NodeName, NodeNameError, RequestId, SessionId, TaskId};
 pub use membership::{
     DownReason, EndpointArgs, GpuInfo, MEMBERSHIP_NAME, MemberState, MemberStatus, Membership,
     MembershipArgs, MembershipEndpoint, MembershipEvent, MembershipMsg, MembershipSettings,
     NodeInfo, NodeResources, Subscriber,
 };
 pub use node::{NODE_SERVER_NAME, Node, NodeError, NodeSettings, ROOT_NAME};
+pub use sampling::{
+    ChainPlacement, DEFAULT_BURN_IN, DevicePreference, JobOutcome, JobUpdate, MAX_CHAINS, Retry,
+    SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport, WorkerKind,
+};
 pub use session::{ConnectError, SessionEvent, SessionEventKind};
 pub use supervisor::{
     Backoff, ChildSpec, Intensity, Restart, Strategy, Supervisor, SupervisorArgs, SupervisorError,

@@ -7,21 +7,26 @@
 //! │                        MAX_FRAME_BYTES): the listener and one NodeSession per peer
 //! ├── membership           Membership: peer set, heartbeats, reconnects, NodeUp/NodeDown
 //! ├── membership-endpoint  MembershipEndpoint: membership's remotable face (pg "membership")
-//! │
-//! │   slots for the next children, in this order (not built yet):
-//! ├── gpu                  GPU supervisor, only on a node with a GPU: a one-for-one
-//! │                        Supervisor over GPU workers; its gateway joins pg "gpu"
-//! ├── cpu-pool             CPU sampler pool, one chain per core (`cpu_slots`); pg "cpu-pool"
-//! └── coordinator          job coordinator: placement over the cluster, re-runs the chains
-//!                          of a node that goes down (a membership Subscriber)
+//! ├── gpu-pool             only on a node with a GPU (`resources.gpus`), like cpu-pool:
+//! │   ├── gpu-pool-worker  SamplerPool owning a GpuDevice: batches of up to `gpu_slots`
+//! │   │                    chains per dispatch
+//! │   └── gpu-pool-endpoint PoolEndpoint (pg "gpu-pool")
+//! ├── cpu-pool             Supervisor, rest-for-one, so that a failing pool restarts there
+//! │   │                    and not the coordinator below:
+//! │   ├── cpu-pool-worker  SamplerPool: one chain per core (`cpu_slots`), on threads of its own
+//! │   └── cpu-pool-endpoint PoolEndpoint: the pool's remotable face (pg "cpu-pool")
+//! ├── coordinator          Coordinator: placement over the cluster, streaming to clients,
+//! │                        re-runs the chains of a worker that fails (a membership Subscriber)
+//! └── coordinator-endpoint CoordinatorEndpoint: where clients submit jobs (pg "coordinator")
 //! ```
 //!
 //! Rest-for-one because of those dependencies: if the `NodeServer` restarts, sessions and
 //! subscriptions are gone, so everything after it restarts too; a new membership actor comes
-//! with a new endpoint (which holds its ref) and a new coordinator (which subscribes). Children
-//! find their elders through the process-wide registry ([`NODE_SERVER_NAME`],
-//! [`MEMBERSHIP_NAME`]), which is one reason a process runs one node only (pg is
-//! process-global too).
+//! with a new endpoint (which holds its ref) and a new coordinator (which subscribes); an
+//! endpoint holds the ref of the actor before it. Children find their elders through the
+//! process-wide registry ([`NODE_SERVER_NAME`], [`MEMBERSHIP_NAME`], ...), which is one reason
+//! a process runs one node only (pg is process-global too). The coordinator finds pools
+//! through pg, its own node's included, so it does not depend on the pool's supervisor.
 //!
 //! Shutdown first has membership tell its peers that this node leaves (so they do not try to
 //! reconnect), then stops the tree youngest first; the `NodeServer` is stopped last and
@@ -36,11 +41,20 @@ use ractor_cluster::node::NodeConnectionMode;
 use ractor_cluster::{NodeServer, NodeServerMessage};
 
 use crate::cookie::Cookie;
+use crate::coordinator::{
+    COORDINATOR_NAME, Coordinator, CoordinatorArgs, CoordinatorEndpoint, CoordinatorMsg,
+    EndpointArgs as CoordinatorEndpointArgs,
+};
 use crate::ids::NodeName;
 use crate::membership::{
     EndpointArgs, MEMBERSHIP_NAME, MemberStatus, Membership, MembershipArgs, MembershipEndpoint,
     MembershipMsg, MembershipSettings, NodeInfo, NodeResources,
 };
+use crate::pool::{
+    Backend, CPU_POOL_NAME, EndpointArgs as PoolEndpointArgs, GPU_POOL_NAME, PoolArgs,
+    PoolEndpoint, PoolMsg, SamplerPool,
+};
+use crate::sampling::WorkerKind;
 use crate::supervisor::{
     Backoff, ChildSpec, Intensity, Restart, Strategy, Supervisor, SupervisorArgs, SupervisorMsg,
     spawn_error_reason,
@@ -67,8 +81,11 @@ pub struct NodeSettings {
     pub cookie: Cookie,
     /// Nodes to join at start; retried with backoff until they answer.
     pub seeds: Vec<SocketAddr>,
-    /// What this node offers (CPU slots, GPUs), as reported to the cluster.
+    /// What this node offers (CPU slots, GPUs), as reported to the cluster. With a GPU in
+    /// `resources.gpus`, the node runs a GPU pool on the best adapter.
     pub resources: NodeResources,
+    /// Chains the GPU pool runs at once, in batches of one task's chains.
+    pub gpu_slots: u32,
     /// Heartbeat, reconnect and join timing.
     pub membership: MembershipSettings,
     /// Restart intensity of the root supervisor; exceeded, the node stops.
@@ -77,6 +94,11 @@ pub struct NodeSettings {
     pub backoff: Backoff,
     /// How long each child may take to stop gracefully on shutdown.
     pub shutdown_timeout: Duration,
+    /// A job whose client stops polling, and a task whose coordinator stops polling, is
+    /// cancelled after this long.
+    pub job_lease: Duration,
+    /// Obey test-only fault injection requests (`PoolRequest::InjectFault`).
+    pub allow_fault_injection: bool,
 }
 
 impl NodeSettings {
@@ -93,10 +115,13 @@ impl NodeSettings {
                 gpus: Vec::new(),
                 running_jobs: 0,
             },
+            gpu_slots: 1024,
             membership: MembershipSettings::default(),
             intensity: Intensity::default(),
             backoff: Backoff::default(),
             shutdown_timeout: Duration::from_secs(5),
+            job_lease: Duration::from_secs(30),
+            allow_fault_injection: false,
         }
     }
 }
@@ -306,10 +331,116 @@ fn children(settings: &NodeSettings) -> Vec<ChildSpec> {
             },
         )
     };
+    let gpu_pool = (!settings.resources.gpus.is_empty()).then(|| pool(settings, WorkerKind::Gpu));
     [node_server, membership, endpoint]
         .into_iter()
+        .chain(gpu_pool)
+        .chain([
+            pool(settings, WorkerKind::Cpu),
+            coordinator(settings),
+            coordinator_endpoint(settings),
+        ])
         .map(|child| child.with_shutdown_timeout(settings.shutdown_timeout))
         .collect()
+}
+
+/// A sampler pool (CPU or GPU) and its endpoint, under a supervisor of their own.
+fn pool(settings: &NodeSettings, kind: WorkerKind) -> ChildSpec {
+    let (name, prefix, backend, slots) = match kind {
+        WorkerKind::Cpu => (
+            CPU_POOL_NAME,
+            "cpu-pool",
+            Backend::Cpu,
+            settings.resources.cpu_slots,
+        ),
+        WorkerKind::Gpu => (
+            GPU_POOL_NAME,
+            "gpu-pool",
+            Backend::Gpu(gpu_actor::DeviceOptions::default()),
+            settings.gpu_slots,
+        ),
+    };
+    let worker = {
+        let args = PoolArgs {
+            backend,
+            slots,
+            allow_fault_injection: settings.allow_fault_injection,
+            task_lease: settings.job_lease,
+        };
+        ChildSpec::actor(
+            format!("{prefix}-worker"),
+            Restart::Permanent,
+            Some(name),
+            move || (SamplerPool, args.clone()),
+        )
+    };
+    let endpoint = {
+        let me = settings.name.clone();
+        ChildSpec::new(
+            format!("{prefix}-endpoint"),
+            Restart::Permanent,
+            move |supervisor| {
+                let args = ActorRef::<PoolMsg>::where_is(name).map(|pool| PoolEndpointArgs {
+                    me: me.clone(),
+                    pool,
+                    kind,
+                });
+                async move {
+                    let args = args.ok_or_else(|| not_running(name))?;
+                    let (actor, _) =
+                        Actor::spawn_linked(None, PoolEndpoint, args, supervisor).await?;
+                    Ok(actor.get_cell())
+                }
+            },
+        )
+    };
+    let args = SupervisorArgs {
+        strategy: Strategy::RestForOne,
+        intensity: settings.intensity,
+        backoff: settings.backoff,
+        children: [worker, endpoint]
+            .into_iter()
+            .map(|child| child.with_shutdown_timeout(settings.shutdown_timeout))
+            .collect(),
+    };
+    ChildSpec::actor(prefix, Restart::Permanent, None, move || {
+        (Supervisor, args.clone())
+    })
+}
+
+fn coordinator(settings: &NodeSettings) -> ChildSpec {
+    let args = CoordinatorArgs {
+        me: settings.name.clone(),
+        client_lease: settings.job_lease,
+    };
+    ChildSpec::actor(
+        "coordinator",
+        Restart::Permanent,
+        Some(COORDINATOR_NAME),
+        move || (Coordinator, args.clone()),
+    )
+}
+
+fn coordinator_endpoint(settings: &NodeSettings) -> ChildSpec {
+    let me = settings.name.clone();
+    ChildSpec::new(
+        "coordinator-endpoint",
+        Restart::Permanent,
+        move |supervisor| {
+            let args = ActorRef::<CoordinatorMsg>::where_is(COORDINATOR_NAME).map(|coordinator| {
+                CoordinatorEndpointArgs {
+                    me: me.clone(),
+                    coordinator,
+                }
+            });
+            async move {
+                let args = args.ok_or_else(|| not_running(COORDINATOR_NAME))?;
+                let (actor, _) =
+                    Actor::spawn_linked(None, CoordinatorEndpoint, args, supervisor).await?;
+                Ok(actor.get_cell())
+            }
+        },
+    )
 }
 
 fn not_running(name: &str) -> SpawnErr {

@@ -2,8 +2,9 @@
 //!
 //! Two layers:
 //!
-//! 1. **Cluster messages** — one enum per remote-facing actor ([`MembershipWire`], later the
-//!    job and GPU services), deriving `RactorClusterMessage`, with `Vec<u8>` fields only.
+//! 1. **Cluster messages** — one enum per remote-facing actor ([`MembershipWire`],
+//!    [`JobWire`] for the job coordinator, [`PoolWire`] for the sampler pools), deriving
+//!    `RactorClusterMessage`, with `Vec<u8>` fields only.
 //!    ractor_cluster writes the *variant name* as the wire tag: variants are never renamed or
 //!    removed (adding one is fine). Their `BytesConvertable` decoding cannot fail, so
 //!    ractor_cluster's silent drop of undecodable messages (notes §2.6) never happens to us.
@@ -11,8 +12,16 @@
 //!    maps keyed by field name, enums are `{variant name: value}`), so a field added later with
 //!    `#[serde(default)]` is read by older peers and newer peers alike; field and variant
 //!    names are wire tags too. An [`Envelope`] carries the protocol version, a [`RequestId`],
-//!    the sender's node name and the typed body. A reply is an `Envelope<Result<Reply,
+//!    the sender's node name, the [`JobId`] the message is about (optional, so that every
+//!    node's log spans name the job) and the typed body. A reply is an `Envelope<Result<Reply,
 //!    WireError>>` with the request's id.
+//!
+//! Sampling results never travel in one piece: workers and coordinators keep them in an
+//! outbox of numbered events and callers fetch them with long polls (`Poll { ack, wait_ms }`)
+//! that acknowledge what they received. Each event holds at most [`CHUNK_VALUES`] draws'
+//! values (about half a MiB) and a poll answer at most [`MAX_POLL_REPLY_BYTES`]: far below the
+//! frame limit, and the consumer's pace bounds what is in flight (ractor_cluster's writer
+//! queue is unbounded, notes §7.7). A poll repeated after a timeout gets the same events.
 //!
 //! Decoding happens in the receiving actor's handler: bounded in size
 //! ([`MAX_ENVELOPE_BYTES`]) and nesting depth, fallible, and answered with a typed
@@ -23,7 +32,10 @@
 //! internal types ([`crate::NodeName`], [`crate::NodeInfo`]) happens at the edge, in the
 //! actors that receive them.
 
+mod job;
 mod membership;
+mod pool;
+mod sampling;
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -33,10 +45,21 @@ use ractor::{ActorRef, MessagingErr, RpcReplyPort, rpc::CallResult};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{NodeName, RequestId};
+use crate::ids::{JobId, NodeName, RequestId};
+pub use job::{
+    JobReply, JobRequest, JobWire, WireDevice, WireJobEvent, WireRetry, WireSampleRequest,
+    WireWarmup,
+};
 pub use membership::{
     MembershipReply, MembershipRequest, MembershipWire, WireGpu, WireJoinError, WireMember,
     WireMemberState, WireMemberStatus, WireNodeInfo, WireResources,
+};
+pub use pool::{
+    PoolReply, PoolRequest, PoolWire, WireFault, WireTask, WireTaskEvent, WireWorkerKind,
+};
+pub use sampling::{
+    WireAdaptation, WireChainDone, WireChainSpec, WireDraws, WireMetric, WireSettings, WireStats,
+    WireTuning,
 };
 
 /// The version of the envelope and of every body in this module. Bump it on any change an
@@ -55,6 +78,13 @@ pub const MAX_ENVELOPE_BYTES: usize = 60 * 1024 * 1024;
 /// Deepest nesting of maps and arrays a decoder follows (rmp-serde's default is 1024).
 const MAX_DEPTH: usize = 64;
 
+/// Most draw values (draws × columns) in one streamed event: about 0.6 MB encoded.
+pub const CHUNK_VALUES: usize = 64 * 1024;
+
+/// A poll answer stops adding events past this many (estimated) bytes; it always carries at
+/// least one event when one is ready.
+pub const MAX_POLL_REPLY_BYTES: usize = 2 * 1024 * 1024;
+
 /// The common wrapper of every request and reply body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Envelope<T> {
@@ -64,8 +94,23 @@ pub struct Envelope<T> {
     pub request_id: RequestId,
     /// The sending node's full name (`short@host`).
     pub sender: String,
+    /// The job the message is about, if any: receivers record it in their log spans, so that
+    /// one job can be followed across nodes. Absent from the bytes when `None` (older peers
+    /// and non-job messages encode exactly as before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobId>,
     /// The message itself.
     pub body: T,
+}
+
+/// One event of a stream fetched by long polls: numbered from 1 without gaps, so that a
+/// poll's `ack` names what the caller has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireEvent<E> {
+    /// Its number in the stream.
+    pub seq: u64,
+    /// The event.
+    pub event: E,
 }
 
 /// The version and request id alone: read first, so that a peer speaking another version
@@ -113,6 +158,34 @@ pub enum WireError {
         /// The service.
         service: String,
     },
+    /// A well-formed request whose content is wrong (a model that does not validate,
+    /// impossible settings).
+    #[error("invalid {what}: {reason}")]
+    Invalid {
+        /// What is wrong (`model`, `settings`, `request`).
+        what: String,
+        /// Why.
+        reason: String,
+    },
+    /// The request names something the receiver does not have (a job or task that finished
+    /// long ago, expired, or belonged to a previous incarnation of a restarted actor).
+    #[error("{what} is not known here (finished, expired, or the node restarted)")]
+    NotFound {
+        /// What was asked for.
+        what: String,
+    },
+    /// No worker in the cluster can run the request.
+    #[error("cannot place the job: {reason}")]
+    NoCapacity {
+        /// Why.
+        reason: String,
+    },
+    /// The receiver does not allow this request.
+    #[error("refused: {reason}")]
+    Forbidden {
+        /// Why, and what would allow it.
+        reason: String,
+    },
 }
 
 impl<T> Envelope<T> {
@@ -122,8 +195,15 @@ impl<T> Envelope<T> {
             version: PROTOCOL_VERSION,
             request_id,
             sender: sender.as_str().to_owned(),
+            job: None,
             body,
         }
+    }
+
+    /// The same envelope, about `job`.
+    pub fn with_job(mut self, job: JobId) -> Self {
+        self.job = Some(job);
+        self
     }
 
     /// The sender's name, checked.
@@ -279,6 +359,7 @@ pub async fn call<S: Service>(
             version: reply.version,
             request_id: reply.request_id,
             sender: reply.sender,
+            job: reply.job,
             body,
         }),
         Err(error) => Err(CallError::Refused {
@@ -294,6 +375,7 @@ pub async fn call<S: Service>(
 pub struct Responder<S> {
     port: RpcReplyPort<Vec<u8>>,
     request_id: RequestId,
+    job: Option<JobId>,
     me: NodeName,
     service: PhantomData<fn() -> S>,
 }
@@ -313,19 +395,37 @@ impl<S: Service> Responder<S> {
         Self {
             port,
             request_id,
+            job: None,
             me,
             service: PhantomData,
         }
     }
 
+    /// The reply names `job` too.
+    pub fn with_job(mut self, job: Option<JobId>) -> Self {
+        self.job = job;
+        self
+    }
+
+    /// How long the caller waits for the answer, when it said (a remote caller's timeout
+    /// travels with the call): a long poll must answer well before it.
+    pub fn caller_timeout(&self) -> Option<Duration> {
+        self.port.get_timeout()
+    }
+
     /// Sends the reply. A reply too large to send becomes a [`WireError::TooLarge`]; a caller
     /// that gave up (timeout) is not an error.
     pub fn send(self, body: Result<S::Reply, WireError>) {
-        let bytes = Envelope::new(self.request_id, &self.me, body)
+        let stamp = |body| {
+            let envelope = Envelope::new(self.request_id, &self.me, body);
+            match self.job {
+                Some(job) => envelope.with_job(job),
+                None => envelope,
+            }
+        };
+        let bytes = stamp(body)
             .encode()
-            .or_else(|error| {
-                Envelope::<Result<S::Reply, _>>::new(self.request_id, &self.me, Err(error)).encode()
-            });
+            .or_else(|error| stamp(Err(error)).encode());
         match bytes {
             Ok(bytes) => {
                 if self.port.send(bytes).is_err() {

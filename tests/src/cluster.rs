@@ -31,6 +31,24 @@ pub struct NodeProcess {
     pub process: Process,
 }
 
+/// How a test node differs from the default: two CPU slots, `--no-gpu`.
+#[derive(Debug, Clone, Copy)]
+pub struct NodeOptions {
+    /// Look for GPU adapters (a GPU pool on the best one).
+    pub gpu: bool,
+    /// `--cpu-slots`.
+    pub cpu_slots: u32,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        Self {
+            gpu: false,
+            cpu_slots: 2,
+        }
+    }
+}
+
 /// One row of `cluster-cli status`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Row {
@@ -92,13 +110,29 @@ impl Cluster {
         seeds: &[&NodeProcess],
         adjust: impl Fn(&mut Command),
     ) -> NodeProcess {
+        self.node_opts(short, seeds, NodeOptions::default(), adjust)
+    }
+
+    /// [`Self::node_with`] with other [`NodeOptions`].
+    pub fn node_opts(
+        &self,
+        short: &str,
+        seeds: &[&NodeProcess],
+        options: NodeOptions,
+        adjust: impl Fn(&mut Command),
+    ) -> NodeProcess {
         let mut last = String::new();
         for _ in 0..5 {
             let address = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
             let mut command = self.command();
             command.args(["node", "--name", short, "--listen"]);
             command.arg(address.to_string());
-            command.args(["--no-gpu", "--cpu-slots", "2"]);
+            if !options.gpu {
+                command.arg("--no-gpu");
+            }
+            command
+                .arg("--cpu-slots")
+                .arg(options.cpu_slots.to_string());
             for seed in seeds {
                 command.arg("--join").arg(seed.address.to_string());
             }
@@ -117,6 +151,14 @@ impl Cluster {
             }
         }
         panic!("node {short} found no free port: {last}");
+    }
+
+    /// Starts `cluster-cli ARGS` and returns at once: for commands whose output a test
+    /// follows while they run (a sampling job). `RUST_LOG` is `info`.
+    pub fn spawn_cli(&self, args: &[&str]) -> Process {
+        let mut command = self.command();
+        command.args(args).env("RUST_LOG", "info");
+        Process::spawn(command)
     }
 
     /// Runs `cluster-cli ARGS`.

@@ -2,4 +2,5 @@
 //! `tests/tests/`; this library holds their shared helpers.
 
 pub mod cluster;
+pub mod posterior;
 pub mod process;

@@ -2,28 +2,46 @@
 //! gradient evaluations per second and minimum bulk/tail ESS per second of sampling time
 //! (warmup excluded, as CmdStan reports it), ESS by the rank-normalised estimators of
 //! Vehtari et al. (2021) over the constrained parameters, median over seeds.
+//!
+//! `--device gpu` runs many chains on a GPU instead (`bench_gpu.rs`).
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use sampler::{AdaptationKind, NoObserver, RunSummary, Seed};
 
+use super::bench_gpu::{self, GpuBenchArgs};
 use super::{SamplerArgs, default_models_dir, load_model};
 
 /// Arguments of `bench`.
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// Model files; default: every `*.json` in models/.
+    /// Model files; default: every `*.json` in models/ (GPU: eight_schools_noncentered,
+    /// logistic and sv).
     models: Vec<PathBuf>,
-    /// Seeds per model (1, 2, ...); the table shows medians.
-    #[arg(long, default_value_t = 3)]
-    seeds: u64,
+    /// Seeds per model (1, 2, ...); the table shows medians [default: 3; GPU: 1].
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// One chain per model on a CPU thread, or many chains on this machine's GPU.
+    #[arg(long, value_enum, default_value_t = BenchDevice::Cpu)]
+    device: BenchDevice,
+    #[command(flatten)]
+    gpu: GpuBenchArgs,
     /// Run both warmup procedures and show them side by side.
     #[arg(long)]
     compare_adaptation: bool,
     #[command(flatten)]
     sampler: SamplerArgs,
 }
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BenchDevice {
+    Cpu,
+    Gpu,
+}
+
+/// Seeds per model on the CPU unless given.
+const DEFAULT_CPU_SEEDS: u64 = 3;
 
 struct Measurement {
     grads_per_second: f64,
@@ -48,6 +66,24 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if args.device == BenchDevice::Gpu {
+        anyhow::ensure!(
+            !args.compare_adaptation,
+            "--compare-adaptation is for the CPU benchmark"
+        );
+        return bench_gpu::run(
+            &args.gpu,
+            &args.models,
+            args.seeds.unwrap_or(1),
+            &args.sampler,
+        );
+    }
+    anyhow::ensure!(
+        !args.gpu.given(),
+        "--chains, --kernel, --per-dispatch, --precision, --data, --workgroup-size, --json, \
+         --round-trips, --no-check and --time-limit need --device gpu"
+    );
+    let seeds = args.seeds.unwrap_or(DEFAULT_CPU_SEEDS);
     let models = if args.models.is_empty() {
         let dir = default_models_dir();
         let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -70,9 +106,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     } else {
         vec![args.sampler.settings(1).adaptation]
     };
+    let shown = args.sampler.settings(1);
     println!(
         "One chain, {} warmup + {} draws, median of {} seeds; rates per second of sampling (warmup excluded).\n",
-        args.sampler.warmup, args.sampler.draws, args.seeds
+        shown.num_warmup, shown.num_draws, seeds
     );
     println!(
         "| model | adaptation | grad evals/s | min bulk-ESS/s | min tail-ESS/s | bulk-ESS per 1000 grads \
@@ -87,7 +124,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
             settings.adaptation = adaptation;
             settings.validate()?;
             let mut runs = Vec::new();
-            for seed in 1..=args.seeds {
+            for seed in 1..=seeds {
                 let traces = sampler::sample(&model, &settings, Seed(seed), 1, &NoObserver)
                     .with_context(|| format!("{}: seed {seed}", model.name()))?;
                 let trace = &traces[0];

@@ -30,6 +30,9 @@ pub struct NodeArgs {
     /// Do not look for GPU adapters.
     #[arg(long)]
     no_gpu: bool,
+    /// Obey test-only fault injection requests (`cluster-cli debug fault`): for tests only.
+    #[arg(long)]
+    allow_fault_injection: bool,
     #[command(flatten)]
     cookie: CookieArgs,
 }
@@ -55,6 +58,7 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     settings.advertise = advertise;
     settings.seeds = seeds;
     settings.resources = NodeResources::detect(args.cpu_slots, !args.no_gpu);
+    settings.allow_fault_injection = args.allow_fault_injection;
     block_on(serve(settings))?
 }
 

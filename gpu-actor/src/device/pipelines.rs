@@ -10,8 +10,10 @@ use sampler::{ModelHash, Program};
 use super::scope::scoped;
 use crate::error::GpuError;
 use crate::wgsl::{
-    self, Binding, DATA_BINDING, INDEX_BINDING, KernelKind, LOGP_GRAD_GRAD_BINDING,
-    LOGP_GRAD_LOGP_BINDING, LOGP_GRAD_PARAMS_BINDING, LOGP_GRAD_THETA_BINDING, Precision,
+    self, Binding, DATA_BINDING, FUSED_CONSTS_BINDING, FUSED_OUT_BINDING, FUSED_PARAMS_BINDING,
+    FUSED_STATE_BINDING, INDEX_BINDING, KernelKind, LOGP_GRAD_GRAD_BINDING, LOGP_GRAD_LOGP_BINDING,
+    LOGP_GRAD_PARAMS_BINDING, LOGP_GRAD_THETA_BINDING, NUTS_CKPT_BINDING, NUTS_CONSTS_BINDING,
+    NUTS_OUT_BINDING, NUTS_PARAMS_BINDING, NUTS_UINT_BINDING, NUTS_VEC_BINDING, Precision,
     SCRATCH_BINDING, ShaderOptions,
 };
 
@@ -46,7 +48,11 @@ impl fmt::Display for PipelineKey {
 pub(crate) struct Layouts {
     pub model: wgpu::BindGroupLayout,
     pub logp_grad: wgpu::BindGroupLayout,
+    pub nuts: wgpu::BindGroupLayout,
+    pub fused: wgpu::BindGroupLayout,
     logp_grad_pipeline: wgpu::PipelineLayout,
+    nuts_pipeline: wgpu::PipelineLayout,
+    fused_pipeline: wgpu::PipelineLayout,
 }
 
 fn buffer_entry(binding: Binding, ty: wgpu::BufferBindingType) -> wgpu::BindGroupLayoutEntry {
@@ -82,21 +88,55 @@ impl Layouts {
                 storage(LOGP_GRAD_GRAD_BINDING, false),
             ],
         });
-        let logp_grad_pipeline = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("logp_grad"),
-            bind_group_layouts: &[Some(&model), Some(&logp_grad)],
-            immediate_size: 0,
+        let uniform = |binding| buffer_entry(binding, wgpu::BufferBindingType::Uniform);
+        let nuts = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("nuts chains"),
+            entries: &[
+                storage(SCRATCH_BINDING, false),
+                uniform(NUTS_PARAMS_BINDING),
+                storage(NUTS_CONSTS_BINDING, true),
+                storage(NUTS_VEC_BINDING, false),
+                storage(NUTS_CKPT_BINDING, false),
+                storage(NUTS_UINT_BINDING, false),
+                storage(NUTS_OUT_BINDING, false),
+            ],
         });
+        let fused = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+            label: Some("fused chains"),
+            entries: &[
+                storage(SCRATCH_BINDING, false),
+                uniform(FUSED_PARAMS_BINDING),
+                storage(FUSED_CONSTS_BINDING, true),
+                storage(FUSED_STATE_BINDING, false),
+                storage(FUSED_OUT_BINDING, false),
+            ],
+        });
+        let pipeline_layout = |label, kernel_group: &wgpu::BindGroupLayout| {
+            device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(label),
+                bind_group_layouts: &[Some(&model), Some(kernel_group)],
+                immediate_size: 0,
+            })
+        };
+        let logp_grad_pipeline = pipeline_layout("logp_grad", &logp_grad);
+        let nuts_pipeline = pipeline_layout("nuts", &nuts);
+        let fused_pipeline = pipeline_layout("fused", &fused);
         Layouts {
             model,
             logp_grad,
+            nuts,
+            fused,
             logp_grad_pipeline,
+            nuts_pipeline,
+            fused_pipeline,
         }
     }
 
     fn pipeline_layout(&self, kernel: KernelKind) -> &wgpu::PipelineLayout {
         match kernel {
             KernelKind::LogpGrad => &self.logp_grad_pipeline,
+            KernelKind::Nuts | KernelKind::NutsSearch => &self.nuts_pipeline,
+            KernelKind::Fused => &self.fused_pipeline,
         }
     }
 }

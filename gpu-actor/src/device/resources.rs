@@ -37,7 +37,11 @@ pub(crate) fn decode(bytes: &[u8], precision: Precision) -> Vec<f64> {
 }
 
 /// Checks a storage buffer's size against the device's limits.
-fn check_storage(what: &'static str, bytes: u64, limits: &wgpu::Limits) -> Result<(), GpuError> {
+pub(crate) fn check_storage(
+    what: &'static str,
+    bytes: u64,
+    limits: &wgpu::Limits,
+) -> Result<(), GpuError> {
     let limit = limits
         .max_storage_buffer_binding_size
         .min(limits.max_buffer_size);
@@ -51,7 +55,7 @@ fn check_storage(what: &'static str, bytes: u64, limits: &wgpu::Limits) -> Resul
     Ok(())
 }
 
-fn buffer(
+pub(crate) fn buffer(
     device: &wgpu::Device,
     label: &str,
     size: u64,
@@ -128,7 +132,7 @@ fn write_padded(queue: &wgpu::Queue, buffer: &wgpu::Buffer, bytes: &[u8]) {
     }
 }
 
-fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
+pub(crate) fn entry(binding: u32, buffer: &wgpu::Buffer) -> wgpu::BindGroupEntry<'_> {
     wgpu::BindGroupEntry {
         binding,
         resource: buffer.as_entire_binding(),

@@ -7,16 +7,21 @@ use std::time::{Duration, Instant};
 use sampler::CheckedModel;
 
 use super::adapters::{AdapterReport, sorted_adapters, vulkan_instance};
+use super::fused::{FusedCommand, FusedReply, FusedSession};
+use super::nuts::{NutsCommand, NutsReply, NutsSession, SessionId};
 use super::pipelines::{Layouts, PipelineCache, PipelineKey};
 use super::probe::{self, F64BuiltinCheck};
 use super::resources::{LogpGradWorkspace, ModelResources, decode, encode};
+use super::rng_check::{self, RngSamples};
 use super::scope::scoped;
 use super::{
     AdapterChoice, DeviceOptions, DeviceStats, Fault, LogpGradBatch, LogpGradRequest, ModelKey,
 };
 use crate::error::GpuError;
 use crate::reply::Replier;
-use crate::wgsl::{DEFAULT_WORKGROUP_SIZE, KernelKind, Precision, ShaderOptions, TapePlacement};
+use crate::wgsl::{
+    DEFAULT_WORKGROUP_SIZE, DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement,
+};
 
 /// A request to the device thread, with its reply end.
 pub(crate) enum Command {
@@ -43,6 +48,20 @@ pub(crate) enum Command {
         fault: Fault,
         reply: Replier<()>,
     },
+    Nuts {
+        command: NutsCommand,
+        reply: Replier<NutsReply>,
+    },
+    Fused {
+        command: FusedCommand,
+        reply: Replier<FusedReply>,
+    },
+    CheckRng {
+        precision: Precision,
+        key: [u32; 2],
+        counters: Vec<[u32; 4]>,
+        reply: Replier<RngSamples>,
+    },
     Shutdown {
         reply: Replier<()>,
     },
@@ -56,20 +75,23 @@ enum DeviceEvent {
 
 pub(crate) struct Worker {
     // Field order is drop order: resources before the device, the device before the instance.
-    models: HashMap<ModelKey, ModelResources>,
+    pub(super) nuts_sessions: HashMap<SessionId, NutsSession>,
+    pub(super) fused_sessions: HashMap<SessionId, FusedSession>,
+    pub(super) models: HashMap<ModelKey, ModelResources>,
     workspaces: HashMap<PipelineKey, LogpGradWorkspace>,
-    pipelines: PipelineCache,
-    layouts: Layouts,
-    queue: wgpu::Queue,
-    device: wgpu::Device,
+    pub(super) pipelines: PipelineCache,
+    pub(super) layouts: Layouts,
+    pub(super) queue: wgpu::Queue,
+    pub(super) device: wgpu::Device,
     _adapter: wgpu::Adapter,
     _instance: wgpu::Instance,
     report: AdapterReport,
-    limits: wgpu::Limits,
+    pub(super) limits: wgpu::Limits,
     poll_timeout: Duration,
     events: mpsc::Receiver<DeviceEvent>,
     lost: Option<String>,
-    stats: DeviceStats,
+    pub(super) stats: DeviceStats,
+    next_session: u64,
 }
 
 /// The optional features requested when the adapter has them.
@@ -78,6 +100,23 @@ fn wanted_features() -> wgpu::Features {
 }
 
 impl Worker {
+    /// Where kernels of `program` read its data: `asked`, or workgroup memory when it fits
+    /// this adapter's limit ([`DataPlacement::choose`]).
+    pub(super) fn data_placement(
+        &self,
+        program: &sampler::Program,
+        precision: Precision,
+        asked: Option<DataPlacement>,
+    ) -> DataPlacement {
+        asked.unwrap_or_else(|| {
+            DataPlacement::choose(
+                program,
+                precision,
+                self.limits.max_compute_workgroup_storage_size,
+            )
+        })
+    }
+
     /// Opens the chosen adapter. Runs on the device thread.
     pub(crate) fn start(options: &DeviceOptions) -> Result<Worker, GpuError> {
         let instance = vulkan_instance();
@@ -124,6 +163,8 @@ impl Worker {
         });
         let layouts = Layouts::new(&device);
         Ok(Worker {
+            nuts_sessions: HashMap::new(),
+            fused_sessions: HashMap::new(),
             models: HashMap::new(),
             workspaces: HashMap::new(),
             pipelines: PipelineCache::default(),
@@ -138,7 +179,13 @@ impl Worker {
             events,
             lost: None,
             stats: DeviceStats::default(),
+            next_session: 0,
         })
+    }
+
+    pub(super) fn new_session_id(&mut self) -> SessionId {
+        self.next_session += 1;
+        SessionId(self.next_session)
     }
 
     pub(crate) fn report(&self) -> &AdapterReport {
@@ -166,6 +213,24 @@ impl Worker {
                     probe::check_f64_builtins(&w.device, &w.queue, w.poll_timeout)
                 })),
                 Command::Fault { fault, reply } => reply.send(self.guarded(|w| w.fault(fault))),
+                Command::Nuts { command, reply } => reply.send(self.guarded(|w| w.nuts(command))),
+                Command::Fused { command, reply } => reply.send(self.guarded(|w| w.fused(command))),
+                Command::CheckRng {
+                    precision,
+                    key,
+                    counters,
+                    reply,
+                } => reply.send(self.guarded(|w| {
+                    w.check_precision(precision)?;
+                    rng_check::check_rng(
+                        &w.device,
+                        &w.queue,
+                        w.poll_timeout,
+                        precision,
+                        key,
+                        &counters,
+                    )
+                })),
                 Command::Shutdown { reply } => {
                     // Release every wgpu object before answering.
                     drop(self);
@@ -264,6 +329,10 @@ impl Worker {
         let same =
             |key: &PipelineKey| key.model == model.hash && key.options.precision == model.precision;
         self.workspaces.retain(|key, _| !same(key));
+        self.nuts_sessions
+            .retain(|_, session| session.model() != model);
+        self.fused_sessions
+            .retain(|_, session| session.model() != model);
         self.pipelines.remove_model(model.hash, model.precision);
         self.models.remove(&model).is_some()
     }
@@ -301,6 +370,7 @@ impl Worker {
                 .placement
                 .unwrap_or_else(|| TapePlacement::choose(&program)),
             workgroup_size: DEFAULT_WORKGROUP_SIZE,
+            data: self.data_placement(&program, precision, None),
         };
         let key = PipelineKey {
             model: request.model.hash,
@@ -415,8 +485,25 @@ impl Worker {
         })
     }
 
+    /// Waits for `submission` with the watchdog.
+    pub(super) fn wait_for(&self, submission: wgpu::SubmissionIndex) -> Result<(), GpuError> {
+        match self.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(submission),
+            timeout: Some(self.poll_timeout),
+        }) {
+            Ok(_) => Ok(()),
+            Err(wgpu::PollError::Timeout) => Err(GpuError::Timeout {
+                waited: self.poll_timeout,
+            }),
+            Err(err) => Err(GpuError::Device {
+                operation: "poll",
+                message: err.to_string(),
+            }),
+        }
+    }
+
     /// Maps `staging` after `submission`, waits with the watchdog, and copies its bytes out.
-    fn read_back(
+    pub(super) fn read_back(
         &self,
         staging: &wgpu::Buffer,
         bytes: u64,

@@ -45,6 +45,9 @@ pub(crate) enum Global {
     Index,
     /// Per-chain tapes when they live in a storage buffer (`array<T>`).
     Scratch,
+    /// The model's real data copied into workgroup memory (`var<workgroup> array<T, N>`), for
+    /// [`super::DataPlacement::Workgroup`].
+    SharedData,
     /// The chain this invocation evaluates (`var<private> u32`), set by the kernel.
     Chain,
 }
@@ -55,6 +58,7 @@ impl Global {
             Global::Data => "g_data",
             Global::Index => "g_index",
             Global::Scratch => "g_scratch",
+            Global::SharedData => "g_shared_data",
             Global::Chain => "g_chain",
         }
     }
@@ -93,6 +97,9 @@ pub(crate) enum Hook {
     SetGrad,
     /// `g_logp_grad() -> T`: the generated model.
     LogpGrad,
+    /// `g_stage_data(local: u32)`: copies the model's data into workgroup memory, or does
+    /// nothing (generator). Every kernel calls it first, in uniform control flow.
+    StageData,
 }
 
 impl Hook {
@@ -101,6 +108,7 @@ impl Hook {
             Hook::Theta => "g_theta",
             Hook::SetGrad => "g_set_grad",
             Hook::LogpGrad => "g_logp_grad",
+            Hook::StageData => "g_stage_data",
         }
     }
 }
@@ -111,6 +119,8 @@ impl Hook {
 pub(crate) enum Builtin {
     Abs,
     Sqrt,
+    /// `workgroupBarrier()`: only in uniform control flow.
+    WorkgroupBarrier,
 }
 
 impl Builtin {
@@ -118,6 +128,7 @@ impl Builtin {
         match self {
             Builtin::Abs => "abs",
             Builtin::Sqrt => "sqrt",
+            Builtin::WorkgroupBarrier => "workgroupBarrier",
         }
     }
 }
@@ -336,7 +347,10 @@ impl Stmt {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Function {
     pub name: Hook,
-    pub ret: Ty,
+    /// Parameters, all `u32`.
+    pub params: Vec<Ident>,
+    /// `None` for no result.
+    pub ret: Option<Ty>,
     pub body: Vec<Stmt>,
 }
 
@@ -369,6 +383,8 @@ pub(crate) enum Item {
         element: Element,
     },
     PrivateU32(Global),
+    /// `var<workgroup> name: array<T, len>;`.
+    WorkgroupReals(Global, u32),
     Function(Function),
     /// A hand-written library file, verbatim (see `library.rs`).
     Source(&'static str),
@@ -487,10 +503,25 @@ impl Printer {
             Item::PrivateU32(global) => {
                 self.line(&format!("var<private> {}: u32;", global.name()));
             }
+            Item::WorkgroupReals(global, len) => {
+                self.line(&format!(
+                    "var<workgroup> {}: array<T, {len}u>;",
+                    global.name()
+                ));
+            }
             Item::Function(function) => {
                 self.out.push('\n');
-                let ret = self.ty(function.ret);
-                self.line(&format!("fn {}() -> {ret} {{", function.name.name()));
+                let params = function
+                    .params
+                    .iter()
+                    .map(|param| format!("{}: u32", param.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let ret = function
+                    .ret
+                    .map(|ret| format!(" -> {}", self.ty(ret)))
+                    .unwrap_or_default();
+                self.line(&format!("fn {}({params}){ret} {{", function.name.name()));
                 self.block_body(&function.body);
                 self.line("}");
             }

@@ -8,7 +8,7 @@
 
 use sampler::DensityKind;
 
-use super::Precision;
+use super::{KernelKind, Precision};
 
 const MATH_F32: &str = include_str!("../../../shaders/math_f32.wgsl");
 const MATH_F64: &str = include_str!("../../../shaders/math_f64.wgsl");
@@ -16,6 +16,12 @@ const SPECIAL: &str = include_str!("../../../shaders/special.wgsl");
 const DENSITY: &str = include_str!("../../../shaders/density.wgsl");
 const LOGP_GRAD: &str = include_str!("../../../shaders/logp_grad.wgsl");
 const F64_BUILTINS: &str = include_str!("../../../shaders/f64_builtins.wgsl");
+const RNG: &str = include_str!("../../../shaders/rng.wgsl");
+const RNG_CHECK: &str = include_str!("../../../shaders/rng_check.wgsl");
+const NUTS_STATE: &str = include_str!("../../../shaders/nuts_state.wgsl");
+const NUTS: &str = include_str!("../../../shaders/nuts.wgsl");
+const NUTS_SEARCH: &str = include_str!("../../../shaders/nuts_search.wgsl");
+const FUSED: &str = include_str!("../../../shaders/fused.wgsl");
 
 /// The library a generated model needs, in `precision`.
 pub(crate) fn model_library(precision: Precision) -> [&'static str; 3] {
@@ -26,9 +32,29 @@ pub(crate) fn model_library(precision: Precision) -> [&'static str; 3] {
     [math, SPECIAL, DENSITY]
 }
 
-/// The batch kernel `logp_grad` (entry point [`super::LOGP_GRAD_ENTRY`]).
-pub(crate) fn logp_grad_kernel() -> &'static str {
-    LOGP_GRAD
+/// The hand-written files of `kernel`, after the model.
+pub(crate) fn kernel_sources(kernel: KernelKind) -> Vec<&'static str> {
+    match kernel {
+        KernelKind::LogpGrad => vec![LOGP_GRAD],
+        KernelKind::Nuts => vec![RNG, NUTS_STATE, NUTS],
+        KernelKind::NutsSearch => vec![RNG, NUTS_STATE, NUTS_SEARCH],
+        KernelKind::Fused => vec![FUSED],
+    }
+}
+
+/// The RNG check's library: math of `precision`, special functions, the RNG and its kernel.
+pub(crate) fn rng_check_library(precision: Precision) -> [&'static str; 4] {
+    let math = match precision {
+        Precision::F32 => MATH_F32,
+        Precision::F64 => MATH_F64,
+    };
+    [math, SPECIAL, RNG, RNG_CHECK]
+}
+
+/// The NUTS kernels' state layout (checked against kernels/layout.rs).
+#[cfg(test)]
+pub(crate) fn nuts_state_source() -> &'static str {
+    NUTS_STATE
 }
 
 /// The f64 built-in check (see `GpuDevice::check_f64_builtins`).
@@ -38,7 +64,7 @@ pub(crate) fn f64_builtins_source() -> &'static str {
 
 /// Every library file, for tests that check names against the text.
 #[cfg(test)]
-pub(crate) fn all_sources() -> [&'static str; 6] {
+pub(crate) fn all_sources() -> [&'static str; 12] {
     [
         MATH_F32,
         MATH_F64,
@@ -46,6 +72,12 @@ pub(crate) fn all_sources() -> [&'static str; 6] {
         DENSITY,
         LOGP_GRAD,
         F64_BUILTINS,
+        RNG,
+        RNG_CHECK,
+        NUTS_STATE,
+        NUTS,
+        NUTS_SEARCH,
+        FUSED,
     ]
 }
 

@@ -45,7 +45,8 @@ pub(crate) fn logp_grad_function(program: &Program, tape: &Tape) -> Function {
     body.push(Stmt::Return(Expr::local(&lp)));
     Function {
         name: Hook::LogpGrad,
-        ret: Ty::Real,
+        params: Vec::new(),
+        ret: Some(Ty::Real),
         body,
     }
 }
@@ -228,7 +229,7 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, inst: &Inst) -> Vec<Stmt>
                         Expr::U32(m.cols),
                         vec![Stmt::add_to(
                             Expr::local(&s),
-                            matrix_at(m, &r, &c) * v.at(tape, &Expr::local(&c)),
+                            matrix_at(tape, m, &r, &c) * v.at(tape, &Expr::local(&c)),
                         )],
                     ),
                 ]
@@ -296,9 +297,9 @@ fn set(tape: &Tape, dst: &Arg, i: &Expr, value: Expr) -> Vec<Stmt> {
 }
 
 /// Element `(r, c)` of a row-major data matrix.
-fn matrix_at(m: MatrixRef, r: &Ident, c: &Ident) -> Expr {
+fn matrix_at(tape: &Tape, m: MatrixRef, r: &Ident, c: &Ident) -> Expr {
     let row = Expr::local(r) * Expr::U32(m.cols);
-    Expr::Global(Global::Data).index((row + Expr::local(c)).plus_u32(m.offset))
+    tape.data((row + Expr::local(c)).plus_u32(m.offset))
 }
 
 fn backward(program: &Program, tape: &Tape, inst: &Inst) -> Vec<Stmt> {
@@ -515,7 +516,7 @@ fn backward(program: &Program, tape: &Tape, inst: &Inst) -> Vec<Stmt> {
                         Expr::U32(m.rows),
                         vec![Stmt::add_to(
                             Expr::local(&s),
-                            dst.adjoint_at(tape, &Expr::local(&r)) * matrix_at(m, &r, &c),
+                            dst.adjoint_at(tape, &Expr::local(&r)) * matrix_at(tape, m, &r, &c),
                         )],
                     ),
                     Stmt::add_to(v.adjoint_at(tape, &Expr::local(&c)), Expr::local(&s)),

@@ -3,22 +3,33 @@
 
 use sampler::{Operand, Program};
 
-use super::TapePlacement;
 use super::ast::{Expr, Global, Ident, ModuleConst, Stmt, Ty};
+use super::{DataPlacement, TapePlacement};
 
 /// The value and adjoint tapes of one chain.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Tape {
     placement: TapePlacement,
     tape_len: u32,
+    data: DataPlacement,
 }
 
 impl Tape {
-    pub(crate) fn new(placement: TapePlacement, tape_len: u32) -> Tape {
+    pub(crate) fn new(placement: TapePlacement, tape_len: u32, data: DataPlacement) -> Tape {
         Tape {
             placement,
             tape_len,
+            data,
         }
+    }
+
+    /// Element `index` of the model's real data, from wherever the kernel keeps it.
+    pub(crate) fn data(&self, index: Expr) -> Expr {
+        let global = match self.data {
+            DataPlacement::Storage => Global::Data,
+            DataPlacement::Workgroup => Global::SharedData,
+        };
+        Expr::Global(global).index(index)
     }
 
     pub(crate) fn placement(&self) -> TapePlacement {
@@ -126,7 +137,7 @@ impl Arg {
         }
         match self.operand {
             Operand::Slot(_) => tape.value(self.position(i)),
-            Operand::Data(_) => Expr::Global(Global::Data).index(self.position(i)),
+            Operand::Data(_) => tape.data(self.position(i)),
             Operand::Const(value) => Expr::Real(value),
         }
     }
@@ -136,7 +147,7 @@ impl Arg {
     pub(crate) fn at_dynamic(&self, tape: &Tape, j: Expr) -> Expr {
         match self.operand {
             Operand::Slot(_) => tape.value(j.plus_u32(self.offset)),
-            Operand::Data(_) => Expr::Global(Global::Data).index(j.plus_u32(self.offset)),
+            Operand::Data(_) => tape.data(j.plus_u32(self.offset)),
             Operand::Const(value) => Expr::Real(value),
         }
     }

@@ -26,6 +26,7 @@ fn options(precision: Precision, placement: TapePlacement) -> ShaderOptions {
         precision,
         placement,
         workgroup_size: DEFAULT_WORKGROUP_SIZE,
+        data: DataPlacement::Storage,
     }
 }
 
@@ -293,4 +294,89 @@ fn malformed_programs_are_errors_not_panics() {
             ),
         }
     }
+}
+
+#[test]
+fn data_goes_to_workgroup_memory_only_when_it_fits() {
+    let program = program();
+    let f32_bytes = 4 * program.data.len() as u32;
+    assert!(f32_bytes > 0);
+    assert_eq!(
+        workgroup_data_bytes(&program, Precision::F32),
+        u64::from(f32_bytes)
+    );
+    assert_eq!(
+        DataPlacement::choose(&program, Precision::F32, f32_bytes),
+        DataPlacement::Workgroup
+    );
+    assert_eq!(
+        DataPlacement::choose(&program, Precision::F64, f32_bytes),
+        DataPlacement::Storage
+    );
+    let empty = {
+        let mut m = ModelBuilder::new("no data");
+        let mu = m.param("mu");
+        m.sample(&mu, Dist::normal(0.0, 1.0));
+        let checked = CheckedModel::new(m.build(), &Limits::default()).expect("the model checks");
+        (**checked.program()).clone()
+    };
+    assert!(empty.data.is_empty());
+    assert_eq!(
+        DataPlacement::choose(&empty, Precision::F32, 49_152),
+        DataPlacement::Storage
+    );
+    let options = ShaderOptions {
+        data: DataPlacement::Workgroup,
+        ..options(Precision::F32, TapePlacement::Private)
+    };
+    assert_eq!(source(&empty, &options), Err(CodegenError::NoDataToStage));
+}
+
+/// With workgroup data the model reads only `g_shared_data`, the copy loop's bound is a
+/// constant (so the barrier after it is in uniform control flow), and every kernel stages the
+/// data before its first `return`.
+#[test]
+fn workgroup_data_is_staged_before_any_return_and_read_from_workgroup_memory() {
+    let program = program();
+    let options = ShaderOptions {
+        data: DataPlacement::Workgroup,
+        ..options(Precision::F32, TapePlacement::Private)
+    };
+    for kernel in KernelKind::ALL {
+        let text = kernel_source(&program, kernel, &options).expect("generates");
+        let declaration = format!(
+            "var<workgroup> g_shared_data: array<T, {}u>;",
+            program.data.len()
+        );
+        assert!(text.contains(&declaration), "{kernel}: no {declaration}");
+        let model = &text[text.find("fn g_logp_grad").expect("the model")..];
+        assert!(
+            model.contains("g_shared_data["),
+            "{kernel}: no workgroup read"
+        );
+        assert!(
+            !model.contains("g_data["),
+            "{kernel}: a storage read is left"
+        );
+        let stage = &text[text
+            .find("fn g_stage_data(g_local: u32) {")
+            .expect("stage fn")..];
+        // One round of copies for this data: a block, no loop.
+        assert!(stage.contains("let g_round = 0u;"), "{kernel}: {stage}");
+        assert!(stage.contains("workgroupBarrier();"));
+        let entry = &text[text
+            .find(&format!("fn {}(", kernel.entry_point()))
+            .expect("entry point")..];
+        let call = entry.find("g_stage_data(local);").expect("the call");
+        let first_return = entry.find("return;").expect("a return");
+        assert!(call < first_return, "{kernel}: staged after a return");
+    }
+    let plain =
+        kernel_source(&program, KernelKind::Nuts, &options_storage_data()).expect("generates");
+    assert!(!plain.contains("g_shared_data"));
+    assert!(!plain.contains("workgroupBarrier"));
+}
+
+fn options_storage_data() -> ShaderOptions {
+    options(Precision::F32, TapePlacement::Private)
 }

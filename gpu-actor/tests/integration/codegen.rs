@@ -2,7 +2,7 @@
 //! no GPU needed.
 
 use gpu_actor::Precision;
-use gpu_actor::wgsl::{KernelKind, ShaderOptions, TapePlacement, kernel_source};
+use gpu_actor::wgsl::{DataPlacement, KernelKind, ShaderOptions, TapePlacement, kernel_source};
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 
 use crate::models;
@@ -29,20 +29,37 @@ fn codegen_every_shader_passes_naga_validation() {
         let program = model.model.program();
         for &precision in &[Precision::F32, Precision::F64] {
             for placement in [TapePlacement::Private, TapePlacement::Storage] {
-                let options = ShaderOptions {
-                    precision,
-                    placement,
-                    workgroup_size: 64,
-                };
-                let label = format!("{} {precision} {placement}", model.name);
-                let result = kernel_source(program, KernelKind::LogpGrad, &options)
-                    .map_err(|err| err.to_string())
-                    .and_then(|source| validate(&source, precision));
-                count += 1;
-                if let Err(err) = result {
-                    failures.push(format!("{label}:\n{err}"));
+                for data in [DataPlacement::Storage, DataPlacement::Workgroup] {
+                    if data == DataPlacement::Workgroup && program.data.is_empty() {
+                        continue;
+                    }
+                    let options = ShaderOptions {
+                        precision,
+                        placement,
+                        workgroup_size: 64,
+                        data,
+                    };
+                    for kernel in KernelKind::ALL {
+                        let label = format!(
+                            "{} {kernel} {precision} {placement} {data} data",
+                            model.name
+                        );
+                        let result = kernel_source(program, kernel, &options)
+                            .map_err(|err| err.to_string())
+                            .and_then(|source| validate(&source, precision));
+                        count += 1;
+                        if let Err(err) = result {
+                            failures.push(format!("{label}:\n{err}"));
+                        }
+                    }
                 }
             }
+        }
+    }
+    for precision in [Precision::F32, Precision::F64] {
+        count += 1;
+        if let Err(err) = validate(&gpu_actor::wgsl::rng_check_source(precision), precision) {
+            failures.push(format!("rng check {precision}:\n{err}"));
         }
     }
     let probe = gpu_actor::wgsl::f64_builtins_source();

@@ -6,13 +6,17 @@
 //!   transform and distribution, with both tape placements;
 //! * `device`: the device thread's behaviour (uploads once, caches pipelines, refuses bad
 //!   requests with errors, survives nothing it should not: a panic or a lost device gives
-//!   errors, never a hang).
+//!   errors, never a hang);
+//! * `actors`: the GPU supervisor and workers (jobs, reports, restarts after a panic or a lost
+//!   device with errors to in-flight callers, escalation, the CPU fallback).
 //!
 //! GPU tests print a skip line when no adapter is found, unless `REQUIRE_GPU=1`, which makes
 //! that a failure (CI sets it; lavapipe is enough).
 
+mod actors;
 mod codegen;
 mod device;
 mod models;
 mod parity;
+mod posterior;
 mod support;

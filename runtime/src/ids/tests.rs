@@ -30,3 +30,11 @@ fn node_name_refuses_bad_parts() {
         Err(NodeNameError::MissingHost { .. })
     ));
 }
+
+#[test]
+fn fresh_ids_differ_and_print_as_hex() {
+    let ids: std::collections::HashSet<u64> = (0..1000).map(|_| fresh_u64()).collect();
+    assert_eq!(ids.len(), 1000);
+    assert_eq!(JobId(0xab).to_string(), "00000000000000ab");
+    assert_eq!(TaskId(u64::MAX).to_string(), "ffffffffffffffff");
+}

@@ -1,14 +1,89 @@
 //! One node in this process (pg and the registry are process-wide, so only one test here
-//! starts a node): start errors, the local member list, a failed join, a membership restart
-//! under the rest-for-one root, clean shutdown.
+//! starts a node): start errors, the local member list, a failed join, a sampling job through
+//! the node's own coordinator and pool (the draws are the local sampler's), a pool that
+//! panics mid-job (restarted by its supervisor, the job completes with its chains retried),
+//! a membership restart under the rest-for-one root, clean shutdown.
 //! Nodes talking to each other are tested with real processes in the workspace `tests` crate.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
 
+use sampler::{CheckedModel, Limits, SamplerSettings, Seed};
+
 use super::*;
+use crate::discovery::{COORDINATOR, CPU_POOL};
+use crate::ids::RequestId;
 use crate::membership::MemberState;
+use crate::sampling::{AssembleError, Assembler, JobOutcome, SampleRequest};
 use crate::session::ConnectError;
+use crate::wire::{self, Envelope, JobReply, JobRequest, PoolReply, PoolRequest, WireFault};
+
+const MODEL: &str = r#"{"ir_version": 1, "name": "normal_mean",
+  "data": {"y": {"vector": [0.1, -0.3, 0.5, 1.2]}},
+  "parameters": [{"name": "mu"}],
+  "model": [
+    {"sample": {"value": "mu", "dist": {"normal": {"mu": 0, "sigma": 10}}}},
+    {"sample": {"value": "y", "dist": {"normal": {"mu": "mu", "sigma": 1}}}}
+  ]}"#;
+
+/// Submits `request` to this process's coordinator and follows it to its outcome; calls
+/// `on_draws` once, when the first draws arrived.
+async fn run_job(
+    me: &NodeName,
+    request: &SampleRequest,
+    on_draws: impl AsyncFnOnce(),
+) -> Result<JobOutcome, AssembleError> {
+    let (_, coordinator) = COORDINATOR.all_members().remove(0);
+    let timeout = Duration::from_secs(20);
+    // Request ids are unique per client: a reused one would be refused (or, for the same
+    // request, answered with the earlier job).
+    let fresh = || RequestId(crate::ids::fresh_u64());
+    let submit = Envelope::new(fresh(), me, JobRequest::Submit(request.to_wire()));
+    let reply = wire::call(&coordinator, "local", &submit, timeout)
+        .await
+        .unwrap();
+    let JobReply::Submitted { job, n_chains } = reply.body else {
+        panic!("{:?}", reply.body);
+    };
+    assert_eq!(n_chains, request.n_chains);
+    let mut assembler = Assembler::new(job, n_chains);
+    let mut ack = 0;
+    let mut on_draws = Some(on_draws);
+    while !assembler.is_finished() {
+        let poll = Envelope::new(
+            fresh(),
+            me,
+            JobRequest::Poll {
+                job,
+                ack,
+                wait_ms: 1000,
+            },
+        );
+        let reply = wire::call(&coordinator, "local", &poll, timeout)
+            .await
+            .unwrap();
+        let JobReply::Events {
+            job: polled,
+            events,
+        } = reply.body
+        else {
+            panic!("{:?}", reply.body);
+        };
+        assert_eq!(polled, job, "events of another job");
+        for event in events {
+            ack = event.seq;
+            let draws = matches!(
+                &event.event,
+                crate::wire::WireJobEvent::Progress { draws: Some(_), .. }
+            );
+            assembler.apply(event.event)?;
+            if draws && let Some(on_draws) = on_draws.take() {
+                on_draws().await;
+            }
+        }
+    }
+    assembler.finish()
+}
 
 fn free_port() -> u16 {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
@@ -41,6 +116,7 @@ async fn a_node_starts_reports_itself_fails_a_join_and_stops() {
 
     let mut settings = NodeSettings::new(name.clone(), listen, cookie);
     settings.resources.cpu_slots = 3;
+    settings.allow_fault_injection = true;
     let node = Node::start(settings).await.unwrap();
     let members = node.members(Duration::from_secs(5)).await.unwrap();
     assert_eq!(members.len(), 1);
@@ -66,6 +142,93 @@ async fn a_node_starts_reports_itself_fails_a_join_and_stops() {
         matches!(&answer, Err(ConnectError::Unreachable { address, .. }) if *address == nobody),
         "{answer:?}"
     );
+
+    // A job through the node's coordinator and pool: the local sampler's draws, bit for bit.
+    let model = CheckedModel::from_json(MODEL, &Limits::default()).unwrap();
+    let sampler_settings = SamplerSettings {
+        num_warmup: 200,
+        num_draws: 300,
+        ..SamplerSettings::default()
+    };
+    let request = SampleRequest::new(model.model().clone(), sampler_settings.clone(), 5, Seed(4));
+    let outcome = run_job(&name, &request, async || {}).await.unwrap();
+    let local =
+        sampler::sample(&model, &sampler_settings, Seed(4), 5, &sampler::NoObserver).unwrap();
+    assert_eq!(outcome.traces.len(), 5);
+    for (remote, local) in outcome.traces.iter().zip(&local) {
+        assert_eq!(remote.draws, local.draws, "chain {}", local.chain);
+        assert_eq!(remote.stats, local.stats);
+        assert_eq!(remote.tuning, local.tuning);
+    }
+    assert!(outcome.retried.is_empty());
+
+    // A submission retried with its request id gets its job again; another request with that
+    // id is refused, naming the problem (it would otherwise be handed the first job's events).
+    let (_, coordinator) = COORDINATOR.all_members().remove(0);
+    let submit = |request: &SampleRequest| {
+        Envelope::new(RequestId(7), &name, JobRequest::Submit(request.to_wire()))
+    };
+    let timeout = Duration::from_secs(5);
+    let first = wire::call(&coordinator, "local", &submit(&request), timeout)
+        .await
+        .unwrap();
+    let again = wire::call(&coordinator, "local", &submit(&request), timeout)
+        .await
+        .unwrap();
+    assert_eq!(first.body, again.body);
+    let JobReply::Submitted { job: reused, .. } = first.body else {
+        panic!("{:?}", first.body);
+    };
+    let other = SampleRequest::new(model.model().clone(), sampler_settings.clone(), 2, Seed(4));
+    let refused = wire::call(&coordinator, "local", &submit(&other), timeout)
+        .await
+        .unwrap_err();
+    let text = refused.to_string();
+    assert!(
+        text.contains("request 7 of solo@127.0.0.1 was already used")
+            && text.contains(&reused.to_string()),
+        "{text}"
+    );
+    let cancel = Envelope::new(RequestId(8), &name, JobRequest::Cancel { job: reused });
+    let cancelled = wire::call(&coordinator, "local", &cancel, timeout)
+        .await
+        .unwrap();
+    assert_eq!(cancelled.body, JobReply::Cancelled { job: reused });
+
+    // The pool panics once the first draws arrived: its supervisor restarts it (not the
+    // root), and the job completes, its chains retried, with the same draws.
+    let long = SamplerSettings {
+        num_warmup: 200,
+        num_draws: 200_000,
+        ..SamplerSettings::default()
+    };
+    let request = SampleRequest::new(model.model().clone(), long.clone(), 2, Seed(5));
+    let me = name.clone();
+    let outcome = run_job(&name, &request, async || {
+        let (_, pool) = CPU_POOL.all_members().remove(0);
+        let fault = Envelope::new(
+            RequestId(99),
+            &me,
+            PoolRequest::InjectFault(WireFault::PanicPool),
+        );
+        let reply = wire::call(&pool, "local", &fault, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(reply.body, PoolReply::FaultInjected);
+    })
+    .await
+    .unwrap();
+    assert_eq!(outcome.retried.len(), 2, "{:?}", outcome.retried);
+    assert!(outcome.placements.iter().all(|p| p.attempts == 2));
+    let first = sampler::sample_chains(
+        || model.evaluator(),
+        &long,
+        Seed(5),
+        &[sampler::ChainSpec::new(sampler::ChainId(0))],
+        &sampler::NoObserver,
+    )
+    .unwrap();
+    assert_eq!(outcome.traces[0].draws, first[0].draws);
 
     // Membership killed: the root restarts it, and its endpoint after it (rest-for-one).
     membership.kill();
@@ -93,7 +256,11 @@ async fn a_node_starts_reports_itself_fails_a_join_and_stops() {
         [
             ("node-server", 0),
             ("membership", 1),
-            ("membership-endpoint", 1)
+            ("membership-endpoint", 1),
+            // The pool's panic was its own supervisor's business.
+            ("cpu-pool", 1),
+            ("coordinator", 1),
+            ("coordinator-endpoint", 1),
         ]
     );
 

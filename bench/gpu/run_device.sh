@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The GPU benchmark on the device machine (shared/GPU.md): ours (`cluster-cli bench --device
+# gpu`), then NumPyro's vectorised chains on the same GPU, then the markdown comparison.
+#
+# Run from the repository root on the device machine, with `.gl/` (Vulkan loader debs) and
+# `.gpu/cluster-cli` (a stripped release build) carried:
+#
+#   bench/gpu/run_device.sh [--budget SECONDS] [--models a,b] [--chains 1,64,...]
+#                           [--warmup N] [--draws N]
+#                           [--only ours|numpyro] [--ours-share FRACTION] [--local]
+#                           [-- BENCH-ARGS...]
+#
+# --budget bounds the whole call (default 510 s, under the device tool's 10 minutes per
+# command): ours gets --ours-share of it (default 0.4), NumPyro what is left minus a margin
+# for the report. Each side starts no new row past its share and is killed at its end; rows
+# already measured are kept (both write one JSON line per row as it completes). --warmup and
+# --draws (default 400 each, the NumPyro anchor's) go to both. Arguments after `--` go to
+# `cluster-cli bench` only (e.g. `--kernel fused`, `--data storage`, `--precision f64`).
+#
+# --local skips the Vulkan set-up (for a try on a machine with lavapipe); $PYTHON picks the
+# interpreter (default python3).
+#
+# Writes to $OUT (the device tool's output folder; ./gpu-bench-out if unset): devices.txt,
+# ours.txt, ours.jsonl, numpyro.txt, numpyro.jsonl, report.md.
+set -uo pipefail
+
+budget=510
+models=eight_schools_noncentered,logistic,sv
+chains=1,64,1024,8192,65536
+only=
+ours_share=0.4
+local=
+warmup=400
+draws=400
+bench_args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --budget) budget=$2; shift 2 ;;
+        --models) models=$2; shift 2 ;;
+        --chains) chains=$2; shift 2 ;;
+        --only) only=$2; shift 2 ;;
+        --ours-share) ours_share=$2; shift 2 ;;
+        --local) local=1; shift ;;
+        --warmup) warmup=$2; shift 2 ;;
+        --draws) draws=$2; shift 2 ;;
+        --) shift; bench_args=("$@"); break ;;
+        *) echo "run_device.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+case "$only" in ""|ours|numpyro) ;; *) echo "run_device.sh: --only ours|numpyro" >&2; exit 2 ;; esac
+
+OUT=${OUT:-./gpu-bench-out}
+mkdir -p "$OUT"
+started=$(date +%s)
+elapsed() { echo $(( $(date +%s) - started )); }
+
+# The Vulkan loader and NVIDIA's ICD, as shared/GPU.md says.
+if [ -z "$local" ] && ls .gl/*.deb >/dev/null 2>&1; then
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+fi
+if [ -z "$local" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+export XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-/tmp/xdg}
+mkdir -p "$XDG_RUNTIME_DIR"
+
+cli=.gpu/cluster-cli
+if [ -f "$cli" ] && [ ! -x "$cli" ]; then
+    # A carried file may lose its mode; a read-only tree needs a copy.
+    chmod +x "$cli" 2>/dev/null || { cp "$cli" /tmp/cluster-cli && chmod +x /tmp/cluster-cli && cli=/tmp/cluster-cli; }
+fi
+[ -x "$cli" ] || cli=$(command -v cluster-cli || true)
+python=${PYTHON:-$(command -v python3 || command -v python)}
+
+if [ -n "$cli" ]; then
+    "$cli" devices > "$OUT/devices.txt" 2>&1 || true
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >> "$OUT/devices.txt" 2>&1 || true
+fi
+
+model_paths=()
+IFS=, read -ra model_names <<< "$models"
+for m in "${model_names[@]}"; do model_paths+=("models/$m.json"); done
+
+ours_budget=$(awk -v b="$budget" -v s="$ours_share" 'BEGIN { printf "%d", b * s }')
+if [ "$only" != numpyro ]; then
+    if [ -z "$cli" ]; then
+        echo "no cluster-cli: build it and copy it to .gpu/ (shared/GPU.md)" | tee "$OUT/ours.txt"
+    else
+        # New rows start until 60% of the share; the rest is room for the last row.
+        ours_limit=$(( ours_budget * 6 / 10 ))
+        echo "== ours (budget ${ours_budget} s) =="
+        timeout -k 5 "$ours_budget" "$cli" bench --device gpu --chains "$chains" \
+            --warmup "$warmup" --draws "$draws" --time-limit "$ours_limit" \
+            --json "$OUT/ours.jsonl" "${bench_args[@]}" \
+            "${model_paths[@]}" 2>&1 | tee "$OUT/ours.txt"
+        echo "(ours: exit ${PIPESTATUS[0]} after $(elapsed) s)" | tee -a "$OUT/ours.txt"
+    fi
+fi
+
+if [ "$only" != ours ]; then
+    left=$(( budget - $(elapsed) - 15 ))
+    if [ "$left" -lt 30 ]; then
+        echo "no time left for NumPyro ($left s)" | tee "$OUT/numpyro.txt"
+    else
+        numpyro_limit=$(( left * 6 / 10 ))
+        echo "== NumPyro (budget ${left} s) =="
+        timeout -k 5 "$left" "$python" bench/gpu/numpyro_gpu.py --models "$models" \
+            --chains "$chains" --warmup "$warmup" --draws "$draws" --time-limit "$numpyro_limit" \
+            > "$OUT/numpyro.jsonl" 2> >(tee "$OUT/numpyro.txt" >&2)
+        echo "(numpyro: exit $? after $(elapsed) s)" | tee -a "$OUT/numpyro.txt"
+    fi
+fi
+
+"$python" bench/gpu/report.py "$OUT/ours.jsonl" "$OUT/numpyro.jsonl" > "$OUT/report.md" 2>&1
+cat "$OUT/report.md"
+echo "(total $(elapsed) s)"

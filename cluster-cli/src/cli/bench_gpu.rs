@@ -1,0 +1,701 @@
+//! `cluster-cli bench --device gpu`: many chains on one GPU, measured as the NumPyro anchor of
+//! `shared/GPU.md` is (400 warmup + 400 draws by default, compile excluded, rates per second
+//! of warmup plus sampling).
+//!
+//! Per model and chain count, one row:
+//! * wall: seconds of `sample_on_device_with` (warmup and draws, every readback included),
+//!   after a warm-up run of one chain that compiled the pipelines and uploaded the data; that
+//!   run's time is the model's "setup" (upload, compile, first draw);
+//! * useful gradient evaluations per second: the gradients the chains needed (initial points,
+//!   step-size searches and every leapfrog step of warmup and sampling, summed over chains)
+//!   over the wall time;
+//! * min bulk-ESS/s and min tail-ESS/s: `sampler::diagnostics` over all chains and all draws,
+//!   the minimum over the constrained parameters, over the wall time;
+//! * lockstep efficiency: useful leapfrog steps over executed lane-steps (a lockstep group of
+//!   the adapter's subgroup width is busy while any lane is; `gpu_actor::LockstepTotals`);
+//!   the JSON also has the efficiency if whole dispatches ran in lockstep, as NumPyro's do;
+//! * divergences after warmup, summed over chains;
+//! * check: each parameter's posterior mean against a CPU f64 reference run (8 chains, 1000 +
+//!   1000), as the largest |z| with z the difference over the combined MCSE; it fails above
+//!   `metrics::CHECK_Z_LIMIT`.
+//!
+//! Before the rows, the round trip of one small dispatch: a single chain of
+//! eight_schools_noncentered, 32 leapfrog steps of the fused kernel, submitted and read back;
+//! the median over repetitions after warm-up dispatches.
+
+mod metrics;
+#[cfg(test)]
+mod tests;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::ValueEnum;
+use gpu_actor::wgsl::DEFAULT_WORKGROUP_SIZE;
+use gpu_actor::{
+    DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DataPlacement, DeviceOptions, FusedLeapfrog,
+    GpuDevice, GpuKernel, GpuSampleRequest, GpuSamplingOptions, LeapfrogStart, LogpGradRequest,
+    Precision, TapePlacement, sample_on_device_with,
+};
+use sampler::{ChainId, ChainSpec, CheckedModel, NoObserver, SamplerSettings, Seed};
+use serde_json::json;
+
+use super::{SamplerArgs, ensure_parent, load_model};
+use metrics::{CHECK_Z_LIMIT, ColumnStats, MeanCheck, column_stats, min_of};
+
+/// Warmup iterations and draws per chain unless given: the NumPyro anchor's.
+pub const DEFAULT_GPU_ITERATIONS: u64 = 400;
+/// Chain counts unless given.
+const DEFAULT_CHAINS: [u32; 5] = [1, 64, 1024, 8192, 65536];
+/// Models unless given.
+const DEFAULT_MODELS: [&str; 3] = [
+    "models/eight_schools_noncentered.json",
+    "models/logistic.json",
+    "models/sv.json",
+];
+/// The round trip's model, kernel size and warm-up dispatches.
+const ROUND_TRIP_MODEL: &str = "models/eight_schools_noncentered.json";
+const ROUND_TRIP_STEPS: usize = 32;
+const ROUND_TRIP_WARMUP: u32 = 20;
+/// The device watchdog: lavapipe compiles a pipeline at its first dispatch, over a minute for
+/// the logistic model's storage tape on a loaded machine.
+const POLL_TIMEOUT: Duration = Duration::from_secs(900);
+/// The CPU reference run of the check.
+const REFERENCE_CHAINS: u32 = 8;
+const REFERENCE_ITERATIONS: u64 = 1000;
+const REFERENCE_SEED: Seed = Seed(20_251_121);
+
+/// Options of `bench --device gpu`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct GpuBenchArgs {
+    /// GPU: chain counts, comma-separated [default: 1,64,1024,8192,65536].
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    chains: Vec<u32>,
+    /// GPU: kernel [default: nuts].
+    #[arg(long, value_enum)]
+    kernel: Option<KernelArg>,
+    /// GPU: NUTS transitions (nuts) or leapfrog steps (fused) per dispatch [default: the
+    /// kernel's].
+    #[arg(long, value_name = "N")]
+    per_dispatch: Option<u32>,
+    /// GPU: floating-point precision; f64 needs SHADER_F64 [default: f32].
+    #[arg(long, value_enum)]
+    precision: Option<PrecisionArg>,
+    /// GPU: where the kernels read model data [default: auto, workgroup memory when it fits
+    /// the adapter's limit].
+    #[arg(long, value_enum)]
+    data: Option<DataArg>,
+    /// GPU: chains per workgroup (1 to 1024) [default: 64].
+    #[arg(long, value_name = "N")]
+    workgroup_size: Option<u32>,
+    /// GPU: also write one JSON object per row to this file (JSON lines).
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// GPU: repetitions of the single-dispatch round trip; 0 skips it [default: 200].
+    #[arg(long, value_name = "N")]
+    round_trips: Option<u32>,
+    /// GPU: skip the CPU reference run and the check column.
+    #[arg(long)]
+    no_check: bool,
+    /// GPU: start no new row after this many seconds (rows left are listed as skipped).
+    #[arg(long, value_name = "SECONDS")]
+    time_limit: Option<f64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum KernelArg {
+    Nuts,
+    Fused,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PrecisionArg {
+    F32,
+    F64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DataArg {
+    Auto,
+    Storage,
+    Workgroup,
+}
+
+impl GpuBenchArgs {
+    /// Whether any GPU-only option was given (an error without `--device gpu`).
+    pub fn given(&self) -> bool {
+        !self.chains.is_empty()
+            || self.kernel.is_some()
+            || self.per_dispatch.is_some()
+            || self.precision.is_some()
+            || self.data.is_some()
+            || self.workgroup_size.is_some()
+            || self.json.is_some()
+            || self.round_trips.is_some()
+            || self.no_check
+            || self.time_limit.is_some()
+    }
+
+    fn kernel(&self) -> GpuKernel {
+        match self.kernel.unwrap_or(KernelArg::Nuts) {
+            KernelArg::Nuts => GpuKernel::Nuts {
+                transitions_per_dispatch: self.per_dispatch.unwrap_or(DEFAULT_NUTS_TRANSITIONS),
+            },
+            KernelArg::Fused => GpuKernel::Fused {
+                steps_per_dispatch: self.per_dispatch.unwrap_or(DEFAULT_FUSED_STEPS),
+            },
+        }
+    }
+
+    fn precision(&self) -> Precision {
+        match self.precision {
+            None | Some(PrecisionArg::F32) => Precision::F32,
+            Some(PrecisionArg::F64) => Precision::F64,
+        }
+    }
+
+    fn data(&self) -> Option<DataPlacement> {
+        match self.data {
+            None | Some(DataArg::Auto) => None,
+            Some(DataArg::Storage) => Some(DataPlacement::Storage),
+            Some(DataArg::Workgroup) => Some(DataPlacement::Workgroup),
+        }
+    }
+
+    fn chain_counts(&self) -> Vec<u32> {
+        if self.chains.is_empty() {
+            DEFAULT_CHAINS.to_vec()
+        } else {
+            self.chains.clone()
+        }
+    }
+}
+
+fn kernel_name(kernel: GpuKernel) -> &'static str {
+    match kernel {
+        GpuKernel::Nuts { .. } => "nuts",
+        GpuKernel::Fused { .. } => "fused",
+    }
+}
+
+/// One (model, chains) measurement.
+#[derive(Clone, Debug, PartialEq)]
+struct Row {
+    wall: f64,
+    useful_grads: u64,
+    bulk: f64,
+    tail: f64,
+    lockstep: f64,
+    dispatch_lockstep: f64,
+    divergent: usize,
+    check: Option<MeanCheck>,
+    diagnostics_seconds: f64,
+}
+
+impl Row {
+    fn grads_per_second(&self) -> f64 {
+        self.useful_grads as f64 / self.wall.max(1e-9)
+    }
+    fn bulk_per_second(&self) -> f64 {
+        self.bulk / self.wall.max(1e-9)
+    }
+    fn tail_per_second(&self) -> f64 {
+        self.tail / self.wall.max(1e-9)
+    }
+}
+
+/// JSON lines, flushed after each row so that a run cut short keeps what it measured.
+struct JsonLines(Option<std::fs::File>);
+
+impl JsonLines {
+    fn create(path: Option<&Path>) -> anyhow::Result<JsonLines> {
+        let Some(path) = path else {
+            return Ok(JsonLines(None));
+        };
+        ensure_parent(path)?;
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(JsonLines(Some(file)))
+    }
+
+    fn write(&mut self, value: &serde_json::Value) -> anyhow::Result<()> {
+        if let Some(file) = &mut self.0 {
+            writeln!(file, "{value}")
+                .and_then(|()| file.flush())
+                .context("cannot write the JSON lines file")?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the GPU benchmark.
+pub fn run(
+    args: &GpuBenchArgs,
+    models: &[PathBuf],
+    seeds: u64,
+    sampler: &SamplerArgs,
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let chain_counts = args.chain_counts();
+    anyhow::ensure!(
+        chain_counts.iter().all(|&n| n > 0),
+        "--chains: every chain count must be at least 1"
+    );
+    anyhow::ensure!(
+        args.per_dispatch != Some(0),
+        "--per-dispatch must be at least 1"
+    );
+    anyhow::ensure!(seeds > 0, "--seeds must be at least 1");
+    anyhow::ensure!(
+        args.workgroup_size
+            .is_none_or(|size| (1..=1024).contains(&size)),
+        "--workgroup-size must be in 1..=1024"
+    );
+    let mut settings = sampler.settings(1);
+    settings.num_warmup = sampler.warmup.unwrap_or(DEFAULT_GPU_ITERATIONS);
+    settings.num_draws = sampler.draws.unwrap_or(DEFAULT_GPU_ITERATIONS);
+    settings.validate()?;
+    let models: Vec<PathBuf> = if models.is_empty() {
+        DEFAULT_MODELS.iter().map(PathBuf::from).collect()
+    } else {
+        models.to_vec()
+    };
+    let kernel = args.kernel();
+    let precision = args.precision();
+    let mut json = JsonLines::create(args.json.as_deref())?;
+
+    let device = GpuDevice::open(&DeviceOptions {
+        poll_timeout: POLL_TIMEOUT,
+        ..DeviceOptions::default()
+    })
+    .context("cannot open a GPU")?;
+    let report = device.report().clone();
+    anyhow::ensure!(
+        device.supports(precision),
+        "{} has no SHADER_F64: use --precision f32",
+        report.name
+    );
+    println!(
+        "{} ({}, {}, driver {}): subgroups {}..{}, workgroup memory {} KiB",
+        report.name,
+        report.kind,
+        report.backend,
+        report.driver,
+        report.subgroup_sizes.0,
+        report.subgroup_sizes.1,
+        report.limits.max_compute_workgroup_storage_size / 1024,
+    );
+    println!(
+        "{} kernel, {precision}, {} warmup + {} draws per chain, {} adaptation, median of {seeds} seed(s); \
+         rates per second of warmup + sampling (compile excluded).\n",
+        kernel_name(kernel),
+        settings.num_warmup,
+        settings.num_draws,
+        format!("{:?}", settings.adaptation).to_lowercase(),
+    );
+    let context = json!({
+        "kernel": kernel_name(kernel),
+        "precision": precision.to_string(),
+        "warmup": settings.num_warmup,
+        "draws": settings.num_draws,
+        "adapter": report.name,
+        "device_kind": report.kind.to_string(),
+        "driver": report.driver,
+        "workgroup_size": args.workgroup_size.unwrap_or(DEFAULT_WORKGROUP_SIZE),
+    });
+
+    // First: it is short, and a run cut short by its caller still has it.
+    let repetitions = args.round_trips.unwrap_or(200);
+    if repetitions > 0 {
+        let round_trip = round_trip(&device, precision, repetitions)?;
+        println!(
+            "round trip of one dispatch (1 chain of eight_schools_noncentered, fused kernel, {ROUND_TRIP_STEPS} steps, \
+             {precision}): median {:.3} ms (10%: {:.3}, 90%: {:.3}) over {repetitions}, device time median {:.3} ms",
+            round_trip.median_ms, round_trip.p10_ms, round_trip.p90_ms, round_trip.device_median_ms
+        );
+        let mut value = context.clone();
+        value["kind"] = json!("round_trip");
+        value["framework"] = json!("ours");
+        value["precision"] = json!(precision.to_string());
+        value["steps"] = json!(ROUND_TRIP_STEPS);
+        value["repetitions"] = json!(repetitions);
+        value["median_ms"] = json!(round_trip.median_ms);
+        value["p10_ms"] = json!(round_trip.p10_ms);
+        value["p90_ms"] = json!(round_trip.p90_ms);
+        value["device_median_ms"] = json!(round_trip.device_median_ms);
+        json.write(&value)?;
+        println!();
+    }
+
+    let mut rows_skipped = false;
+    for path in &models {
+        let model = load_model(path)?;
+        let program = model.program();
+        let data = args.data().unwrap_or_else(|| {
+            DataPlacement::choose(
+                program,
+                precision,
+                report.limits.max_compute_workgroup_storage_size,
+            )
+        });
+        let options = GpuSamplingOptions {
+            data: Some(data),
+            workgroup_size: args.workgroup_size.unwrap_or(DEFAULT_WORKGROUP_SIZE),
+            ..GpuSamplingOptions::default()
+        };
+        let setup = warm_up(&device, &model, &settings, kernel, precision, &options)
+            .with_context(|| format!("{}: the warm-up run failed", model.name()))?;
+        let reference = if args.no_check {
+            None
+        } else {
+            Some(cpu_reference(&model, &settings)?)
+        };
+        println!(
+            "{} (d = {}): setup (upload, compile, first draw) {setup:.2} s; data in {data} memory, \
+             {} tape{}\n",
+            model.name(),
+            program.dim,
+            TapePlacement::choose(program),
+            reference
+                .as_ref()
+                .map(|(_, seconds)| format!(
+                    "; CPU f64 reference ({REFERENCE_CHAINS} chains x {REFERENCE_ITERATIONS} draws) in {seconds:.1} s"
+                ))
+                .unwrap_or_default(),
+        );
+        println!(
+            "| chains | wall s | useful grad evals/s | min bulk-ESS/s | min tail-ESS/s | lockstep eff. \
+             | divergences | check (max z of means vs CPU) |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---:|---|");
+        for &n_chains in &chain_counts {
+            if args
+                .time_limit
+                .is_some_and(|limit| started.elapsed().as_secs_f64() > limit)
+            {
+                println!("| {n_chains} | skipped: past --time-limit | | | | | | |");
+                json.write(&row_json(
+                    &context,
+                    model.name(),
+                    n_chains,
+                    data,
+                    setup,
+                    None,
+                ))?;
+                rows_skipped = true;
+                continue;
+            }
+            let mut rows = Vec::new();
+            for seed in 1..=seeds {
+                let row = measure(
+                    &device,
+                    &model,
+                    &settings,
+                    Seed(seed),
+                    n_chains,
+                    (kernel, precision),
+                    &options,
+                    reference.as_ref().map(|(stats, _)| stats.as_slice()),
+                )
+                .with_context(|| format!("{}: {n_chains} chains, seed {seed}", model.name()))?;
+                rows.push(row);
+            }
+            let row = median_row(&rows);
+            println!("{}", table_line(&model, n_chains, &row));
+            json.write(&row_json(
+                &context,
+                model.name(),
+                n_chains,
+                data,
+                setup,
+                Some(&row),
+            ))?;
+        }
+        println!();
+    }
+
+    if rows_skipped {
+        println!("some rows were skipped: past --time-limit");
+    }
+    device.shutdown()?;
+    Ok(())
+}
+
+/// Uploads the model and runs one chain briefly, so that every pipeline the benchmark uses
+/// is compiled (lavapipe compiles on first dispatch, so the step-size search runs too).
+/// Returns the seconds it took.
+fn warm_up(
+    device: &GpuDevice,
+    model: &CheckedModel,
+    settings: &SamplerSettings,
+    kernel: GpuKernel,
+    precision: Precision,
+    options: &GpuSamplingOptions,
+) -> anyhow::Result<f64> {
+    let started = Instant::now();
+    let mut short = settings.clone();
+    short.num_warmup = settings.num_warmup.min(10);
+    short.num_draws = 1;
+    let request = GpuSampleRequest {
+        model: model.clone(),
+        settings: short,
+        seed: Seed(0),
+        chains: vec![ChainSpec::new(ChainId(0))],
+        kernel,
+        precision,
+    };
+    sample_on_device_with(device, &request, options, &NoObserver)?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
+/// Per-parameter means and MCSE of a CPU f64 run, and its seconds.
+fn cpu_reference(
+    model: &CheckedModel,
+    settings: &SamplerSettings,
+) -> anyhow::Result<(Vec<ColumnStats>, f64)> {
+    let started = Instant::now();
+    let mut reference = settings.clone();
+    reference.num_warmup = REFERENCE_ITERATIONS;
+    reference.num_draws = REFERENCE_ITERATIONS;
+    reference.threads = 0;
+    let traces = sampler::sample(
+        model,
+        &reference,
+        REFERENCE_SEED,
+        REFERENCE_CHAINS,
+        &NoObserver,
+    )
+    .with_context(|| format!("{}: the CPU reference run failed", model.name()))?;
+    let stats = column_stats(&traces, model.program().n_parameter_columns(), threads())?;
+    Ok((stats, started.elapsed().as_secs_f64()))
+}
+
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// One timed run and its row.
+#[allow(clippy::too_many_arguments)]
+fn measure(
+    device: &GpuDevice,
+    model: &CheckedModel,
+    settings: &SamplerSettings,
+    seed: Seed,
+    n_chains: u32,
+    (kernel, precision): (GpuKernel, Precision),
+    options: &GpuSamplingOptions,
+    reference: Option<&[ColumnStats]>,
+) -> anyhow::Result<Row> {
+    let request = GpuSampleRequest {
+        model: model.clone(),
+        settings: settings.clone(),
+        seed,
+        chains: (0..n_chains).map(|c| ChainSpec::new(ChainId(c))).collect(),
+        kernel,
+        precision,
+    };
+    let started = Instant::now();
+    let run = sample_on_device_with(device, &request, options, &NoObserver)?;
+    let wall = started.elapsed().as_secs_f64();
+    let diagnostics_started = Instant::now();
+    let stats = column_stats(
+        &run.traces,
+        model.program().n_parameter_columns(),
+        threads(),
+    )?;
+    let lockstep = run.lockstep(None);
+    Ok(Row {
+        wall,
+        useful_grads: run
+            .traces
+            .iter()
+            .map(|t| t.grad_evals_warmup + t.grad_evals_sampling)
+            .sum(),
+        bulk: min_of(&stats, |s| s.ess_bulk),
+        tail: min_of(&stats, |s| s.ess_tail),
+        lockstep: lockstep.efficiency(),
+        dispatch_lockstep: lockstep.dispatch_efficiency(),
+        divergent: run.traces.iter().map(|t| t.n_divergent()).sum(),
+        check: reference.map(|reference| MeanCheck::new(&stats, reference)),
+        diagnostics_seconds: diagnostics_started.elapsed().as_secs_f64(),
+    })
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => values[n / 2],
+        _ => 0.5 * (values[n / 2 - 1] + values[n / 2]),
+    }
+}
+
+/// Each number the median over seeds (divergences: the largest; check: the worst).
+fn median_row(rows: &[Row]) -> Row {
+    let of = |f: fn(&Row) -> f64| median(rows.iter().map(f).collect());
+    let wall = of(|r| r.wall);
+    Row {
+        wall,
+        // Keeps grads/s the median of the per-seed rates.
+        useful_grads: (of(|r| r.grads_per_second()) * wall).round() as u64,
+        bulk: of(|r| r.bulk_per_second()) * wall,
+        tail: of(|r| r.tail_per_second()) * wall,
+        lockstep: of(|r| r.lockstep),
+        dispatch_lockstep: of(|r| r.dispatch_lockstep),
+        divergent: rows.iter().map(|r| r.divergent).max().unwrap_or(0),
+        check: rows
+            .iter()
+            .filter_map(|r| r.check.clone())
+            .max_by(|a, b| a.max_z.total_cmp(&b.max_z)),
+        diagnostics_seconds: of(|r| r.diagnostics_seconds),
+    }
+}
+
+/// Rates of any size in a few characters.
+fn rate(value: f64) -> String {
+    if value.is_finite() && value.abs() >= 1e5 {
+        format!("{value:.3e}")
+    } else {
+        format!("{value:.0}")
+    }
+}
+
+fn check_text(model: &CheckedModel, check: Option<&MeanCheck>) -> String {
+    let Some(check) = check else {
+        return "not run".into();
+    };
+    let name = model
+        .columns()
+        .get(check.worst)
+        .map_or_else(|| format!("column {}", check.worst), ToString::to_string);
+    if check.passed() {
+        format!("ok ({:.2}, {name})", check.max_z)
+    } else {
+        format!("FAIL ({:.2} > {CHECK_Z_LIMIT}, {name})", check.max_z)
+    }
+}
+
+fn table_line(model: &CheckedModel, n_chains: u32, row: &Row) -> String {
+    format!(
+        "| {n_chains} | {:.2} | {:.3e} | {} | {} | {:.2} | {} | {} |",
+        row.wall,
+        row.grads_per_second(),
+        rate(row.bulk_per_second()),
+        rate(row.tail_per_second()),
+        row.lockstep,
+        row.divergent,
+        check_text(model, row.check.as_ref()),
+    )
+}
+
+fn row_json(
+    context: &serde_json::Value,
+    model: &str,
+    n_chains: u32,
+    data: DataPlacement,
+    setup: f64,
+    row: Option<&Row>,
+) -> serde_json::Value {
+    let mut value = context.clone();
+    value["kind"] = json!("row");
+    value["framework"] = json!("ours");
+    value["model"] = json!(model);
+    value["chains"] = json!(n_chains);
+    value["data_placement"] = json!(data.to_string());
+    value["setup_s"] = json!(setup);
+    let Some(row) = row else {
+        value["skipped"] = json!(true);
+        return value;
+    };
+    // serde_json writes NaN as null.
+    value["wall_s"] = json!(row.wall);
+    value["useful_grads"] = json!(row.useful_grads);
+    value["grads_per_s"] = json!(row.grads_per_second());
+    value["min_ess_bulk"] = json!(row.bulk);
+    value["min_ess_tail"] = json!(row.tail);
+    value["min_ess_bulk_per_s"] = json!(row.bulk_per_second());
+    value["min_ess_tail_per_s"] = json!(row.tail_per_second());
+    value["ess_method"] = json!("sampler::diagnostics (ArviZ 0.23 rank-normalised)");
+    value["lockstep_efficiency"] = json!(row.lockstep);
+    value["dispatch_lockstep_efficiency"] = json!(row.dispatch_lockstep);
+    value["divergences"] = json!(row.divergent);
+    value["diagnostics_s"] = json!(row.diagnostics_seconds);
+    if let Some(check) = &row.check {
+        value["check_max_z"] = json!(check.max_z);
+        value["check_ok"] = json!(check.passed());
+    }
+    value
+}
+
+/// Host-side times of one small dispatch and readback.
+struct RoundTrip {
+    median_ms: f64,
+    p10_ms: f64,
+    p90_ms: f64,
+    device_median_ms: f64,
+}
+
+fn quantile_ms(sorted: &[Duration], q: f64) -> f64 {
+    let at = ((sorted.len().saturating_sub(1)) as f64 * q).round() as usize;
+    sorted.get(at).map_or(f64::NAN, |d| d.as_secs_f64() * 1e3)
+}
+
+fn round_trip(
+    device: &GpuDevice,
+    precision: Precision,
+    repetitions: u32,
+) -> anyhow::Result<RoundTrip> {
+    let model = load_model(Path::new(ROUND_TRIP_MODEL)).context(
+        "the round trip needs models/eight_schools_noncentered.json (run from the repository root)",
+    )?;
+    let key = device.upload_model(&model, precision).wait()?;
+    let dim = model.program().dim;
+    // A point away from zero and the mode, with a momentum of mixed signs.
+    let q: Vec<f64> = (0..dim)
+        .map(|j| 0.5 * (1.3 * j as f64 + 0.7).sin())
+        .collect();
+    let p: Vec<f64> = (0..dim).map(|j| (0.9 * j as f64 + 0.2).cos()).collect();
+    let g = device
+        .logp_grad(LogpGradRequest {
+            model: key,
+            points: q.clone(),
+            placement: None,
+        })
+        .wait()?
+        .grad;
+    let session = FusedLeapfrog::open(device, key, 1, ROUND_TRIP_STEPS)?;
+    let start = LeapfrogStart {
+        n_steps: ROUND_TRIP_STEPS,
+        inv_metric: vec![1.0; dim],
+        step_size: vec![0.05],
+        q,
+        p,
+        g,
+    };
+    for _ in 0..ROUND_TRIP_WARMUP {
+        session.run(&start)?;
+    }
+    let mut host = Vec::with_capacity(repetitions as usize);
+    let mut on_device = Vec::with_capacity(repetitions as usize);
+    for _ in 0..repetitions {
+        let started = Instant::now();
+        let steps = session.run(&start)?;
+        host.push(started.elapsed());
+        on_device.push(steps.device_time);
+        anyhow::ensure!(
+            steps.logp.iter().all(|lp| lp.is_finite()),
+            "the round trip's leapfrog steps left the support: the fused kernel is broken"
+        );
+    }
+    host.sort();
+    on_device.sort();
+    Ok(RoundTrip {
+        median_ms: quantile_ms(&host, 0.5),
+        p10_ms: quantile_ms(&host, 0.1),
+        p90_ms: quantile_ms(&host, 0.9),
+        device_median_ms: quantile_ms(&on_device, 0.5),
+    })
+}

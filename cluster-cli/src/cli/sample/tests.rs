@@ -1,0 +1,171 @@
+//! The summary of many chains: computed in parallel exactly as `RunSummary::new` computes it,
+//! printed with one line for all chains and one warning for all low E-BFMIs.
+
+use sampler::{ChainId, ChainTrace, DrawStats, SamplerSettings, Tuning};
+
+use super::summary::parallel_for_tests;
+use super::{MAX_CHAIN_LINES, summary_text};
+
+/// A chain of one column; its energy either alternates (a high E-BFMI) or drifts (low).
+fn trace(chain: u32, low_ebfmi: bool) -> ChainTrace {
+    let n_draws = 200;
+    let draws: Vec<f64> = (0..n_draws)
+        .map(|i| ((i * 7919 + chain as usize * 104_729) % 1000) as f64 / 1000.0)
+        .collect();
+    let stats = (0..n_draws)
+        .map(|i| DrawStats {
+            lp: -draws[i],
+            accept_stat: 0.8,
+            step_size: 0.5 + f64::from(chain) / 100.0,
+            tree_depth: 2,
+            n_leapfrog: 3,
+            divergent: chain == 3 && i < 2,
+            energy: if low_ebfmi {
+                i as f64
+            } else if i % 2 == 0 {
+                1.0
+            } else {
+                -1.0
+            },
+        })
+        .collect();
+    ChainTrace {
+        chain: ChainId(chain),
+        n_columns: 1,
+        warmup_draws: Vec::new(),
+        warmup_stats: Vec::new(),
+        draws,
+        stats,
+        tuning: Tuning {
+            step_size: 0.5 + f64::from(chain) / 100.0,
+            inv_metric: vec![1.0],
+            dense: false,
+        },
+        init: vec![0.0],
+        final_position: vec![0.0],
+        grad_evals_warmup: 0,
+        grad_evals_sampling: 0,
+        warmup_seconds: 0.0,
+        sampling_seconds: 0.0,
+    }
+}
+
+fn summary(n_chains: u32, low: &[u32]) -> sampler::RunSummary {
+    let traces: Vec<ChainTrace> = (0..n_chains).map(|c| trace(c, low.contains(&c))).collect();
+    let columns = [sampler::Column {
+        name: "mu".into(),
+        index: None,
+    }];
+    sampler::RunSummary::new(&columns, 1, &traces, &SamplerSettings::default())
+}
+
+#[test]
+fn a_few_chains_get_a_line_each() {
+    let text = summary_text(summary(4, &[1]));
+    assert!(text.contains("chain 3: step size"), "{text}");
+    assert!(text.contains("warning: chain 1: E-BFMI"), "{text}");
+}
+
+#[test]
+fn many_chains_get_one_line_and_one_e_bfmi_warning() {
+    let n = MAX_CHAIN_LINES as u32 + 24;
+    let text = summary_text(summary(n, &[2, 5, 30]));
+    assert!(!text.contains("chain 3: step size"), "{text}");
+    let chains_line = text
+        .lines()
+        .find(|line| line.starts_with(&format!("{n} chains: step size")))
+        .unwrap_or_else(|| panic!("no line for all chains in:\n{text}"));
+    assert!(
+        chains_line.contains("2 divergent in 1 chains"),
+        "{chains_line}"
+    );
+    let warnings: Vec<&str> = text.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert!(
+        warnings.iter().all(|w| !w.starts_with("warning: chain ")),
+        "{warnings:?}"
+    );
+    let ebfmi: Vec<&&str> = warnings.iter().filter(|w| w.contains("E-BFMI")).collect();
+    assert_eq!(ebfmi.len(), 1, "{warnings:?}");
+    assert!(
+        ebfmi[0].contains(&format!("3 of {n} chains")),
+        "{}",
+        ebfmi[0]
+    );
+    // The table comes first, then the chains line, then the warnings.
+    let table = text.find("mu ").expect("the table");
+    let chains = text.find(chains_line).expect("the chains line");
+    let first_warning = text.find("warning:").expect("a warning");
+    assert!(table < chains && chains < first_warning, "{text}");
+}
+
+/// Ten quantities over twelve chains: five whose chains disagree (R-hat), three random walks
+/// (low ESS), two fine; some divergences, saturated trees and low E-BFMIs.
+fn varied_traces() -> Vec<ChainTrace> {
+    let n_columns = 10;
+    let n_draws = 120;
+    let mut rng = sampler::ChainRng::new(sampler::Seed(3), ChainId(0));
+    (0..12u32)
+        .map(|c| {
+            let mut walk = [0.0f64; 10];
+            let mut draws = Vec::with_capacity(n_draws * n_columns);
+            for _ in 0..n_draws {
+                for (k, walk) in walk.iter_mut().enumerate() {
+                    let value = match k {
+                        0..5 => f64::from(c) * 0.5 + rng.normal(),
+                        5..8 => {
+                            *walk += rng.normal();
+                            *walk
+                        }
+                        _ => rng.normal(),
+                    };
+                    draws.push(value);
+                }
+            }
+            let mut trace = trace(c, c % 5 == 1);
+            trace.n_columns = n_columns;
+            trace.draws = draws;
+            trace.stats.truncate(n_draws);
+            for (i, stats) in trace.stats.iter_mut().enumerate() {
+                stats.divergent = c == 4 && i % 10 == 0;
+                stats.tree_depth = if c == 7 && i < 5 { 10 } else { 2 };
+            }
+            trace
+        })
+        .collect()
+}
+
+#[test]
+fn the_parallel_summary_equals_run_summary() {
+    let traces = varied_traces();
+    let columns: Vec<sampler::Column> = (0..10)
+        .map(|k| sampler::Column {
+            name: if k < 8 { "a".into() } else { "t".into() },
+            index: Some(k),
+        })
+        .collect();
+    let settings = SamplerSettings::default();
+    let expected = sampler::RunSummary::new(&columns, 8, &traces, &settings);
+    // The example exercises every warning.
+    for part in [
+        "were divergent",
+        "maximum tree depth",
+        "R-hat above",
+        "bulk or tail ESS",
+        "chain 1: E-BFMI",
+    ] {
+        assert!(
+            expected.warnings.iter().any(|w| w.contains(part)),
+            "no `{part}` warning in {:?}",
+            expected.warnings
+        );
+    }
+    assert!(
+        expected.warnings.iter().any(|w| w.contains("more:")),
+        "{:?}",
+        expected.warnings
+    );
+    assert_eq!(
+        parallel_for_tests(&columns, 8, &traces, &settings),
+        expected
+    );
+}

@@ -1,0 +1,150 @@
+//! A sampling job as callers submit it, its cancellation, and what comes back.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use sampler::{ChainTrace, DrawEvent, Observer};
+
+use super::WorkerId;
+use crate::sampling::GpuSampleRequest;
+
+/// Cancels a job: running chains stop at their next iteration (or, on the GPU, after the
+/// dispatch in progress), and the caller gets [`super::GpuActorError::Cancelled`]. Clones
+/// share the flag.
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A token not yet cancelled.
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+
+    /// Cancels every job holding a clone of this token.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether [`CancelToken::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A job for the [`super::GpuSupervisor`].
+///
+/// The request is plain data that can cross nodes; the observer and the token are this
+/// process's: a remote caller's node builds them where the job runs (the observer forwarding
+/// draws to the caller, the token tied to the caller's request id).
+pub struct SampleJob {
+    /// What to sample.
+    pub request: GpuSampleRequest,
+    /// Sees every draw of every chain as it is produced, on the sampling thread: keep
+    /// `on_draw` short. Its `should_stop` cancels the job, like the token.
+    pub observer: Option<Arc<dyn Observer + Send + Sync>>,
+    /// Cancels the job.
+    pub cancel: CancelToken,
+}
+
+impl SampleJob {
+    /// A job with no observer and a fresh token.
+    pub fn new(request: GpuSampleRequest) -> SampleJob {
+        SampleJob {
+            request,
+            observer: None,
+            cancel: CancelToken::new(),
+        }
+    }
+
+    /// The same job, reporting its draws to `observer`.
+    pub fn with_observer(mut self, observer: Arc<dyn Observer + Send + Sync>) -> SampleJob {
+        self.observer = Some(observer);
+        self
+    }
+}
+
+impl fmt::Debug for SampleJob {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SampleJob")
+            .field("model", &self.request.model.name())
+            .field("chains", &self.request.chains.len())
+            .field("kernel", &self.request.kernel)
+            .field("precision", &self.request.precision)
+            .field("observer", &self.observer.is_some())
+            .field("cancel", &self.cancel)
+            .finish()
+    }
+}
+
+/// Where a job ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RanOn {
+    /// On a GPU worker.
+    Gpu {
+        /// The worker.
+        worker: WorkerId,
+        /// Its adapter's name.
+        adapter: String,
+    },
+    /// On CPU threads ([`sampler::sample_chains`]), because the node has no usable GPU.
+    Cpu {
+        /// The supervisor's fallback line: why there is no usable GPU.
+        reason: String,
+    },
+}
+
+impl fmt::Display for RanOn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RanOn::Gpu { worker, adapter } => write!(f, "GPU {worker} ({adapter})"),
+            RanOn::Cpu { .. } => f.write_str("CPU (no usable GPU)"),
+        }
+    }
+}
+
+/// A finished job.
+#[derive(Clone, Debug)]
+pub struct SampleOutput {
+    /// One trace per chain, in the order of the request's chain specs.
+    pub traces: Vec<ChainTrace>,
+    /// Where it ran.
+    pub ran_on: RanOn,
+    /// From the start of the job on its worker to its end (time in the queue excluded).
+    pub elapsed: Duration,
+}
+
+/// The observer a job's chains report to: the caller's, stopped by the caller's token, the
+/// caller's `should_stop`, or the runner's own abort (a worker or supervisor that stops).
+pub(super) struct JobObserver<'a> {
+    pub(super) user: Option<&'a (dyn Observer + Send + Sync)>,
+    pub(super) cancel: &'a CancelToken,
+    pub(super) abort: &'a CancelToken,
+}
+
+impl Observer for JobObserver<'_> {
+    fn on_draw(&self, event: &DrawEvent) {
+        if let Some(user) = self.user {
+            user.on_draw(event);
+        }
+    }
+
+    fn should_stop(&self) -> bool {
+        if self.user.is_some_and(|user| user.should_stop()) {
+            // The caller's observer stopping the job is a cancellation by the caller.
+            self.cancel.cancel();
+        }
+        self.cancel.is_cancelled() || self.abort.is_cancelled()
+    }
+}
+
+/// A job's number in its supervisor, unique for the supervisor's lifetime.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct JobId(pub(super) u64);
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "job {}", self.0)
+    }
+}

@@ -1,0 +1,897 @@
+//! The GPU supervisor: the node's gateway for sampling jobs, the supervisor of its GPU
+//! workers (one-for-one, [`RestartPolicy`]), and the CPU fallback when there is no usable
+//! adapter. See the parent module for the design.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt;
+use std::time::Duration;
+
+use ractor::concurrency::JoinHandle as TimerHandle;
+use ractor::{
+    Actor, ActorId, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort, SpawnErr,
+    SupervisionEvent,
+};
+use ractor_cluster::RactorMessage;
+use sampler::ChainTrace;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::error::GpuActorError;
+use super::job::{CancelToken, JobId, RanOn, SampleJob, SampleOutput};
+use super::policy::{RestartHistory, RestartPolicy};
+use super::worker::{GpuWorker, GpuWorkerArgs, GpuWorkerMsg};
+use super::{WorkerId, cpu};
+use crate::device::{AdapterReport, DeviceStats, Fault, enumerate_adapters};
+use crate::error::GpuError;
+
+/// How long the supervisor waits for a worker's report.
+const WORKER_REPORT_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long a worker may take to stop (abort its job, release its device) before it is
+/// killed.
+const WORKER_STOP_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The supervisor behaviour.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GpuSupervisor;
+
+/// Which adapters get a worker.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub enum AdapterSelection {
+    /// Every hardware adapter; the best software one (lavapipe) when there is no hardware
+    /// adapter and `allow_software` is set.
+    #[default]
+    All,
+    /// These positions in [`crate::enumerate_adapters`]'s list.
+    Only(Vec<usize>),
+    /// None: every job runs on the CPU.
+    None,
+}
+
+/// How a supervisor starts. Cloneable, so that a parent supervisor can start it again.
+#[derive(Clone, Debug)]
+pub struct GpuSupervisorArgs {
+    /// Which adapters get a worker.
+    pub adapters: AdapterSelection,
+    /// Whether a software adapter may get a worker: correct, but slower than the CPU
+    /// sampler. CI has nothing else.
+    pub allow_software: bool,
+    /// Longest wait for one GPU submission ([`crate::DeviceOptions::poll_timeout`]).
+    pub poll_timeout: Duration,
+    /// Longest wait for the adapter list and for a device to open.
+    pub open_timeout: Duration,
+    /// Restarts and backoff.
+    pub policy: RestartPolicy,
+}
+
+impl Default for GpuSupervisorArgs {
+    fn default() -> GpuSupervisorArgs {
+        GpuSupervisorArgs {
+            adapters: AdapterSelection::All,
+            allow_software: true,
+            poll_timeout: crate::DeviceOptions::default().poll_timeout,
+            open_timeout: Duration::from_secs(30),
+            policy: RestartPolicy::default(),
+        }
+    }
+}
+
+type Reply = RpcReplyPort<Result<SampleOutput, GpuActorError>>;
+
+/// Messages of the GPU supervisor.
+#[derive(RactorMessage)]
+pub enum GpuSupervisorMsg {
+    /// Runs a job: on the first idle worker (queued, first come first served, while none is
+    /// idle or while they restart), or on the CPU when the node has no usable GPU.
+    Sample(
+        Box<SampleJob>,
+        RpcReplyPort<Result<SampleOutput, GpuActorError>>,
+    ),
+    /// The workers, their state and counters, and the fallback line.
+    Report(RpcReplyPort<SupervisorReport>),
+    /// Injects a fault into a worker's device (tests); answered once injected.
+    InjectFault(WorkerId, Fault, RpcReplyPort<Result<(), GpuActorError>>),
+    /// From the supervisor's own workers, threads and timers; callers cannot build one.
+    Internal(Internal),
+}
+
+/// A message the supervisor gets from its own workers, threads and timers.
+pub struct Internal(pub(super) SupervisorEvent);
+
+impl fmt::Debug for Internal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Internal").finish_non_exhaustive()
+    }
+}
+
+pub(super) enum SupervisorEvent {
+    /// A worker finished a job; with `failing`, the worker fails next (its device is
+    /// unusable) and must get no other job.
+    JobDone {
+        worker: WorkerId,
+        job: JobId,
+        result: Result<Vec<ChainTrace>, GpuActorError>,
+        elapsed: Duration,
+        failing: bool,
+    },
+    /// A worker fails next (an injected fault took): it must get no other job.
+    Failing(WorkerId),
+    /// A CPU fallback job finished.
+    CpuJobDone {
+        job: JobId,
+        result: Result<Vec<ChainTrace>, GpuActorError>,
+        elapsed: Duration,
+    },
+    /// The backoff before restarting a worker has elapsed.
+    Restart(WorkerId),
+}
+
+/// What [`GpuSupervisorMsg::Report`] answers.
+#[derive(Clone, Debug)]
+pub struct SupervisorReport {
+    /// One per adapter that got a worker, in [`WorkerId`] order.
+    pub workers: Vec<WorkerStatus>,
+    /// When there is no worker: the one line that says why, and that jobs run on the CPU.
+    pub fallback: Option<String>,
+    /// Jobs waiting for a worker.
+    pub queued: usize,
+    /// Jobs running.
+    pub running: usize,
+}
+
+/// One worker as the supervisor reports it.
+#[derive(Clone, Debug)]
+pub struct WorkerStatus {
+    /// The worker.
+    pub id: WorkerId,
+    /// Its adapter.
+    pub adapter: AdapterReport,
+    /// Whether it runs a job or is being restarted.
+    pub state: WorkerState,
+    /// How many times it was restarted.
+    pub restarts: u32,
+    /// Why it last failed, if it did.
+    pub last_failure: Option<String>,
+    /// Jobs it finished successfully (over its restarts).
+    pub jobs_completed: u64,
+    /// Its device thread's counters, when it answered in time (not across restarts).
+    pub stats: Option<DeviceStats>,
+}
+
+/// A worker's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WorkerState {
+    /// Running, without a job.
+    Idle,
+    /// Running a job.
+    Busy,
+    /// Failed; waiting for its backoff, or starting again.
+    Restarting,
+}
+
+/// The supervisor's state: its workers, queue and running jobs.
+pub struct GpuSupervisorState {
+    args: GpuSupervisorArgs,
+    workers: Vec<Slot>,
+    fallback: Option<String>,
+    queue: VecDeque<Queued>,
+    running: HashMap<JobId, Running>,
+    next_job: u64,
+    history: RestartHistory,
+}
+
+impl fmt::Debug for GpuSupervisorState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GpuSupervisorState")
+            .field("workers", &self.workers.len())
+            .field("fallback", &self.fallback)
+            .field("queued", &self.queue.len())
+            .field("running", &self.running.len())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Slot {
+    id: WorkerId,
+    adapter: AdapterReport,
+    state: SlotState,
+    restarts: u32,
+    last_failure: Option<String>,
+    jobs_completed: u64,
+}
+
+enum SlotState {
+    Running {
+        worker: ActorRef<GpuWorkerMsg>,
+        job: Option<JobId>,
+        /// It said it is failing, or its mailbox is closed: it gets no more jobs, and its
+        /// exit event is on its way.
+        failing: bool,
+    },
+    Restarting {
+        timer: Option<TimerHandle<Result<(), MessagingErr<GpuSupervisorMsg>>>>,
+    },
+}
+
+impl Slot {
+    fn worker(&self) -> Option<&ActorRef<GpuWorkerMsg>> {
+        match &self.state {
+            SlotState::Running { worker, .. } => Some(worker),
+            SlotState::Restarting { .. } => None,
+        }
+    }
+}
+
+struct Queued {
+    id: JobId,
+    job: Box<SampleJob>,
+    reply: Reply,
+}
+
+struct Running {
+    reply: Reply,
+    cancel: CancelToken,
+    place: Place,
+}
+
+enum Place {
+    Gpu,
+    Cpu {
+        abort: CancelToken,
+        thread: JoinHandle<()>,
+    },
+}
+
+/// Why the supervisor failed.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "GPU worker {worker} failed again after {max_restarts} restarts within {window:?}; giving up (last failure: {reason})"
+)]
+struct IntensityExceeded {
+    worker: WorkerId,
+    max_restarts: u32,
+    window: Duration,
+    reason: String,
+}
+
+impl Actor for GpuSupervisor {
+    type Msg = GpuSupervisorMsg;
+    type State = GpuSupervisorState;
+    type Arguments = GpuSupervisorArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: GpuSupervisorArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let listed = list_adapters(args.open_timeout).await;
+        let chosen = choose_adapters(&args.adapters, args.allow_software, listed);
+        let mut state = GpuSupervisorState {
+            args,
+            workers: Vec::new(),
+            fallback: None,
+            queue: VecDeque::new(),
+            running: HashMap::new(),
+            next_job: 0,
+            history: RestartHistory::default(),
+        };
+        let mut failures = Vec::new();
+        for adapter in chosen.as_deref().unwrap_or_default() {
+            let id = WorkerId(u32::try_from(state.workers.len()).unwrap_or(u32::MAX));
+            match start_worker(&myself, &state.args, adapter, id).await {
+                Ok(worker) => {
+                    tracing::info!(worker = %id, adapter = %adapter.name, kind = %adapter.kind, "GPU worker started");
+                    state.workers.push(Slot {
+                        id,
+                        adapter: adapter.clone(),
+                        state: SlotState::Running {
+                            worker,
+                            job: None,
+                            failing: false,
+                        },
+                        restarts: 0,
+                        last_failure: None,
+                        jobs_completed: 0,
+                    });
+                }
+                Err(reason) => failures.push(format!("{}: {reason}", adapter.name)),
+            }
+        }
+        if state.workers.is_empty() {
+            let why = match chosen {
+                Err(why) => why,
+                Ok(_) => format!("no GPU adapter could be opened ({})", failures.join("; ")),
+            };
+            let line = format!("{why}; sampling runs on the CPU");
+            tracing::warn!("{line}");
+            state.fallback = Some(line);
+        } else {
+            for failure in &failures {
+                tracing::warn!("GPU adapter {failure}; it gets no worker");
+            }
+        }
+        Ok(state)
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        stop_everything(state, "the GPU supervisor stopped").await;
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            GpuSupervisorMsg::Sample(job, reply) => {
+                submit(state, job, reply);
+                dispatch(&myself, state);
+            }
+            GpuSupervisorMsg::Report(reply) => {
+                let _ = reply.send(report(state).await);
+            }
+            GpuSupervisorMsg::InjectFault(worker, fault, reply) => {
+                inject_fault(state, worker, fault, reply);
+            }
+            GpuSupervisorMsg::Internal(Internal(event)) => match event {
+                SupervisorEvent::JobDone {
+                    worker,
+                    job,
+                    result,
+                    elapsed,
+                    failing,
+                } => {
+                    job_done(state, worker, job, result, elapsed, failing);
+                    dispatch(&myself, state);
+                }
+                SupervisorEvent::Failing(worker) => failing(state, worker),
+                SupervisorEvent::CpuJobDone {
+                    job,
+                    result,
+                    elapsed,
+                } => {
+                    cpu_job_done(state, job, result, elapsed);
+                    dispatch(&myself, state);
+                }
+                SupervisorEvent::Restart(worker) => restart(&myself, state, worker).await?,
+            },
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorFailed(cell, error) => {
+                worker_exited(&myself, state, cell.get_id(), error.to_string()).await
+            }
+            SupervisionEvent::ActorTerminated(cell, _, reason) => {
+                let reason = reason.unwrap_or_else(|| "stopped".to_owned());
+                worker_exited(&myself, state, cell.get_id(), reason).await
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Lists the adapters on a blocking thread (Vulkan's enumeration can take a while).
+async fn list_adapters(timeout: Duration) -> Result<Vec<AdapterReport>, String> {
+    let listing = tokio::task::spawn_blocking(enumerate_adapters);
+    match tokio::time::timeout(timeout, listing).await {
+        Ok(Ok(listed)) => listed.map_err(|error| error.to_string()),
+        Ok(Err(panic)) => Err(format!("listing the GPU adapters panicked: {panic}")),
+        Err(_) => Err(format!("listing the GPU adapters took over {timeout:?}")),
+    }
+}
+
+/// The adapters that get a worker, or why there is none.
+pub(super) fn choose_adapters(
+    selection: &AdapterSelection,
+    allow_software: bool,
+    listed: Result<Vec<AdapterReport>, String>,
+) -> Result<Vec<AdapterReport>, String> {
+    if *selection == AdapterSelection::None {
+        return Err("GPU sampling is switched off".to_owned());
+    }
+    let listed = listed?;
+    let refuse_software = |adapter: &AdapterReport| {
+        GpuError::SoftwareOnly {
+            name: adapter.name.clone(),
+        }
+        .to_string()
+    };
+    match selection {
+        AdapterSelection::None => unreachable!("handled above"),
+        AdapterSelection::All => {
+            let hardware: Vec<AdapterReport> = listed
+                .iter()
+                .filter(|adapter| !adapter.is_software())
+                .cloned()
+                .collect();
+            match listed.first() {
+                _ if !hardware.is_empty() => Ok(hardware),
+                None => Err(GpuError::NoAdapter.to_string()),
+                // One worker is enough on the CPU's cores, whatever the number of software
+                // adapters.
+                Some(best) if allow_software => Ok(vec![best.clone()]),
+                Some(best) => Err(refuse_software(best)),
+            }
+        }
+        AdapterSelection::Only(indices) => {
+            let mut chosen = Vec::with_capacity(indices.len());
+            for &index in indices {
+                let adapter = listed.get(index).ok_or(GpuError::AdapterIndex {
+                    index,
+                    count: listed.len(),
+                });
+                match adapter {
+                    Ok(adapter) if adapter.is_software() && !allow_software => {
+                        return Err(refuse_software(adapter));
+                    }
+                    Ok(adapter) => chosen.push(adapter.clone()),
+                    Err(error) => return Err(error.to_string()),
+                }
+            }
+            if chosen.is_empty() {
+                return Err("no GPU adapter was selected".to_owned());
+            }
+            Ok(chosen)
+        }
+    }
+}
+
+/// Starts a worker for `adapter`, linked to the supervisor; it opens its device first.
+async fn start_worker(
+    myself: &ActorRef<GpuSupervisorMsg>,
+    args: &GpuSupervisorArgs,
+    adapter: &AdapterReport,
+    id: WorkerId,
+) -> Result<ActorRef<GpuWorkerMsg>, String> {
+    let worker_args = GpuWorkerArgs {
+        id,
+        options: GpuWorkerArgs::device_options(
+            adapter.index,
+            args.allow_software,
+            args.poll_timeout,
+        ),
+        open_timeout: args.open_timeout,
+        supervisor: myself.clone(),
+    };
+    match GpuWorker::spawn_linked(None, GpuWorker, worker_args, myself.get_cell()).await {
+        Ok((worker, _handle)) => Ok(worker),
+        Err(error) => Err(spawn_error_reason(&error)),
+    }
+}
+
+/// The cause of a spawn error, without ractor's "actor panicked during startup" wrapping.
+fn spawn_error_reason(error: &SpawnErr) -> String {
+    match error {
+        SpawnErr::StartupFailed(cause) => match cause.downcast_ref::<SpawnErr>() {
+            Some(inner) => spawn_error_reason(inner),
+            None => cause.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+fn submit(state: &mut GpuSupervisorState, job: Box<SampleJob>, reply: Reply) {
+    if let Err(error) = job.request.settings.validate() {
+        let _ = reply.send(Err(error.into()));
+        return;
+    }
+    if job.cancel.is_cancelled() {
+        let _ = reply.send(Err(GpuActorError::Cancelled));
+        return;
+    }
+    let id = JobId(state.next_job);
+    state.next_job += 1;
+    state.queue.push_back(Queued { id, job, reply });
+}
+
+/// Hands queued jobs to idle workers, or to the CPU when there are no workers.
+fn dispatch(myself: &ActorRef<GpuSupervisorMsg>, state: &mut GpuSupervisorState) {
+    while let Some(queued) = state.queue.pop_front() {
+        if queued.job.cancel.is_cancelled() {
+            let _ = queued.reply.send(Err(GpuActorError::Cancelled));
+            continue;
+        }
+        if state.workers.is_empty() {
+            let cpu_busy = state
+                .running
+                .values()
+                .any(|running| matches!(running.place, Place::Cpu { .. }));
+            if cpu_busy {
+                // One CPU job at a time: each already uses every core.
+                state.queue.push_front(queued);
+                return;
+            }
+            start_on_cpu(myself, state, queued);
+            continue;
+        }
+        let idle = state.workers.iter_mut().find(|slot| {
+            matches!(
+                slot.state,
+                SlotState::Running {
+                    job: None,
+                    failing: false,
+                    ..
+                }
+            )
+        });
+        let Some(slot) = idle else {
+            state.queue.push_front(queued);
+            return;
+        };
+        let SlotState::Running {
+            worker,
+            job,
+            failing,
+        } = &mut slot.state
+        else {
+            unreachable!("an idle slot is running");
+        };
+        let Queued {
+            id,
+            job: sample_job,
+            reply,
+        } = queued;
+        let cancel = sample_job.cancel.clone();
+        match worker.cast(GpuWorkerMsg::Run(id, sample_job)) {
+            Ok(()) => {
+                *job = Some(id);
+                state.running.insert(
+                    id,
+                    Running {
+                        reply,
+                        cancel,
+                        place: Place::Gpu,
+                    },
+                );
+            }
+            Err(error) => {
+                // The worker died an instant ago; its exit event will restart it. The job
+                // was never run: it waits for the next worker.
+                *failing = true;
+                match error {
+                    MessagingErr::SendErr(GpuWorkerMsg::Run(id, job)) => {
+                        state.queue.push_front(Queued { id, job, reply });
+                    }
+                    _ => {
+                        let _ = reply.send(Err(GpuActorError::Unavailable {
+                            reason: "the GPU worker is gone".to_owned(),
+                        }));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn start_on_cpu(
+    myself: &ActorRef<GpuSupervisorMsg>,
+    state: &mut GpuSupervisorState,
+    queued: Queued,
+) {
+    let Queued { id, job, reply } = queued;
+    let abort = CancelToken::new();
+    let cancel = job.cancel.clone();
+    let supervisor = myself.clone();
+    let thread_abort = abort.clone();
+    let thread = tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        let result = cpu::sample(&job, &thread_abort);
+        let event = SupervisorEvent::CpuJobDone {
+            job: id,
+            result,
+            elapsed: started.elapsed(),
+        };
+        // A supervisor that stopped has answered the caller already.
+        let _ = supervisor.cast(GpuSupervisorMsg::Internal(Internal(event)));
+    });
+    state.running.insert(
+        id,
+        Running {
+            reply,
+            cancel,
+            place: Place::Cpu { abort, thread },
+        },
+    );
+}
+
+/// A cancelled job's failure is its cancellation.
+fn outcome(
+    cancel: &CancelToken,
+    result: Result<Vec<ChainTrace>, GpuActorError>,
+    ran_on: RanOn,
+    elapsed: Duration,
+) -> Result<SampleOutput, GpuActorError> {
+    match result {
+        Ok(traces) => Ok(SampleOutput {
+            traces,
+            ran_on,
+            elapsed,
+        }),
+        Err(_) if cancel.is_cancelled() => Err(GpuActorError::Cancelled),
+        Err(error) => Err(error),
+    }
+}
+
+fn job_done(
+    state: &mut GpuSupervisorState,
+    worker: WorkerId,
+    job: JobId,
+    result: Result<Vec<ChainTrace>, GpuActorError>,
+    elapsed: Duration,
+    failing: bool,
+) {
+    let Some(slot) = state.workers.iter_mut().find(|slot| slot.id == worker) else {
+        return;
+    };
+    if let SlotState::Running {
+        job: current,
+        failing: worker_failing,
+        ..
+    } = &mut slot.state
+        && *current == Some(job)
+    {
+        *current = None;
+        *worker_failing |= failing;
+        if result.is_ok() {
+            slot.jobs_completed += 1;
+        }
+    }
+    // Absent when the worker's exit was seen first and answered the caller.
+    let Some(running) = state.running.remove(&job) else {
+        return;
+    };
+    let ran_on = RanOn::Gpu {
+        worker,
+        adapter: slot.adapter.name.clone(),
+    };
+    let outcome = outcome(&running.cancel, result, ran_on, elapsed);
+    let _ = running.reply.send(outcome);
+}
+
+/// A worker announced its failure: no job goes to it until it is restarted.
+fn failing(state: &mut GpuSupervisorState, worker: WorkerId) {
+    if let Some(slot) = state.workers.iter_mut().find(|slot| slot.id == worker)
+        && let SlotState::Running { failing, .. } = &mut slot.state
+    {
+        *failing = true;
+    }
+}
+
+fn cpu_job_done(
+    state: &mut GpuSupervisorState,
+    job: JobId,
+    result: Result<Vec<ChainTrace>, GpuActorError>,
+    elapsed: Duration,
+) {
+    let Some(running) = state.running.remove(&job) else {
+        return;
+    };
+    let ran_on = RanOn::Cpu {
+        reason: state.fallback.clone().unwrap_or_default(),
+    };
+    let outcome = outcome(&running.cancel, result, ran_on, elapsed);
+    let _ = running.reply.send(outcome);
+}
+
+async fn report(state: &GpuSupervisorState) -> SupervisorReport {
+    let mut workers = Vec::with_capacity(state.workers.len());
+    for slot in &state.workers {
+        let (worker_state, stats) = match &slot.state {
+            SlotState::Running {
+                worker,
+                job,
+                failing: false,
+            } => {
+                let answer = worker
+                    .call(GpuWorkerMsg::Report, Some(WORKER_REPORT_TIMEOUT))
+                    .await;
+                let stats = match answer {
+                    Ok(ractor::rpc::CallResult::Success(report)) => report.stats,
+                    _ => None,
+                };
+                let busy = if job.is_some() {
+                    WorkerState::Busy
+                } else {
+                    WorkerState::Idle
+                };
+                (busy, stats)
+            }
+            SlotState::Running { failing: true, .. } | SlotState::Restarting { .. } => {
+                (WorkerState::Restarting, None)
+            }
+        };
+        workers.push(WorkerStatus {
+            id: slot.id,
+            adapter: slot.adapter.clone(),
+            state: worker_state,
+            restarts: slot.restarts,
+            last_failure: slot.last_failure.clone(),
+            jobs_completed: slot.jobs_completed,
+            stats,
+        });
+    }
+    SupervisorReport {
+        workers,
+        fallback: state.fallback.clone(),
+        queued: state.queue.len(),
+        running: state.running.len(),
+    }
+}
+
+fn inject_fault(
+    state: &mut GpuSupervisorState,
+    worker: WorkerId,
+    fault: Fault,
+    reply: RpcReplyPort<Result<(), GpuActorError>>,
+) {
+    let running = state
+        .workers
+        .iter()
+        .find(|slot| slot.id == worker)
+        .and_then(|slot| match &slot.state {
+            SlotState::Running {
+                worker,
+                failing: false,
+                ..
+            } => Some(worker),
+            _ => None,
+        });
+    let reply = match running {
+        Some(actor) => match actor.cast(GpuWorkerMsg::InjectFault(fault, reply)) {
+            Ok(()) => return,
+            Err(MessagingErr::SendErr(GpuWorkerMsg::InjectFault(_, reply))) => reply,
+            Err(_) => return,
+        },
+        None => reply,
+    };
+    let _ = reply.send(Err(GpuActorError::NoWorker { worker }));
+}
+
+/// A worker exited: its caller gets an error, and it is restarted after its backoff (or the
+/// supervisor gives up).
+async fn worker_exited(
+    myself: &ActorRef<GpuSupervisorMsg>,
+    state: &mut GpuSupervisorState,
+    actor: ActorId,
+    reason: String,
+) -> Result<(), ActorProcessingErr> {
+    let Some(index) = state
+        .workers
+        .iter()
+        .position(|slot| slot.worker().is_some_and(|w| w.get_id() == actor))
+    else {
+        return Ok(());
+    };
+    let slot = &mut state.workers[index];
+    tracing::warn!(worker = %slot.id, adapter = %slot.adapter.name, "GPU worker failed: {reason}");
+    let job = match std::mem::replace(&mut slot.state, SlotState::Restarting { timer: None }) {
+        SlotState::Running { job, .. } => job,
+        _ => None,
+    };
+    slot.last_failure = Some(reason.clone());
+    if let Some(running) = job.and_then(|job| state.running.remove(&job)) {
+        let _ = running.reply.send(Err(GpuActorError::WorkerFailed {
+            worker: slot.id,
+            adapter: slot.adapter.name.clone(),
+            reason,
+        }));
+    }
+    schedule_restart(myself, state, index).await
+}
+
+/// Arms the restart timer of worker `index` (which is `Restarting`), or gives up when the
+/// policy's intensity is exceeded.
+async fn schedule_restart(
+    myself: &ActorRef<GpuSupervisorMsg>,
+    state: &mut GpuSupervisorState,
+    index: usize,
+) -> Result<(), ActorProcessingErr> {
+    let policy = state.args.policy;
+    let Some(previous) = state.history.admit(&policy, Instant::now()) else {
+        let slot = &state.workers[index];
+        let error = IntensityExceeded {
+            worker: slot.id,
+            max_restarts: policy.max_restarts,
+            window: policy.window,
+            reason: slot.last_failure.clone().unwrap_or_default(),
+        };
+        tracing::error!("{error}");
+        stop_everything(state, &error.to_string()).await;
+        return Err(error.into());
+    };
+    let delay = policy.backoff(previous);
+    let id = state.workers[index].id;
+    tracing::debug!(worker = %id, "restarting in {delay:?}");
+    let timer = myself.send_after(delay, move || {
+        GpuSupervisorMsg::Internal(Internal(SupervisorEvent::Restart(id)))
+    });
+    state.workers[index].state = SlotState::Restarting { timer: Some(timer) };
+    Ok(())
+}
+
+async fn restart(
+    myself: &ActorRef<GpuSupervisorMsg>,
+    state: &mut GpuSupervisorState,
+    id: WorkerId,
+) -> Result<(), ActorProcessingErr> {
+    let Some(index) = state.workers.iter().position(|slot| slot.id == id) else {
+        return Ok(());
+    };
+    if !matches!(state.workers[index].state, SlotState::Restarting { .. }) {
+        return Ok(());
+    }
+    let adapter = state.workers[index].adapter.clone();
+    match start_worker(myself, &state.args, &adapter, id).await {
+        Ok(worker) => {
+            let slot = &mut state.workers[index];
+            slot.state = SlotState::Running {
+                worker,
+                job: None,
+                failing: false,
+            };
+            slot.restarts += 1;
+            tracing::info!(worker = %id, adapter = %adapter.name, restarts = slot.restarts, "GPU worker restarted");
+            dispatch(myself, state);
+            Ok(())
+        }
+        Err(reason) => {
+            tracing::warn!(worker = %id, adapter = %adapter.name, "GPU worker failed to restart: {reason}");
+            state.workers[index].last_failure = Some(format!("restart failed: {reason}"));
+            schedule_restart(myself, state, index).await
+        }
+    }
+}
+
+/// Answers every waiting and running job with `reason`, stops the workers (each aborts its
+/// job and releases its device) and waits for the CPU job's thread.
+async fn stop_everything(state: &mut GpuSupervisorState, reason: &str) {
+    let unavailable = || GpuActorError::Unavailable {
+        reason: reason.to_owned(),
+    };
+    for queued in state.queue.drain(..) {
+        let _ = queued.reply.send(Err(unavailable()));
+    }
+    let mut threads = Vec::new();
+    for (_, running) in state.running.drain() {
+        if let Place::Cpu { abort, thread } = running.place {
+            abort.cancel();
+            threads.push(thread);
+        }
+        let _ = running.reply.send(Err(unavailable()));
+    }
+    for slot in state.workers.iter_mut().rev() {
+        match std::mem::replace(&mut slot.state, SlotState::Restarting { timer: None }) {
+            SlotState::Running { worker, .. } => {
+                let stopped = worker
+                    .stop_and_wait(Some(reason.to_owned()), Some(WORKER_STOP_TIMEOUT))
+                    .await;
+                if stopped.is_err() {
+                    tracing::warn!(worker = %slot.id, "GPU worker did not stop within {WORKER_STOP_TIMEOUT:?}; killing it");
+                    worker.kill();
+                }
+            }
+            SlotState::Restarting { timer } => {
+                if let Some(timer) = timer {
+                    timer.abort();
+                }
+            }
+        }
+    }
+    for thread in threads {
+        // The chains stop at their next iteration.
+        let _ = tokio::time::timeout(WORKER_STOP_TIMEOUT, thread).await;
+    }
+}

@@ -1,0 +1,533 @@
+//! NUTS sessions on the device thread: the chain state of `shaders/nuts.wgsl` for N chains,
+//! allocated once per sampling run and kept on the device between dispatches. Only draws,
+//! their statistics and a few per-chain integers come back; the driver (`crate::sampling`)
+//! decides what each dispatch does.
+
+use std::time::{Duration, Instant};
+
+use super::resources::{buffer, check_storage, decode, encode, entry};
+use super::scope::scoped;
+use super::worker::{Worker, dispatch_grid};
+use super::{ModelKey, PipelineKey};
+use crate::error::GpuError;
+use crate::kernels::layout::{
+    NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_EVALS, NS_V_GSAMP, NS_V_QSAMP,
+    NsParams, NsSizes,
+};
+use crate::wgsl::{DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement};
+
+/// A sampling session on one device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct SessionId(pub u64);
+
+/// How to open a NUTS session.
+#[derive(Clone, Debug)]
+pub(crate) struct NutsOpen {
+    pub model: ModelKey,
+    pub n_chains: usize,
+    pub max_depth: u32,
+    /// Most output slots a dispatch may fill.
+    pub capacity: usize,
+    /// Whether dispatches may record gradients with the draws.
+    pub with_grad: bool,
+    pub placement: Option<TapePlacement>,
+    pub workgroup_size: u32,
+    /// Where the model's data is read from; `None` for [`DataPlacement::choose`].
+    pub data: Option<DataPlacement>,
+}
+
+/// The starting state of every chain, chain after chain (`q[c * dim + j]`).
+#[derive(Clone, Debug)]
+pub(crate) struct NutsStart {
+    pub q: Vec<f64>,
+    pub g: Vec<f64>,
+    pub logp: Vec<f64>,
+    pub step: Vec<f64>,
+}
+
+/// One dispatch of the transition kernel, or of the step-size search.
+#[derive(Clone, Debug)]
+pub(crate) struct NutsDispatch {
+    pub params: NsParams,
+    /// New settings and metric (`NS_C_*` then the inverse metric), when they changed.
+    pub consts: Option<Vec<f64>>,
+}
+
+/// What one dispatch of the transition kernel produced: the output slots as bytes of the
+/// session's precision, decoded on demand.
+#[derive(Clone, Debug)]
+pub(crate) struct NutsBatch {
+    pub sizes: NsSizes,
+    pub precision: Precision,
+    out: Vec<u8>,
+    uint: Vec<u32>,
+    /// From submission to readable results.
+    pub elapsed: Duration,
+}
+
+fn real_at(bytes: &[u8], index: usize, precision: Precision) -> f64 {
+    match precision {
+        Precision::F32 => {
+            let b = &bytes[4 * index..4 * index + 4];
+            f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        }
+        Precision::F64 => {
+            let b = &bytes[8 * index..8 * index + 8];
+            f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+        }
+    }
+}
+
+impl NutsBatch {
+    /// An integer state role of chain `c` (`NS_U_*`).
+    pub(crate) fn state(&self, role: usize, c: usize) -> u32 {
+        self.uint[role * self.sizes.n + c]
+    }
+
+    /// Draw value `k` (a coordinate of q, then of g with gradients) of slot `slot`, chain `c`.
+    pub(crate) fn value(&self, slot: usize, k: usize, c: usize) -> f64 {
+        real_at(&self.out, self.sizes.out_at(slot, k, c), self.precision)
+    }
+
+    /// Real statistic `k` (`NS_O_*`) of slot `slot`, chain `c`.
+    pub(crate) fn stat(&self, slot: usize, k: usize, c: usize) -> f64 {
+        real_at(
+            &self.out,
+            self.sizes.out_stat_at(slot, k, c),
+            self.precision,
+        )
+    }
+
+    /// Integer statistic `k` (`NS_OU_*`) of slot `slot`, chain `c`.
+    pub(crate) fn stat_u(&self, slot: usize, k: usize, c: usize) -> u32 {
+        self.uint[self.sizes.out_uint_at(slot, k, c)]
+    }
+}
+
+/// Per-chain results of a step-size search or a snapshot.
+#[derive(Clone, Debug)]
+pub(crate) struct NutsSnapshot {
+    /// Integer state, role-major (`NS_U_*`).
+    pub uint: Vec<u32>,
+    /// Step sizes.
+    pub step: Vec<f64>,
+    /// Current points, chain after chain.
+    pub q: Vec<f64>,
+}
+
+impl NutsSnapshot {
+    pub(crate) fn state(&self, role: usize, c: usize) -> u32 {
+        self.uint[role * self.step.len() + c]
+    }
+
+    pub(crate) fn search_evals(&self, c: usize) -> u32 {
+        self.state(NS_U_SEARCH_EVALS, c)
+    }
+}
+
+/// Requests of a NUTS session.
+pub(crate) enum NutsCommand {
+    Open(NutsOpen),
+    Start(SessionId, NutsStart),
+    Run(SessionId, NutsDispatch),
+    Search(SessionId, NutsDispatch),
+    Snapshot(SessionId),
+    Close(SessionId),
+}
+
+/// What a [`NutsCommand`] answers.
+pub(crate) enum NutsReply {
+    Opened(SessionId),
+    Done,
+    Batch(Box<NutsBatch>),
+    Snapshot(Box<NutsSnapshot>),
+}
+
+/// A session's buffers and pipelines.
+pub(crate) struct NutsSession {
+    model: ModelKey,
+    sizes: NsSizes,
+    precision: Precision,
+    nuts: wgpu::ComputePipeline,
+    search: wgpu::ComputePipeline,
+    grid: (u32, u32),
+    params: wgpu::Buffer,
+    consts: wgpu::Buffer,
+    vec: wgpu::Buffer,
+    uint: wgpu::Buffer,
+    out: wgpu::Buffer,
+    staging: wgpu::Buffer,
+    staging_bytes: u64,
+    bind_group: wgpu::BindGroup,
+    _ckpt: wgpu::Buffer,
+    _scratch: wgpu::Buffer,
+}
+
+impl NutsSession {
+    pub(crate) fn model(&self) -> ModelKey {
+        self.model
+    }
+}
+
+impl Worker {
+    pub(super) fn nuts(&mut self, command: NutsCommand) -> Result<NutsReply, GpuError> {
+        match command {
+            NutsCommand::Open(open) => self.nuts_open(&open).map(NutsReply::Opened),
+            NutsCommand::Start(id, start) => self.nuts_start(id, &start).map(|()| NutsReply::Done),
+            NutsCommand::Run(id, dispatch) => self
+                .nuts_dispatch(id, &dispatch, KernelKind::Nuts)
+                .map(|batch| NutsReply::Batch(Box::new(batch))),
+            NutsCommand::Search(id, dispatch) => {
+                self.nuts_dispatch(id, &dispatch, KernelKind::NutsSearch)?;
+                self.nuts_snapshot(id)
+                    .map(|snapshot| NutsReply::Snapshot(Box::new(snapshot)))
+            }
+            NutsCommand::Snapshot(id) => self
+                .nuts_snapshot(id)
+                .map(|snapshot| NutsReply::Snapshot(Box::new(snapshot))),
+            NutsCommand::Close(id) => {
+                self.nuts_sessions.remove(&id);
+                Ok(NutsReply::Done)
+            }
+        }
+    }
+
+    fn nuts_open(&mut self, open: &NutsOpen) -> Result<SessionId, GpuError> {
+        let program = self
+            .models
+            .get(&open.model)
+            .ok_or(GpuError::ModelNotLoaded { model: open.model })?
+            .program
+            .clone();
+        let precision = open.model.precision;
+        let options = ShaderOptions {
+            precision,
+            placement: open
+                .placement
+                .unwrap_or_else(|| TapePlacement::choose(&program)),
+            workgroup_size: open.workgroup_size,
+            data: self.data_placement(&program, precision, open.data),
+        };
+        let key = |kernel| PipelineKey {
+            model: open.model.hash,
+            kernel,
+            options,
+        };
+        let nuts = self
+            .pipelines
+            .get_or_build(&self.device, &self.layouts, &program, key(KernelKind::Nuts))?
+            .clone();
+        let search = self
+            .pipelines
+            .get_or_build(
+                &self.device,
+                &self.layouts,
+                &program,
+                key(KernelKind::NutsSearch),
+            )?
+            .clone();
+        let sizes = NsSizes {
+            n: open.n_chains,
+            dim: program.dim,
+            max_depth: open.max_depth as usize,
+            capacity: open.capacity.max(1),
+            with_grad: open.with_grad,
+        };
+        let grid = dispatch_grid(
+            open.n_chains,
+            options.workgroup_size,
+            self.limits.max_compute_workgroups_per_dimension,
+        )?;
+        let size = precision.size_bytes();
+        let bytes = |values: usize| values as u64 * size;
+        let scratch_bytes = match options.placement {
+            TapePlacement::Private => 0,
+            TapePlacement::Storage => {
+                crate::wgsl::storage_tape_values(&program, open.n_chains) * size
+            }
+        };
+        let uint_bytes = sizes.uint() as u64 * 4;
+        let out_bytes = bytes(sizes.out());
+        let snapshot_bytes =
+            bytes((program.dim + NS_S_COUNT) * sizes.n) + NS_U_COUNT as u64 * 4 * sizes.n as u64;
+        let staging_bytes = (out_bytes + uint_bytes).max(snapshot_bytes);
+        for (what, needed) in [
+            ("the chains' state", bytes(sizes.vec())),
+            ("the chains' U-turn checkpoints", bytes(sizes.ckpt())),
+            ("the output slots", out_bytes),
+            ("the chains' integer state", uint_bytes),
+            ("the chains' tapes (storage placement)", scratch_bytes),
+        ] {
+            check_storage(what, needed, &self.limits)?;
+        }
+        let layout = &self.layouts.nuts;
+        let device = &self.device;
+        let session = scoped(device, "nuts session allocation", || {
+            use wgpu::BufferUsages as U;
+            let rw = U::STORAGE | U::COPY_DST | U::COPY_SRC;
+            let params = buffer(device, "nuts params", 64, U::UNIFORM | U::COPY_DST);
+            let consts = buffer(
+                device,
+                "nuts consts",
+                bytes(sizes.consts()),
+                U::STORAGE | U::COPY_DST,
+            );
+            let vec = buffer(device, "nuts chains", bytes(sizes.vec()), rw);
+            let ckpt = buffer(device, "nuts checkpoints", bytes(sizes.ckpt()), U::STORAGE);
+            let uint = buffer(device, "nuts integers", uint_bytes, rw);
+            let out = buffer(device, "nuts draws", out_bytes, rw);
+            let scratch = buffer(device, "nuts tapes", scratch_bytes, U::STORAGE);
+            let staging = buffer(
+                device,
+                "nuts readback",
+                staging_bytes,
+                U::MAP_READ | U::COPY_DST,
+            );
+            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("nuts chains"),
+                layout,
+                entries: &[
+                    entry(crate::wgsl::SCRATCH_BINDING.binding, &scratch),
+                    entry(crate::wgsl::NUTS_PARAMS_BINDING.binding, &params),
+                    entry(crate::wgsl::NUTS_CONSTS_BINDING.binding, &consts),
+                    entry(crate::wgsl::NUTS_VEC_BINDING.binding, &vec),
+                    entry(crate::wgsl::NUTS_CKPT_BINDING.binding, &ckpt),
+                    entry(crate::wgsl::NUTS_UINT_BINDING.binding, &uint),
+                    entry(crate::wgsl::NUTS_OUT_BINDING.binding, &out),
+                ],
+            });
+            NutsSession {
+                model: open.model,
+                sizes,
+                precision,
+                nuts,
+                search,
+                grid,
+                params,
+                consts,
+                vec,
+                uint,
+                out,
+                staging,
+                staging_bytes,
+                bind_group,
+                _ckpt: ckpt,
+                _scratch: scratch,
+            }
+        })?;
+        let id = self.new_session_id();
+        self.nuts_sessions.insert(id, session);
+        Ok(id)
+    }
+
+    fn nuts_session(&self, id: SessionId) -> Result<&NutsSession, GpuError> {
+        let session = self
+            .nuts_sessions
+            .get(&id)
+            .ok_or(GpuError::SessionGone { session: id.0 })?;
+        if !self.models.contains_key(&session.model) {
+            return Err(GpuError::ModelNotLoaded {
+                model: session.model,
+            });
+        }
+        Ok(session)
+    }
+
+    fn nuts_start(&mut self, id: SessionId, start: &NutsStart) -> Result<(), GpuError> {
+        let session = self.nuts_session(id)?;
+        let sizes = session.sizes;
+        let (n, dim) = (sizes.n, sizes.dim);
+        if start.q.len() != n * dim
+            || start.g.len() != n * dim
+            || start.logp.len() != n
+            || start.step.len() != n
+        {
+            return Err(GpuError::BadPoints {
+                len: start.q.len(),
+                dim,
+            });
+        }
+        let size = session.precision.size_bytes();
+        let dim_major = |values: &[f64]| {
+            encode(
+                (0..dim).flat_map(|j| (0..n).map(move |c| values[c * dim + j])),
+                session.precision,
+            )
+        };
+        let q = dim_major(&start.q);
+        let g = dim_major(&start.g);
+        let logp = encode(start.logp.iter().copied(), session.precision);
+        let step = encode(start.step.iter().copied(), session.precision);
+        let zeros = vec![0u8; sizes.uint() * 4];
+        let queue = &self.queue;
+        scoped(&self.device, "nuts start", || {
+            let at = |index: usize| index as u64 * size;
+            queue.write_buffer(&session.vec, at(sizes.vec_at(NS_V_QSAMP, 0, 0)), &q);
+            queue.write_buffer(&session.vec, at(sizes.vec_at(NS_V_GSAMP, 0, 0)), &g);
+            queue.write_buffer(&session.vec, at(sizes.scalar_at(NS_S_LOGP_SAMP, 0)), &logp);
+            queue.write_buffer(&session.vec, at(sizes.scalar_at(NS_S_STEP, 0)), &step);
+            queue.write_buffer(&session.uint, 0, &zeros);
+        })
+    }
+
+    fn nuts_dispatch(
+        &mut self,
+        id: SessionId,
+        dispatch: &NutsDispatch,
+        kernel: KernelKind,
+    ) -> Result<NutsBatch, GpuError> {
+        let session = self.nuts_session(id)?;
+        let params = dispatch.params;
+        let mut sizes = session.sizes;
+        if params.capacity as usize > sizes.capacity
+            || (params.with_grad == 1 && !sizes.with_grad)
+            || params.max_depth as usize > sizes.max_depth
+            || params.n_chains as usize != sizes.n
+        {
+            return Err(GpuError::Device {
+                operation: "nuts dispatch",
+                message: format!(
+                    "dispatch parameters {params:?} do not fit the session's buffers {sizes:?}"
+                ),
+            });
+        }
+        sizes.capacity = params.capacity as usize;
+        sizes.with_grad = params.with_grad == 1;
+        let size = session.precision.size_bytes();
+        let out_bytes = if kernel == KernelKind::Nuts {
+            sizes.out() as u64 * size
+        } else {
+            0
+        };
+        let uint_bytes = (sizes.uint() * 4) as u64;
+        let consts = dispatch
+            .consts
+            .as_ref()
+            .map(|values| encode(values.iter().copied(), session.precision));
+        let pipeline = if kernel == KernelKind::Nuts {
+            &session.nuts
+        } else {
+            &session.search
+        };
+        let started = Instant::now();
+        let submission = scoped(&self.device, "nuts dispatch", || {
+            self.queue
+                .write_buffer(&session.params, 0, bytemuck::bytes_of(&params));
+            if let Some(consts) = &consts {
+                self.queue.write_buffer(&session.consts, 0, consts);
+            }
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("nuts"),
+                });
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("nuts"),
+                    timestamp_writes: None,
+                });
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, &self.models[&session.model].bind_group, &[]);
+                pass.set_bind_group(1, &session.bind_group, &[]);
+                pass.dispatch_workgroups(session.grid.0, session.grid.1, 1);
+            }
+            if out_bytes > 0 {
+                encoder.copy_buffer_to_buffer(&session.out, 0, &session.staging, 0, out_bytes);
+                encoder.copy_buffer_to_buffer(
+                    &session.uint,
+                    0,
+                    &session.staging,
+                    out_bytes,
+                    uint_bytes,
+                );
+            }
+            self.queue.submit([encoder.finish()])
+        })?;
+        if out_bytes == 0 {
+            let precision = session.precision;
+            self.stats.batches += 1;
+            self.wait_for(submission)?;
+            return Ok(NutsBatch {
+                sizes,
+                precision,
+                out: Vec::new(),
+                uint: Vec::new(),
+                elapsed: started.elapsed(),
+            });
+        }
+        let staging = session.staging.clone();
+        let precision = session.precision;
+        self.stats.batches += 1;
+        let bytes = self.read_back(&staging, out_bytes + uint_bytes, submission)?;
+        let (out, uint) = bytes.split_at(out_bytes as usize);
+        Ok(NutsBatch {
+            sizes,
+            precision,
+            out: out.to_vec(),
+            uint: bytemuck::pod_collect_to_vec(uint),
+            elapsed: started.elapsed(),
+        })
+    }
+
+    fn nuts_snapshot(&mut self, id: SessionId) -> Result<NutsSnapshot, GpuError> {
+        let session = self.nuts_session(id)?;
+        let sizes = session.sizes;
+        let (n, dim) = (sizes.n, sizes.dim);
+        let size = session.precision.size_bytes();
+        let q_bytes = (dim * n) as u64 * size;
+        let scalar_bytes = (NS_S_COUNT * n) as u64 * size;
+        let uint_bytes = (NS_U_COUNT * n) as u64 * 4;
+        debug_assert!(q_bytes + scalar_bytes + uint_bytes <= session.staging_bytes);
+        let submission = scoped(&self.device, "nuts snapshot", || {
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("nuts snapshot"),
+                });
+            let at = |index: usize| index as u64 * size;
+            encoder.copy_buffer_to_buffer(
+                &session.vec,
+                at(sizes.vec_at(NS_V_QSAMP, 0, 0)),
+                &session.staging,
+                0,
+                q_bytes,
+            );
+            encoder.copy_buffer_to_buffer(
+                &session.vec,
+                at(sizes.scalar_at(0, 0)),
+                &session.staging,
+                q_bytes,
+                scalar_bytes,
+            );
+            encoder.copy_buffer_to_buffer(
+                &session.uint,
+                0,
+                &session.staging,
+                q_bytes + scalar_bytes,
+                uint_bytes,
+            );
+            self.queue.submit([encoder.finish()])
+        })?;
+        let staging = session.staging.clone();
+        let precision = session.precision;
+        let bytes = self.read_back(&staging, q_bytes + scalar_bytes + uint_bytes, submission)?;
+        let q_dim_major = decode(&bytes[..q_bytes as usize], precision);
+        let scalars = decode(
+            &bytes[q_bytes as usize..(q_bytes + scalar_bytes) as usize],
+            precision,
+        );
+        let uint = bytemuck::pod_collect_to_vec(&bytes[(q_bytes + scalar_bytes) as usize..]);
+        let mut q = vec![0.0; n * dim];
+        for j in 0..dim {
+            for c in 0..n {
+                q[c * dim + j] = q_dim_major[j * n + c];
+            }
+        }
+        let row = |role: usize| scalars[role * n..(role + 1) * n].to_vec();
+        Ok(NutsSnapshot {
+            uint,
+            step: row(NS_S_STEP),
+            q,
+        })
+    }
+}

@@ -1,0 +1,194 @@
+//! The NUTS and fused kernels' memory layout on the CPU side: the same numbers as
+//! `shaders/nuts_state.wgsl` and `shaders/fused.wgsl` (a unit test compares them with the
+//! text), the uniform blocks as `bytemuck` structs, and buffer sizes.
+
+use bytemuck::{Pod, Zeroable};
+
+/// `NsParams` of nuts_state.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub(crate) struct NsParams {
+    pub n_chains: u32,
+    pub max_depth: u32,
+    pub iter_end: u32,
+    pub capacity: u32,
+    pub step_budget: u32,
+    pub with_grad: u32,
+    pub flags: u32,
+    pub seed_lo: u32,
+    pub seed_hi: u32,
+    pub da_final_iter: u32,
+    pub late_from_iter: u32,
+    pub search_kind: u32,
+    pub pad: [u32; 4],
+}
+
+/// `FuParams` of fused.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub(crate) struct FuParams {
+    pub n_chains: u32,
+    pub n_steps: u32,
+    pub pad: [u32; 2],
+}
+
+pub(crate) const NS_FLAG_ADAPT: u32 = 1;
+pub(crate) const NS_FLAG_SEARCH_MU: u32 = 2;
+
+pub(crate) const NS_C_MAX_ENERGY_ERROR: usize = 0;
+pub(crate) const NS_C_JITTER: usize = 1;
+pub(crate) const NS_C_DA_TARGET: usize = 2;
+pub(crate) const NS_C_DA_GAMMA: usize = 3;
+pub(crate) const NS_C_DA_T0: usize = 4;
+pub(crate) const NS_C_DA_KAPPA: usize = 5;
+pub(crate) const NS_C_DA_MAX_LOG_STEP: usize = 6;
+pub(crate) const NS_C_SEARCH_MU: usize = 7;
+pub(crate) const NS_C_COUNT: usize = 16;
+
+pub(crate) const NS_V_QSAMP: usize = 8;
+pub(crate) const NS_V_GSAMP: usize = 9;
+pub(crate) const NS_V_COUNT: usize = 14;
+pub(crate) const NS_K_COUNT: usize = 3;
+
+pub(crate) const NS_S_LOGP_SAMP: usize = 4;
+pub(crate) const NS_S_STEP: usize = 11;
+#[cfg(test)] // Mirrored for the layout test only.
+pub(crate) const NS_S_DA_XBAR: usize = 17;
+pub(crate) const NS_S_COUNT: usize = 18;
+
+#[cfg(test)] // Mirrored for the layout test only.
+pub(crate) const NS_U_PHASE: usize = 0;
+#[cfg(test)] // Mirrored for the layout test only.
+pub(crate) const NS_U_ITER: usize = 1;
+pub(crate) const NS_U_DRAWS: usize = 11;
+pub(crate) const NS_U_STEPS: usize = 12;
+pub(crate) const NS_U_ERROR: usize = 13;
+pub(crate) const NS_U_SEARCH_EVALS: usize = 14;
+pub(crate) const NS_U_COUNT: usize = 15;
+
+pub(crate) const NS_O_LP: usize = 0;
+pub(crate) const NS_O_ACCEPT: usize = 1;
+#[cfg(test)] // Mirrored for the layout test only.
+pub(crate) const NS_O_ACCEPT_SYM: usize = 2;
+pub(crate) const NS_O_STEP: usize = 3;
+pub(crate) const NS_O_ENERGY: usize = 4;
+pub(crate) const NS_O_COUNT: usize = 5;
+
+pub(crate) const NS_OU_DEPTH: usize = 0;
+pub(crate) const NS_OU_NLEAP: usize = 1;
+pub(crate) const NS_OU_DIVERGENT: usize = 2;
+pub(crate) const NS_OU_INDEX: usize = 3;
+pub(crate) const NS_OU_COUNT: usize = 4;
+
+pub(crate) const NS_ERROR_STEP_TOO_LARGE: u32 = 1;
+pub(crate) const NS_ERROR_STEP_ZERO: u32 = 2;
+
+/// Every constant above with its WGSL name, for the test against the shader text.
+#[cfg(test)]
+pub(crate) fn wgsl_constants() -> Vec<(&'static str, usize)> {
+    vec![
+        ("NS_FLAG_ADAPT", NS_FLAG_ADAPT as usize),
+        ("NS_FLAG_SEARCH_MU", NS_FLAG_SEARCH_MU as usize),
+        ("NS_C_MAX_ENERGY_ERROR", NS_C_MAX_ENERGY_ERROR),
+        ("NS_C_JITTER", NS_C_JITTER),
+        ("NS_C_DA_TARGET", NS_C_DA_TARGET),
+        ("NS_C_DA_GAMMA", NS_C_DA_GAMMA),
+        ("NS_C_DA_T0", NS_C_DA_T0),
+        ("NS_C_DA_KAPPA", NS_C_DA_KAPPA),
+        ("NS_C_DA_MAX_LOG_STEP", NS_C_DA_MAX_LOG_STEP),
+        ("NS_C_SEARCH_MU", NS_C_SEARCH_MU),
+        ("NS_C_COUNT", NS_C_COUNT),
+        ("NS_V_QSAMP", NS_V_QSAMP),
+        ("NS_V_GSAMP", NS_V_GSAMP),
+        ("NS_V_COUNT", NS_V_COUNT),
+        ("NS_K_COUNT", NS_K_COUNT),
+        ("NS_S_LOGP_SAMP", NS_S_LOGP_SAMP),
+        ("NS_S_STEP", NS_S_STEP),
+        ("NS_S_DA_XBAR", NS_S_DA_XBAR),
+        ("NS_S_COUNT", NS_S_COUNT),
+        ("NS_U_PHASE", NS_U_PHASE),
+        ("NS_U_ITER", NS_U_ITER),
+        ("NS_U_DRAWS", NS_U_DRAWS),
+        ("NS_U_STEPS", NS_U_STEPS),
+        ("NS_U_ERROR", NS_U_ERROR),
+        ("NS_U_SEARCH_EVALS", NS_U_SEARCH_EVALS),
+        ("NS_U_COUNT", NS_U_COUNT),
+        ("NS_O_LP", NS_O_LP),
+        ("NS_O_ACCEPT", NS_O_ACCEPT),
+        ("NS_O_ACCEPT_SYM", NS_O_ACCEPT_SYM),
+        ("NS_O_STEP", NS_O_STEP),
+        ("NS_O_ENERGY", NS_O_ENERGY),
+        ("NS_O_COUNT", NS_O_COUNT),
+        ("NS_OU_DEPTH", NS_OU_DEPTH),
+        ("NS_OU_NLEAP", NS_OU_NLEAP),
+        ("NS_OU_DIVERGENT", NS_OU_DIVERGENT),
+        ("NS_OU_INDEX", NS_OU_INDEX),
+        ("NS_OU_COUNT", NS_OU_COUNT),
+        ("NS_ERROR_STEP_TOO_LARGE", NS_ERROR_STEP_TOO_LARGE as usize),
+        ("NS_ERROR_STEP_ZERO", NS_ERROR_STEP_ZERO as usize),
+    ]
+}
+
+/// Sizes, in values, of the NUTS kernels' buffers for `n` chains of dimension `dim`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NsSizes {
+    pub n: usize,
+    pub dim: usize,
+    pub max_depth: usize,
+    pub capacity: usize,
+    pub with_grad: bool,
+}
+
+impl NsSizes {
+    /// Values per draw in the output slots.
+    pub(crate) fn width(&self) -> usize {
+        self.dim * if self.with_grad { 2 } else { 1 }
+    }
+
+    pub(crate) fn consts(&self) -> usize {
+        NS_C_COUNT + self.dim
+    }
+
+    pub(crate) fn vec(&self) -> usize {
+        (NS_V_COUNT * self.dim + NS_S_COUNT) * self.n
+    }
+
+    /// max_depth + 1 slots: popcount of a leaf index below 2^(max_depth - 1) is below max_depth.
+    pub(crate) fn ckpt(&self) -> usize {
+        (self.max_depth + 1) * NS_K_COUNT * self.dim * self.n
+    }
+
+    pub(crate) fn uint(&self) -> usize {
+        (NS_U_COUNT + self.capacity * NS_OU_COUNT) * self.n
+    }
+
+    /// The draws of every slot, then their real statistics.
+    pub(crate) fn out(&self) -> usize {
+        self.capacity * (self.width() + NS_O_COUNT) * self.n
+    }
+
+    /// Index of vector role `role`, coordinate `j`, chain `c` in the vec buffer.
+    pub(crate) fn vec_at(&self, role: usize, j: usize, c: usize) -> usize {
+        (role * self.dim + j) * self.n + c
+    }
+
+    /// Index of scalar role `role` of chain `c` in the vec buffer.
+    pub(crate) fn scalar_at(&self, role: usize, c: usize) -> usize {
+        (NS_V_COUNT * self.dim + role) * self.n + c
+    }
+
+    /// Index of draw value `k` of output slot `slot`, chain `c`, in the out buffer.
+    pub(crate) fn out_at(&self, slot: usize, k: usize, c: usize) -> usize {
+        (slot * self.width() + k) * self.n + c
+    }
+
+    /// Index of real statistic `k` of output slot `slot`, chain `c`, in the out buffer.
+    pub(crate) fn out_stat_at(&self, slot: usize, k: usize, c: usize) -> usize {
+        self.capacity * self.width() * self.n + (slot * NS_O_COUNT + k) * self.n + c
+    }
+
+    /// Index of integer statistic `k` of output slot `slot`, chain `c`, in the uint buffer.
+    pub(crate) fn out_uint_at(&self, slot: usize, k: usize, c: usize) -> usize {
+        NS_U_COUNT * self.n + (slot * NS_OU_COUNT + k) * self.n + c
+    }
+}

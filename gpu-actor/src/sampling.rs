@@ -1,0 +1,346 @@
+//! Sampling on one GPU device: [`sample_on_device`] runs a request's chains with one of two
+//! kernels and returns the same traces the CPU sampler (`sampler::sample_chains`) returns.
+//!
+//! * [`GpuKernel::Nuts`] (the default, the performance path): whole NUTS transitions on the
+//!   device, one state machine per chain (`shaders/nuts.wgsl`, driven by `nuts_driver.rs`).
+//!   Chain state stays on the device; only draws and their statistics come back.
+//! * [`GpuKernel::Fused`]: the device runs K leapfrog steps per chain per dispatch
+//!   (`shaders/fused.wgsl`); the CPU builds the NUTS trees from them (`fused_driver.rs`,
+//!   `crate::kernels::tree`), asking for more steps in a direction when a tree needs them
+//!   and discarding the steps it did not use.
+//!
+//! Both run Stan's NUTS transition, built iteratively (see `shaders/nuts.wgsl`), with Philox
+//! random numbers named by (seed, chain, iteration, purpose): the same request gives the same
+//! draws on the same device, however the work is split into dispatches. Warmup adapts the step
+//! size per chain and the diagonal metric pooled over chains (`adapt.rs` says why), with
+//! Stan's or nutpie's schedule as the settings ask. A dense metric is refused.
+//!
+//! # Blocking
+//!
+//! [`sample_on_device`] blocks until every chain is done (seconds to hours): call it from a
+//! dedicated thread or `tokio::task::spawn_blocking`, never on an async executor. It checks
+//! `observer.should_stop()` between dispatches (so a stop takes effect within one dispatch)
+//! and calls `observer.on_draw` for every draw, from several threads.
+
+mod adapt;
+mod dual;
+mod fused_driver;
+mod init;
+mod nuts_driver;
+mod outputs;
+mod records;
+mod steps;
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use sampler::{
+    AdaptationKind, ChainSpec, ChainTrace, CheckedModel, MetricKind, Observer, SampleError,
+    SamplerSettings, Seed,
+};
+
+pub use steps::{FusedLeapfrog, LeapfrogStart, LeapfrogSteps};
+
+use crate::device::GpuDevice;
+use crate::error::GpuError;
+use crate::wgsl::{DEFAULT_WORKGROUP_SIZE, DataPlacement, Precision, TapePlacement};
+
+/// Which GPU kernel runs the chains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GpuKernel {
+    /// K leapfrog steps per dispatch on the device; trees built on the CPU.
+    Fused {
+        /// Leapfrog steps per chain per dispatch (K; 32 is a good default).
+        steps_per_dispatch: u32,
+    },
+    /// Whole NUTS transitions on the device.
+    Nuts {
+        /// Transitions per chain per dispatch (M): exactly M during warmup (fewer where the
+        /// adaptation schedule needs the host), about M while sampling, where each chain runs
+        /// the same number of leapfrog steps per dispatch and long trajectories continue in
+        /// the next dispatch.
+        transitions_per_dispatch: u32,
+    },
+}
+
+/// Leapfrog steps per dispatch of the fused kernel by default.
+pub const DEFAULT_FUSED_STEPS: u32 = 32;
+/// Transitions per dispatch of the NUTS kernel by default.
+pub const DEFAULT_NUTS_TRANSITIONS: u32 = 16;
+
+impl Default for GpuKernel {
+    fn default() -> GpuKernel {
+        GpuKernel::Nuts {
+            transitions_per_dispatch: DEFAULT_NUTS_TRANSITIONS,
+        }
+    }
+}
+
+/// Chains to run on one device.
+#[derive(Clone, Debug)]
+pub struct GpuSampleRequest {
+    /// The model.
+    pub model: CheckedModel,
+    /// Sampler settings (`threads` is ignored; `metric` must be diagonal).
+    pub settings: SamplerSettings,
+    /// The run's seed.
+    pub seed: Seed,
+    /// The chains; traces come back in this order. Either every chain has a `tuning` (no
+    /// warmup; all with the same metric) or none has.
+    pub chains: Vec<ChainSpec>,
+    /// The kernel.
+    pub kernel: GpuKernel,
+    /// f32, or f64 on adapters with `SHADER_F64`.
+    pub precision: Precision,
+}
+
+/// Knobs of [`sample_on_device_with`] beyond the request, for benchmarks and tests.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GpuSamplingOptions {
+    /// Where the model's tapes live; `None` for `TapePlacement::choose`.
+    pub placement: Option<TapePlacement>,
+    /// Chains per workgroup.
+    pub workgroup_size: u32,
+    /// Where the kernels read the model's data; `None` for workgroup memory when it fits
+    /// the adapter (`DataPlacement::choose`).
+    pub data: Option<DataPlacement>,
+    /// Lanes that execute in lockstep, for the lockstep statistics; `None` for the adapter's
+    /// largest subgroup size.
+    pub lockstep_width: Option<u32>,
+}
+
+impl Default for GpuSamplingOptions {
+    fn default() -> GpuSamplingOptions {
+        GpuSamplingOptions {
+            placement: None,
+            workgroup_size: DEFAULT_WORKGROUP_SIZE,
+            data: None,
+            lockstep_width: None,
+        }
+    }
+}
+
+/// Whether a dispatch belonged to warmup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Initial points, step-size searches and warmup transitions.
+    Warmup,
+    /// Sampling.
+    Sampling,
+}
+
+/// One dispatch of a run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DispatchStats {
+    /// Warmup or sampling.
+    pub phase: Phase,
+    /// From submission to readable results, on the device thread.
+    pub device_time: Duration,
+    /// Leapfrog steps the chains needed (gradient evaluations).
+    pub useful_steps: u64,
+    /// Leapfrog steps executed, counting a lockstep group's lanes as busy while any of them
+    /// is: the sum over groups of `chains in the group * max(steps in the group)` (groups of
+    /// the lockstep width; the last may be partial, and one chain alone never waits).
+    pub lockstep_steps: u64,
+    /// `n_chains * max(steps of any chain)`: the steps executed if every chain waited for the
+    /// longest (NumPyro's vectorised chains do).
+    pub dispatch_steps: u64,
+    /// Draws completed.
+    pub draws: u64,
+}
+
+/// A run's traces and how the device spent its time.
+#[derive(Clone, Debug)]
+pub struct GpuRun {
+    /// One trace per chain, in the order of the request.
+    pub traces: Vec<ChainTrace>,
+    /// Every dispatch, in order.
+    pub dispatches: Vec<DispatchStats>,
+    /// Wall time of warmup (initial points, searches and warmup transitions).
+    pub warmup_time: Duration,
+    /// Wall time of sampling.
+    pub sampling_time: Duration,
+}
+
+/// Lockstep statistics summed over dispatches ([`GpuRun::lockstep`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LockstepTotals {
+    /// Dispatches summed.
+    pub dispatches: u64,
+    /// Leapfrog steps the chains needed ([`DispatchStats::useful_steps`]).
+    pub useful_steps: u64,
+    /// Lane-steps executed by lockstep groups ([`DispatchStats::lockstep_steps`]).
+    pub lockstep_steps: u64,
+    /// Lane-steps if every chain waited for the longest ([`DispatchStats::dispatch_steps`]).
+    pub dispatch_steps: u64,
+}
+
+impl LockstepTotals {
+    /// Adds one dispatch.
+    pub fn add(&mut self, dispatch: &DispatchStats) {
+        self.dispatches += 1;
+        self.useful_steps += dispatch.useful_steps;
+        self.lockstep_steps += dispatch.lockstep_steps;
+        self.dispatch_steps += dispatch.dispatch_steps;
+    }
+
+    /// Useful steps over executed lane-steps: 1 when no lane of a lockstep group ever waits;
+    /// NaN when nothing ran.
+    pub fn efficiency(&self) -> f64 {
+        ratio(self.useful_steps, self.lockstep_steps)
+    }
+
+    /// Useful steps over `n_chains * longest` per dispatch: the efficiency if the whole
+    /// dispatch ran in lockstep, as NumPyro's vectorised chains do; NaN when nothing ran.
+    pub fn dispatch_efficiency(&self) -> f64 {
+        ratio(self.useful_steps, self.dispatch_steps)
+    }
+}
+
+fn ratio(useful: u64, executed: u64) -> f64 {
+    if executed == 0 {
+        f64::NAN
+    } else {
+        useful as f64 / executed as f64
+    }
+}
+
+impl GpuRun {
+    /// The lockstep statistics of the dispatches of `phase`, or of all with `None`.
+    pub fn lockstep(&self, phase: Option<Phase>) -> LockstepTotals {
+        let mut totals = LockstepTotals::default();
+        for dispatch in &self.dispatches {
+            if phase.is_none_or(|phase| dispatch.phase == phase) {
+                totals.add(dispatch);
+            }
+        }
+        totals
+    }
+}
+
+/// Runs `request` on `device` and returns one trace per chain, in the order of
+/// `request.chains`. Blocking (see the module documentation).
+///
+/// # Errors
+///
+/// [`GpuError::Sampler`] for invalid settings, a dense metric, chains without a finite
+/// starting point, a failed step-size search or a stop asked by `observer`; device errors
+/// ([`GpuError::DeviceLost`], [`GpuError::WorkerGone`], [`GpuError::F64Unsupported`], ...)
+/// as they happen.
+pub fn sample_on_device(
+    device: &GpuDevice,
+    request: &GpuSampleRequest,
+    observer: &dyn Observer,
+) -> Result<Vec<ChainTrace>, GpuError> {
+    sample_on_device_with(device, request, &GpuSamplingOptions::default(), observer)
+        .map(|run| run.traces)
+}
+
+/// [`sample_on_device`] with explicit options; also returns the dispatch statistics.
+pub fn sample_on_device_with(
+    device: &GpuDevice,
+    request: &GpuSampleRequest,
+    options: &GpuSamplingOptions,
+    observer: &dyn Observer,
+) -> Result<GpuRun, GpuError> {
+    validate(request)?;
+    if request.chains.is_empty() {
+        return Ok(GpuRun {
+            traces: Vec::new(),
+            dispatches: Vec::new(),
+            warmup_time: Duration::ZERO,
+            sampling_time: Duration::ZERO,
+        });
+    }
+    let key = device
+        .upload_model(&request.model, request.precision)
+        .wait()?;
+    let width = options
+        .lockstep_width
+        .unwrap_or(device.report().subgroup_sizes.1)
+        .max(1);
+    match request.kernel {
+        GpuKernel::Nuts {
+            transitions_per_dispatch,
+        } => nuts_driver::run(
+            device,
+            key,
+            request,
+            options,
+            width,
+            transitions_per_dispatch.max(1),
+            observer,
+        ),
+        GpuKernel::Fused { steps_per_dispatch } => fused_driver::run(
+            device,
+            key,
+            request,
+            options,
+            steps_per_dispatch.max(1),
+            observer,
+        ),
+    }
+}
+
+fn validate(request: &GpuSampleRequest) -> Result<(), GpuError> {
+    let settings = &request.settings;
+    settings.validate()?;
+    if settings.metric == MetricKind::Dense {
+        return Err(SampleError::Settings(
+            "the GPU kernels adapt a diagonal metric only; use metric = \"diag\" or the CPU sampler"
+                .into(),
+        )
+        .into());
+    }
+    let tuned = request.chains.iter().filter(|c| c.tuning.is_some()).count();
+    if tuned != 0 && tuned != request.chains.len() {
+        return Err(SampleError::Settings(format!(
+            "{tuned} of {} chains have a tuning: on the GPU either every chain starts from a tuning or none does",
+            request.chains.len()
+        ))
+        .into());
+    }
+    let dim = request.model.program().dim;
+    let mut metric: Option<&[f64]> = None;
+    for spec in &request.chains {
+        let Some(tuning) = &spec.tuning else { continue };
+        let fits = !tuning.dense
+            && tuning.inv_metric.len() == dim
+            && tuning.inv_metric.iter().all(|v| v.is_finite() && *v > 0.0)
+            && tuning.step_size > 0.0
+            && tuning.step_size.is_finite();
+        if !fits {
+            return Err(SampleError::Settings(format!(
+                "chain {}: the given tuning is not a positive diagonal metric of {dim} values with a positive step size",
+                spec.chain
+            ))
+            .into());
+        }
+        match metric {
+            None => metric = Some(&tuning.inv_metric),
+            Some(first) if first != tuning.inv_metric.as_slice() => {
+                return Err(SampleError::Settings(format!(
+                    "chain {}: its tuning's metric differs from the first chain's; the GPU kernels share one metric",
+                    spec.chain
+                ))
+                .into());
+            }
+            Some(_) => {}
+        }
+    }
+    if dim == 0 {
+        return Err(SampleError::Settings("the model has no parameters to sample".into()).into());
+    }
+    Ok(())
+}
+
+/// Dual-averaging settings in the kernels' constants: Stan's γ, t0, κ; nutpie caps the step
+/// size at π.
+pub(crate) fn max_log_step(adaptation: AdaptationKind) -> f64 {
+    match adaptation {
+        AdaptationKind::Stan => f64::INFINITY,
+        AdaptationKind::Nutpie => std::f64::consts::PI.ln(),
+    }
+}

@@ -1,0 +1,457 @@
+//! Warmup on the GPU paths: the step size adapts per chain (dual averaging, every transition),
+//! the diagonal metric is estimated from the draws of all chains together (pooled) and shared.
+//!
+//! Why pooled: the metric is the data-hungry part of warmup, d variances from correlated
+//! draws; one chain's window of 25 to 100 draws estimates them poorly (Stan regularises
+//! towards 1e-3 for that reason), while C chains give C times the draws for the same
+//! warmup length, so a short warmup suffices (TFP's cross-chain adaptation, Lao et al. 2020;
+//! nuts.md §9 B.7). Every chain samples the same posterior, so one metric fits all; it is
+//! fixed after warmup, so the sampling kernel is a valid MCMC kernel. The step size stays per
+//! chain, as Stan and nutpie have it: it needs one number per transition, which the kernel
+//! updates itself, and lets a chain stuck in a region of high curvature shrink its own.
+//!
+//! The schedules are sampler's (`adapt/windowed.rs`, `adapt/grad_diag.rs`), run by iteration:
+//! * [`StanPooled`]: Stan's 75 / 25·2^k / 50 windows; at each window end the regularised
+//!   variance of the window's draws, pooled over chains; then Stan's step-size search and a
+//!   dual-averaging restart, in the kernel.
+//! * [`NutpiePooled`]: nutpie's `sqrt(Var x / Var ∇ log p)` from foreground and background
+//!   estimators, pooled over chains, with nutpie's switch schedule counted in iterations (so
+//!   that one window holds as many iterations as nutpie's, of every chain); the metric is
+//!   recomputed at each dispatch boundary; nutpie's step-size search after the first change.
+//!
+//! Dispatches during warmup end where the schedule needs the host: at window ends, switches,
+//! and the start of the step-size-only phase ([`Warmup::boundary`]).
+
+use sampler::AdaptationKind;
+
+/// The metric's lower and upper clamp (nutpie's).
+const CLAMP: (f64, f64) = (1e-20, 1e20);
+
+/// Welford's running mean and sum of squared deviations per coordinate.
+#[derive(Clone, Debug)]
+pub(crate) struct Welford {
+    count: u64,
+    mean: Vec<f64>,
+    m2: Vec<f64>,
+}
+
+impl Welford {
+    pub(crate) fn new(dim: usize) -> Welford {
+        Welford {
+            count: 0,
+            mean: vec![0.0; dim],
+            m2: vec![0.0; dim],
+        }
+    }
+
+    pub(crate) fn restart(&mut self) {
+        self.count = 0;
+        self.mean.fill(0.0);
+        self.m2.fill(0.0);
+    }
+
+    pub(crate) fn count(&self) -> u64 {
+        self.count
+    }
+
+    pub(crate) fn add(&mut self, x: &[f64]) {
+        self.count += 1;
+        let n = self.count as f64;
+        for ((mean, m2), &x) in self.mean.iter_mut().zip(&mut self.m2).zip(x) {
+            let delta = x - *mean;
+            *mean += delta / n;
+            *m2 += delta * (x - *mean);
+        }
+    }
+
+    /// Sums of squared deviations.
+    pub(crate) fn sum_squares(&self) -> &[f64] {
+        &self.m2
+    }
+}
+
+/// Stan's window schedule (`windowed_adaptation.hpp`; sampler's `Windows`).
+#[derive(Clone, Debug)]
+struct Windows {
+    num_warmup: u64,
+    init_buffer: u64,
+    term_buffer: u64,
+    window_size: u64,
+    next_window_end: u64,
+    counter: u64,
+    enabled: bool,
+}
+
+impl Windows {
+    fn new(num_warmup: u64) -> Windows {
+        let (init, base, term) = (75, 25, 50);
+        let (init_buffer, term_buffer, base_window) = if init + base + term > num_warmup {
+            let init = (0.15 * num_warmup as f64) as u64;
+            let term = (0.1 * num_warmup as f64) as u64;
+            (init, term, num_warmup.saturating_sub(init + term))
+        } else {
+            (init, term, base)
+        };
+        Windows {
+            num_warmup,
+            init_buffer,
+            term_buffer,
+            window_size: base_window,
+            next_window_end: (init_buffer + base_window).saturating_sub(1),
+            counter: 0,
+            enabled: num_warmup >= 20,
+        }
+    }
+
+    fn in_window(&self) -> bool {
+        self.enabled
+            && self.counter >= self.init_buffer
+            && self.counter < self.num_warmup - self.term_buffer
+            && self.counter != self.num_warmup
+    }
+
+    fn at_window_end(&self) -> bool {
+        self.enabled && self.counter == self.next_window_end && self.counter != self.num_warmup
+    }
+
+    fn compute_next_window(&mut self) {
+        let last_end = self.num_warmup - self.term_buffer - 1;
+        if self.next_window_end == last_end {
+            return;
+        }
+        self.window_size *= 2;
+        self.next_window_end = self.counter + self.window_size;
+        if self.next_window_end != last_end {
+            let next_boundary = self.next_window_end + 2 * self.window_size;
+            if next_boundary >= self.num_warmup - self.term_buffer {
+                self.next_window_end = last_end;
+            }
+        }
+    }
+
+    fn advance(&mut self) -> bool {
+        let ended = self.at_window_end();
+        if ended {
+            self.compute_next_window();
+        }
+        self.counter += 1;
+        ended
+    }
+}
+
+/// Stan's windowed diagonal metric, pooled over chains.
+#[derive(Clone, Debug)]
+pub(crate) struct StanPooled {
+    windows: Windows,
+    estimator: Welford,
+    /// The estimate of a window that just ended, for the next boundary.
+    pending: Option<Vec<f64>>,
+}
+
+/// nutpie's schedule constants (sampler's `GradDiagOptions::default()`).
+const EARLY_WINDOW: f64 = 0.3;
+const STEP_SIZE_WINDOW: f64 = 0.15;
+const EARLY_SWITCH_FREQ: u64 = 10;
+const SWITCH_FREQ: u64 = 80;
+const WINDOW_GROWTH: f64 = 1.5;
+
+/// nutpie's gradient-based diagonal metric, pooled over chains, windows counted in
+/// iterations.
+#[derive(Clone, Debug)]
+pub(crate) struct NutpiePooled {
+    early_end: u64,
+    final_window_start: u64,
+    window_size: u64,
+    draws: Welford,
+    grads: Welford,
+    draws_background: Welford,
+    grads_background: Welford,
+    /// Iterations added to the background estimators since the last switch.
+    background_iterations: u64,
+    first_update_pending: bool,
+}
+
+/// Which step-size search the kernel runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Search {
+    /// Stan's `init_stepsize`, then a dual-averaging restart.
+    Stan,
+    /// nutpie's search from 0.1, then a fresh dual average.
+    Nutpie,
+}
+
+/// What the host does at a dispatch boundary.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct BoundaryAction {
+    /// A new shared inverse metric.
+    pub metric: Option<Vec<f64>>,
+    /// A step-size search to run after setting it.
+    pub search: Option<Search>,
+}
+
+/// One chain's draw at one warmup iteration, as the schedule sees it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WarmupDraw<'a> {
+    pub q: &'a [f64],
+    /// The gradient at the draw (nutpie's adaptation only).
+    pub g: &'a [f64],
+    /// nutpie's rule: the chain moved (more than 4 steps, after a divergence).
+    pub usable: bool,
+}
+
+/// The pooled warmup of one run.
+#[derive(Clone, Debug)]
+pub(crate) enum Warmup {
+    Stan(StanPooled),
+    Nutpie(Box<NutpiePooled>),
+}
+
+impl Warmup {
+    /// A warmup of `num_warmup` iterations from the chains' initial points and gradients;
+    /// returns it with the initial metric.
+    pub(crate) fn new(
+        kind: AdaptationKind,
+        num_warmup: u64,
+        dim: usize,
+        init_q: &[Vec<f64>],
+        init_g: &[Vec<f64>],
+    ) -> (Warmup, Vec<f64>) {
+        match kind {
+            AdaptationKind::Stan => (
+                Warmup::Stan(StanPooled {
+                    windows: Windows::new(num_warmup),
+                    estimator: Welford::new(dim),
+                    pending: None,
+                }),
+                vec![1.0; dim],
+            ),
+            AdaptationKind::Nutpie => {
+                let step_size_window = (STEP_SIZE_WINDOW * num_warmup as f64) as u64;
+                let mut nutpie = NutpiePooled {
+                    early_end: (EARLY_WINDOW * num_warmup as f64) as u64,
+                    final_window_start: num_warmup.saturating_sub(step_size_window),
+                    window_size: SWITCH_FREQ,
+                    draws: Welford::new(dim),
+                    grads: Welford::new(dim),
+                    draws_background: Welford::new(dim),
+                    grads_background: Welford::new(dim),
+                    background_iterations: 0,
+                    first_update_pending: true,
+                };
+                // nutpie starts from 1 / |grad log p(x0)|; pooled, from the root mean square
+                // of the chains' initial gradients (the same for one chain).
+                let mut mean_square = vec![0.0; dim];
+                for (q, g) in init_q.iter().zip(init_g) {
+                    nutpie.add(q, g);
+                    for (m, g) in mean_square.iter_mut().zip(g) {
+                        *m += g * g / init_g.len() as f64;
+                    }
+                }
+                let metric = mean_square
+                    .iter()
+                    .map(|m| {
+                        let value = 1.0 / m.sqrt().clamp(CLAMP.0, CLAMP.1);
+                        if value.is_finite() { value } else { 1.0 }
+                    })
+                    .collect();
+                (Warmup::Nutpie(Box::new(nutpie)), metric)
+            }
+        }
+    }
+
+    /// The step-size search before the first transition.
+    pub(crate) fn initial_search(&self) -> Search {
+        match self {
+            Warmup::Stan(_) => Search::Stan,
+            Warmup::Nutpie(_) => Search::Nutpie,
+        }
+    }
+
+    /// The iteration (exclusive) a dispatch starting at `start` must end at, at most
+    /// `start + max_len`: where the schedule next needs the host.
+    pub(crate) fn boundary(&self, start: u64, max_len: u64, num_warmup: u64) -> u64 {
+        let limit = (start + max_len.max(1)).min(num_warmup);
+        match self {
+            Warmup::Stan(stan) => {
+                let w = &stan.windows;
+                if w.enabled && w.next_window_end >= start && w.next_window_end < limit {
+                    w.next_window_end + 1
+                } else {
+                    limit
+                }
+            }
+            Warmup::Nutpie(nutpie) => {
+                let mut end = limit;
+                // Switches and phase changes happen at known iterations; stop after them.
+                for at in [nutpie.early_end, nutpie.final_window_start] {
+                    if at > start && at < end {
+                        end = at;
+                    }
+                }
+                if start < nutpie.final_window_start {
+                    let freq = if start < nutpie.early_end {
+                        EARLY_SWITCH_FREQ
+                    } else {
+                        nutpie.window_size
+                    };
+                    // The iteration that fills the background window ends the dispatch.
+                    let after_switch =
+                        start + freq.saturating_sub(nutpie.background_iterations).max(1);
+                    end = end.min(after_switch);
+                    // nutpie's first metric comes after a draw or two: stop early until then.
+                    if nutpie.first_update_pending {
+                        end = end.min(start + 1);
+                    }
+                }
+                end.max(start + 1)
+            }
+        }
+    }
+
+    /// The first iteration whose dual-averaging update uses the symmetric acceptance
+    /// statistic (nutpie's late phase), for a dispatch starting at `start`.
+    pub(crate) fn late_from(&self, start: u64) -> u64 {
+        match self {
+            Warmup::Stan(_) => u64::MAX,
+            Warmup::Nutpie(nutpie) => {
+                if start >= nutpie.final_window_start {
+                    return start;
+                }
+                let next = nutpie.next_window_size(start < nutpie.early_end);
+                // late when next + draw > final_window_start.
+                (nutpie.final_window_start + 1)
+                    .saturating_sub(next)
+                    .max(start)
+                    .min(nutpie.final_window_start)
+            }
+        }
+    }
+
+    /// Learns from the draws of all chains at warmup iteration `iteration`.
+    pub(crate) fn learn(&mut self, iteration: u64, draws: &[WarmupDraw<'_>]) {
+        match self {
+            Warmup::Stan(stan) => stan.learn(draws),
+            Warmup::Nutpie(nutpie) => nutpie.learn(iteration, draws),
+        }
+    }
+
+    /// What to do after the dispatch that ran iterations from `start`.
+    pub(crate) fn at_boundary(&mut self, start: u64) -> BoundaryAction {
+        match self {
+            Warmup::Stan(stan) => stan.take_action(),
+            Warmup::Nutpie(nutpie) => nutpie.action(start),
+        }
+    }
+}
+
+impl StanPooled {
+    fn learn(&mut self, draws: &[WarmupDraw<'_>]) {
+        if self.windows.in_window() {
+            for draw in draws {
+                self.estimator.add(draw.q);
+            }
+        }
+        if self.windows.advance() {
+            // Stan's regularisation, with n the pooled count.
+            let n = self.estimator.count() as f64;
+            let weight = n / (n + 5.0);
+            let shrink = 1e-3 * (5.0 / (n + 5.0));
+            let metric: Vec<f64> = self
+                .estimator
+                .sum_squares()
+                .iter()
+                .map(|s| weight * s / (n - 1.0) + shrink)
+                .collect();
+            self.estimator.restart();
+            self.pending = Some(metric);
+        }
+    }
+
+    fn take_action(&mut self) -> BoundaryAction {
+        match self.pending.take() {
+            Some(metric) => BoundaryAction {
+                metric: metric.iter().all(|v| v.is_finite()).then_some(metric),
+                search: Some(Search::Stan),
+            },
+            None => BoundaryAction::default(),
+        }
+    }
+}
+
+impl NutpiePooled {
+    fn add(&mut self, q: &[f64], g: &[f64]) {
+        self.draws.add(q);
+        self.grads.add(g);
+        self.draws_background.add(q);
+        self.grads_background.add(g);
+    }
+
+    fn next_window_size(&self, early: bool) -> u64 {
+        if early {
+            EARLY_SWITCH_FREQ
+        } else {
+            (self.window_size + 1).max((self.window_size as f64 * WINDOW_GROWTH).round() as u64)
+        }
+    }
+
+    fn learn(&mut self, draw: u64, draws: &[WarmupDraw<'_>]) {
+        if draw >= self.final_window_start {
+            return;
+        }
+        let early = draw < self.early_end;
+        if !early && draw == self.early_end {
+            self.window_size = self.window_size.max(self.background_iterations);
+        }
+        let switch_freq = if early {
+            EARLY_SWITCH_FREQ
+        } else {
+            self.window_size
+        };
+        for d in draws.iter().filter(|d| d.usable) {
+            self.add(d.q, d.g);
+        }
+        self.background_iterations += 1;
+        let could_switch = self.background_iterations >= switch_freq;
+        let next_window_size = self.next_window_size(early);
+        let late = next_window_size + draw > self.final_window_start;
+        if could_switch && !late {
+            std::mem::swap(&mut self.draws, &mut self.draws_background);
+            std::mem::swap(&mut self.grads, &mut self.grads_background);
+            self.draws_background.restart();
+            self.grads_background.restart();
+            self.background_iterations = 0;
+            if !early {
+                self.window_size = next_window_size;
+            }
+        }
+    }
+
+    /// After the dispatch of iterations from `start`: the metric from the foreground
+    /// estimators (nutpie recomputes it after every draw; here once per dispatch), NaN where a
+    /// coordinate keeps its value, and the search after the first change.
+    fn action(&mut self, start: u64) -> BoundaryAction {
+        if start >= self.final_window_start || self.draws.count() < 3 {
+            return BoundaryAction::default();
+        }
+        let metric: Vec<f64> = self
+            .draws
+            .sum_squares()
+            .iter()
+            .zip(self.grads.sum_squares())
+            .map(|(dv, gv)| {
+                let value = (dv / gv).sqrt();
+                if value.is_finite() && value != 0.0 {
+                    value.clamp(CLAMP.0, CLAMP.1)
+                } else {
+                    f64::NAN
+                }
+            })
+            .collect();
+        let search = self.first_update_pending.then_some(Search::Nutpie);
+        self.first_update_pending = false;
+        BoundaryAction {
+            metric: Some(metric),
+            search,
+        }
+    }
+}

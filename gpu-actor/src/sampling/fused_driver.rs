@@ -1,0 +1,714 @@
+//! The host side of kernel (a): the device runs K leapfrog steps per chain per dispatch
+//! (`shaders/fused.wgsl`), the CPU builds each chain's NUTS tree from them
+//! (`crate::kernels::tree`, the twin of `shaders/nuts.wgsl`).
+//!
+//! Each chain keeps, for each end of its trajectory, the steps integrated ahead from that end.
+//! A subtree consumes them one leaf at a time; when a chain needs a leaf that is not there,
+//! it asks for K more from its growing end, and all chains that ask are integrated in one
+//! dispatch. Steps integrated beyond where the tree stopped are discarded when the
+//! transition ends (the next one draws a new momentum). A dispatch that runs while a chain's
+//! other end still has steps ahead leaves them valid: that end has not moved.
+//!
+//! Warmup is the NUTS kernel's: dual averaging per chain (here on the host), the pooled
+//! metric of `adapt.rs` at the same boundaries, and the same step-size searches, their single
+//! leapfrog steps run by the same fused kernel.
+
+use std::time::Instant;
+
+use sampler::{ChainTrace, DrawStats, Observer, SampleError, Tuning};
+
+use super::adapt::{Search, Warmup, WarmupDraw};
+use super::dual::DualAverage;
+use super::init::initial_points;
+use super::outputs::OutputWriter;
+use super::records::{Draw, RecordSettings, empty_trace, record};
+use super::{DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Phase, max_log_step};
+use crate::device::fused::{FusedBatch, FusedCommand, FusedOpen, FusedReply, FusedRun, StepRole};
+use crate::device::nuts::SessionId;
+use crate::device::{GpuDevice, ModelKey};
+use crate::error::GpuError;
+use crate::kernels::philox::{ChainStream, Purpose};
+use crate::kernels::tree::{Leaf, Tree};
+
+/// Steps integrated ahead from one end of a chain's trajectory: `len` leaves of
+/// `3 * dim + 1` values (q, p, g, log p), consumed from `next`.
+#[derive(Clone, Debug, Default)]
+struct Ahead {
+    values: Vec<f64>,
+    len: usize,
+    next: usize,
+}
+
+impl Ahead {
+    fn clear(&mut self) {
+        self.len = 0;
+        self.next = 0;
+    }
+
+    fn has_next(&self) -> bool {
+        self.next < self.len
+    }
+}
+
+/// A recorded transition waiting to be written to the trace.
+#[derive(Clone, Debug)]
+struct Finished {
+    q: Vec<f64>,
+    g: Vec<f64>,
+    stats: DrawStats,
+    usable: bool,
+    iteration: u64,
+}
+
+struct Chain {
+    id: sampler::ChainId,
+    tree: Tree,
+    stream: ChainStream,
+    dual: DualAverage,
+    step: f64,
+    /// The next transition's iteration.
+    iteration: u64,
+    ahead: [Ahead; 2],
+    finished: Vec<Finished>,
+    grad_evals: u64,
+}
+
+/// Closes a session when the run ends.
+struct SessionGuard<'a> {
+    device: &'a GpuDevice,
+    id: SessionId,
+}
+
+impl Drop for SessionGuard<'_> {
+    fn drop(&mut self) {
+        let _ = self.device.fused(FusedCommand::Close(self.id)).wait();
+    }
+}
+
+struct Driver<'a> {
+    device: &'a GpuDevice,
+    request: &'a GpuSampleRequest,
+    session: SessionId,
+    dim: usize,
+    k: usize,
+    metric: Vec<f64>,
+    metric_dirty: bool,
+    chains: Vec<Chain>,
+    dispatches: Vec<DispatchStats>,
+}
+
+fn unexpected() -> GpuError {
+    GpuError::Device {
+        operation: "fused session",
+        message: "the device thread answered a different request".into(),
+    }
+}
+
+fn kinetic(metric: &[f64], p: &[f64]) -> f64 {
+    0.5 * metric.iter().zip(p).map(|(m, p)| m * p * p).sum::<f64>()
+}
+
+fn energy(logp: f64, kinetic: f64) -> f64 {
+    let h = -logp + kinetic;
+    if h.is_finite() { h } else { f64::INFINITY }
+}
+
+/// A chain's step-size search in progress (sampler's adapt.rs, as `nuts_search.wgsl`).
+#[derive(Clone, Copy, Debug)]
+enum SearchState {
+    Stan {
+        eps: f64,
+        forward: Option<bool>,
+        attempt: u32,
+        loops: u32,
+    },
+    Nutpie {
+        eps: f64,
+        forward: Option<bool>,
+        loops: u32,
+    },
+    Done(f64),
+    Failed(&'static str),
+}
+
+/// ln 0.8, hard-coded in Stan's init_stepsize.
+const LOG_STAN_TARGET: f64 = -0.223_143_551_314_209_7;
+
+impl Driver<'_> {
+    fn dispatch(&mut self, n_steps: usize, run: FusedRun) -> Result<Box<FusedBatch>, GpuError> {
+        let run = FusedRun {
+            n_steps,
+            metric: self.metric_dirty.then(|| self.metric.clone()),
+            ..run
+        };
+        self.metric_dirty = false;
+        match self
+            .device
+            .fused(FusedCommand::Run(self.session, run))
+            .wait()?
+        {
+            FusedReply::Batch(batch) => Ok(batch),
+            _ => Err(unexpected()),
+        }
+    }
+
+    /// Runs every chain's step-size search to its end, one leapfrog per chain per dispatch.
+    fn search(&mut self, kind: Search, first: bool) -> Result<(), GpuError> {
+        let settings = &self.request.settings;
+        let target = settings.target_accept;
+        let (n, dim) = (self.chains.len(), self.dim);
+        let mut states: Vec<SearchState> = self
+            .chains
+            .iter()
+            .map(|chain| match kind {
+                Search::Stan => {
+                    let eps = chain.step;
+                    if eps == 0.0 || eps > 1e7 || eps.is_nan() {
+                        SearchState::Done(eps)
+                    } else {
+                        SearchState::Stan {
+                            eps,
+                            forward: None,
+                            attempt: 0,
+                            loops: 0,
+                        }
+                    }
+                }
+                Search::Nutpie => SearchState::Nutpie {
+                    eps: 0.1,
+                    forward: None,
+                    loops: 0,
+                },
+            })
+            .collect();
+        let mut p = vec![0.0; n * dim];
+        let mut q = vec![0.0; n * dim];
+        let mut g = vec![0.0; n * dim];
+        let mut eps = vec![0.0; n];
+        let mut h0 = vec![0.0; n];
+        loop {
+            let mut any = false;
+            for (c, state) in states.iter().enumerate() {
+                let chain = &self.chains[c];
+                let (attempt, step) = match *state {
+                    SearchState::Stan { eps, attempt, .. } => (attempt, eps),
+                    // nutpie keeps the first try's momentum for every try.
+                    SearchState::Nutpie { eps, .. } => (0, eps),
+                    SearchState::Done(_) | SearchState::Failed(_) => {
+                        eps[c] = 0.0;
+                        continue;
+                    }
+                };
+                any = true;
+                let iteration = chain.iteration as u32;
+                let rows = c * dim..(c + 1) * dim;
+                for block in 0..dim.div_ceil(2) {
+                    let (a, b) = chain.stream.search_pair(iteration, attempt, block as u32);
+                    let j = 2 * block;
+                    p[c * dim + j] = a / self.metric[j].sqrt();
+                    if j + 1 < dim {
+                        p[c * dim + j + 1] = b / self.metric[j + 1].sqrt();
+                    }
+                }
+                let (cq, cg, logp) = chain.tree.point();
+                q[rows.clone()].copy_from_slice(cq);
+                g[rows.clone()].copy_from_slice(cg);
+                h0[c] = energy(logp, kinetic(&self.metric, &p[rows]));
+                eps[c] = step;
+            }
+            if !any {
+                break;
+            }
+            let batch = self.dispatch(
+                1,
+                FusedRun {
+                    n_steps: 1,
+                    metric: None,
+                    eps: eps.clone(),
+                    q: q.clone(),
+                    p: p.clone(),
+                    g: g.clone(),
+                },
+            )?;
+            let mut p1 = vec![0.0; dim];
+            for (c, state) in states.iter_mut().enumerate() {
+                if eps[c] == 0.0 {
+                    continue;
+                }
+                self.chains[c].grad_evals += 1;
+                batch.copy_to(0, StepRole::P, c, &mut p1);
+                let delta = h0[c] - energy(batch.logp(0, c), kinetic(&self.metric, &p1));
+                *state = advance_search(*state, delta, target, settings.max_energy_error);
+            }
+        }
+        let search_mu = (10.0 * settings.initial_step_size).ln();
+        for (chain, state) in self.chains.iter_mut().zip(states) {
+            let eps = match state {
+                SearchState::Done(eps) => eps,
+                SearchState::Failed(message) => {
+                    return Err(SampleError::StepSize {
+                        chain: chain.id,
+                        message: message.into(),
+                    }
+                    .into());
+                }
+                _ => chain.step,
+            };
+            chain.step = eps;
+            chain.dual.after_search(kind, eps, first, search_mu);
+        }
+        Ok(())
+    }
+
+    /// Runs every chain's transitions until its iteration `limit`; records finished
+    /// transitions in `chain.finished`.
+    fn advance(
+        &mut self,
+        limit: u64,
+        adapt: Option<(u64, u64)>,
+        phase: Phase,
+    ) -> Result<(), GpuError> {
+        let settings = &self.request.settings;
+        let jitter = settings.jitter();
+        let (n, dim, k) = (self.chains.len(), self.dim, self.k);
+        let width = 3 * dim + 1;
+        loop {
+            let mut wants = vec![None; n];
+            for (c, chain) in self.chains.iter_mut().enumerate() {
+                loop {
+                    if !chain.tree.is_active() {
+                        if chain.iteration >= limit {
+                            break;
+                        }
+                        let iteration = chain.iteration as u32;
+                        let eps = if jitter > 0.0 {
+                            let u = chain.stream.uniform(iteration, Purpose::Jitter, 0);
+                            chain.step * (1.0 + jitter * (2.0 * u - 1.0))
+                        } else {
+                            chain.step
+                        };
+                        chain.ahead[0].clear();
+                        chain.ahead[1].clear();
+                        chain
+                            .tree
+                            .begin(&chain.stream, iteration, eps, &self.metric);
+                    }
+                    let (end, ..) = chain.tree.growing_end();
+                    let ahead = &mut chain.ahead[end];
+                    if !ahead.has_next() {
+                        wants[c] = Some(end);
+                        break;
+                    }
+                    let at = ahead.next * width;
+                    ahead.next += 1;
+                    let values = &ahead.values[at..at + width];
+                    let leaf = Leaf {
+                        q: &values[..dim],
+                        p: &values[dim..2 * dim],
+                        g: &values[2 * dim..3 * dim],
+                        logp: values[3 * dim],
+                    };
+                    let Some(info) = chain.tree.push_leaf(leaf, &chain.stream, &self.metric) else {
+                        continue;
+                    };
+                    chain.grad_evals += u64::from(info.n_leapfrog);
+                    let step_used = chain.tree_eps();
+                    let (q, g, logp) = chain.tree.point();
+                    chain.finished.push(Finished {
+                        q: q.to_vec(),
+                        g: g.to_vec(),
+                        stats: DrawStats {
+                            lp: logp,
+                            accept_stat: info.accept_stat,
+                            step_size: step_used,
+                            tree_depth: info.depth,
+                            n_leapfrog: info.n_leapfrog,
+                            divergent: info.divergent,
+                            energy: info.energy,
+                        },
+                        usable: if info.divergent {
+                            info.index_in_trajectory.abs() > 4
+                        } else {
+                            info.index_in_trajectory != 0
+                        },
+                        iteration: chain.iteration,
+                    });
+                    if let Some((late_from, last)) = adapt {
+                        let stat = if chain.iteration >= late_from {
+                            info.accept_stat_sym
+                        } else {
+                            info.accept_stat
+                        };
+                        chain.step = chain.dual.update(stat);
+                        if chain.iteration == last {
+                            chain.step = chain.dual.averaged();
+                        }
+                    }
+                    chain.iteration += 1;
+                }
+            }
+            let asking = wants.iter().filter(|w| w.is_some()).count();
+            if asking == 0 {
+                return Ok(());
+            }
+            let mut run = FusedRun {
+                n_steps: k,
+                metric: None,
+                eps: vec![0.0; n],
+                q: vec![0.0; n * dim],
+                p: vec![0.0; n * dim],
+                g: vec![0.0; n * dim],
+            };
+            for (c, want) in wants.iter().enumerate() {
+                if want.is_none() {
+                    continue;
+                }
+                let (_, q, p, g, eps) = self.chains[c].tree.growing_end();
+                run.eps[c] = eps;
+                run.q[c * dim..(c + 1) * dim].copy_from_slice(q);
+                run.p[c * dim..(c + 1) * dim].copy_from_slice(p);
+                run.g[c * dim..(c + 1) * dim].copy_from_slice(g);
+            }
+            let batch = self.dispatch(k, run)?;
+            let mut useful_before = 0;
+            for (c, want) in wants.iter().enumerate() {
+                let Some(end) = *want else { continue };
+                let ahead = &mut self.chains[c].ahead[end];
+                ahead.values.resize(k * width, 0.0);
+                for step in 0..k {
+                    let row = &mut ahead.values[step * width..(step + 1) * width];
+                    batch.copy_to(step, StepRole::Q, c, &mut row[..dim]);
+                    batch.copy_to(step, StepRole::P, c, &mut row[dim..2 * dim]);
+                    batch.copy_to(step, StepRole::G, c, &mut row[2 * dim..3 * dim]);
+                    row[3 * dim] = batch.logp(step, c);
+                }
+                ahead.len = k;
+                ahead.next = 0;
+                useful_before += 1;
+            }
+            self.dispatches.push(DispatchStats {
+                phase,
+                device_time: batch.elapsed,
+                useful_steps: 0,
+                lockstep_steps: (useful_before * k) as u64,
+                dispatch_steps: (n * k) as u64,
+                draws: 0,
+            });
+        }
+    }
+}
+
+impl Chain {
+    /// The step size of the transition just finished (jitter included).
+    fn tree_eps(&self) -> f64 {
+        self.tree.eps()
+    }
+}
+
+/// One try of a step-size search: its energy change `delta` moves the state on.
+fn advance_search(
+    state: SearchState,
+    delta: f64,
+    target: f64,
+    max_energy_error: f64,
+) -> SearchState {
+    match state {
+        SearchState::Stan {
+            eps,
+            forward,
+            attempt,
+            loops,
+        } => {
+            let Some(forward) = forward else {
+                return SearchState::Stan {
+                    eps,
+                    forward: Some(delta > LOG_STAN_TARGET),
+                    attempt: attempt + 1,
+                    loops,
+                };
+            };
+            if (forward && !(delta > LOG_STAN_TARGET)) || (!forward && !(delta < LOG_STAN_TARGET)) {
+                return SearchState::Done(eps);
+            }
+            let eps = if forward { 2.0 * eps } else { 0.5 * eps };
+            if eps > 1e7 {
+                return SearchState::Failed(
+                    "the step size grew past 1e7: the posterior may be improper (check the priors)",
+                );
+            }
+            if eps == 0.0 {
+                return SearchState::Failed(
+                    "no acceptably small step size: the model may be misspecified or its gradient wrong",
+                );
+            }
+            if loops + 1 >= 2000 {
+                return SearchState::Done(eps);
+            }
+            SearchState::Stan {
+                eps,
+                forward: Some(forward),
+                attempt: attempt + 1,
+                loops: loops + 1,
+            }
+        }
+        SearchState::Nutpie {
+            eps,
+            forward,
+            loops,
+        } => {
+            if !delta.is_finite() || -delta > max_energy_error {
+                return SearchState::Done(0.1);
+            }
+            let stat = delta.min(0.0).exp();
+            let Some(forward) = forward else {
+                return SearchState::Nutpie {
+                    eps,
+                    forward: Some(stat > target),
+                    loops,
+                };
+            };
+            let done = if forward {
+                stat <= target || eps > 1e5
+            } else {
+                stat >= target || eps < 1e-10
+            };
+            if done {
+                return SearchState::Done(eps);
+            }
+            if loops + 1 >= 100 {
+                return SearchState::Done(0.1);
+            }
+            SearchState::Nutpie {
+                eps: if forward { 2.0 * eps } else { 0.5 * eps },
+                forward: Some(forward),
+                loops: loops + 1,
+            }
+        }
+        done => done,
+    }
+}
+
+pub(super) fn run(
+    device: &GpuDevice,
+    key: ModelKey,
+    request: &GpuSampleRequest,
+    options: &GpuSamplingOptions,
+    steps_per_dispatch: u32,
+    observer: &dyn Observer,
+) -> Result<GpuRun, GpuError> {
+    let settings = &request.settings;
+    let program = request.model.program();
+    let dim = program.dim;
+    let n = request.chains.len();
+    let tuned = request.chains[0].tuning.is_some();
+    let n_warm = if tuned { 0 } else { settings.num_warmup };
+    let adapt = n_warm > 0;
+    let total = n_warm + settings.num_draws;
+    if total >= u64::from(u32::MAX) {
+        return Err(SampleError::Settings(format!(
+            "{total} iterations are more than the GPU kernels count"
+        ))
+        .into());
+    }
+    // A software device stops loops after SOFTWARE_LOOP_LIMIT iterations per invocation:
+    // fewer steps per dispatch there.
+    let per_step = crate::wgsl::model_loop_iterations(program) + 4 * dim as u64 + 32;
+    let k = if device.report().is_software() {
+        let fits = (crate::wgsl::SOFTWARE_LOOP_LIMIT * 3 / 4 / per_step).max(1);
+        (steps_per_dispatch as usize).min(fits as usize)
+    } else {
+        steps_per_dispatch as usize
+    };
+    let warmup_started = Instant::now();
+    let init = initial_points(
+        device,
+        key,
+        &request.model,
+        settings,
+        request.seed,
+        &request.chains,
+    )?;
+    let session = match device
+        .fused(FusedCommand::Open(FusedOpen {
+            model: key,
+            n_chains: n,
+            max_steps: k,
+            placement: options.placement,
+            workgroup_size: options.workgroup_size,
+            data: options.data,
+        }))
+        .wait()?
+    {
+        FusedReply::Opened(id) => id,
+        _ => return Err(unexpected()),
+    };
+    let _guard = SessionGuard {
+        device,
+        id: session,
+    };
+    let (mut warmup, metric) = match (&request.chains[0].tuning, adapt) {
+        (Some(tuning), _) => (None, tuning.inv_metric.clone()),
+        (None, false) => (None, vec![1.0; dim]),
+        (None, true) => {
+            let (warmup, metric) = Warmup::new(settings.adaptation, n_warm, dim, &init.q, &init.g);
+            (Some(warmup), metric)
+        }
+    };
+    let chains = request
+        .chains
+        .iter()
+        .enumerate()
+        .map(|(c, spec)| {
+            let mut tree = Tree::new(dim, settings.max_depth, settings.max_energy_error);
+            tree.set_point(&init.q[c], &init.g[c], init.logp[c]);
+            Chain {
+                id: spec.chain,
+                tree,
+                stream: ChainStream::new(request.seed.0, spec.chain.0),
+                dual: DualAverage::new(settings.target_accept, max_log_step(settings.adaptation)),
+                step: spec
+                    .tuning
+                    .as_ref()
+                    .map_or(settings.initial_step_size, |t| t.step_size),
+                iteration: 0,
+                ahead: [Ahead::default(), Ahead::default()],
+                finished: Vec::new(),
+                grad_evals: init.grad_evals[c],
+            }
+        })
+        .collect();
+    let mut driver = Driver {
+        device,
+        request,
+        session,
+        dim,
+        k,
+        metric,
+        metric_dirty: true,
+        chains,
+        dispatches: Vec::new(),
+    };
+    let writer = OutputWriter::new(program);
+    let mut traces: Vec<ChainTrace> = request
+        .chains
+        .iter()
+        .zip(&init.q)
+        .map(|(spec, q)| {
+            empty_trace(
+                spec.chain,
+                writer.n_columns(),
+                settings.num_draws as usize,
+                q.clone(),
+            )
+        })
+        .collect();
+    let record_settings = RecordSettings {
+        save_warmup: settings.save_warmup,
+        total: settings.num_warmup + settings.num_draws,
+    };
+    let flush = |driver: &mut Driver<'_>, traces: &mut [ChainTrace], warmup: bool| {
+        let finished: Vec<Vec<Finished>> = driver
+            .chains
+            .iter_mut()
+            .map(|chain| std::mem::take(&mut chain.finished))
+            .collect();
+        for (trace, done) in traces.iter_mut().zip(&finished) {
+            let steps: u64 = done.iter().map(|f| u64::from(f.stats.n_leapfrog)).sum();
+            if warmup {
+                trace.grad_evals_warmup += steps;
+            } else {
+                trace.grad_evals_sampling += steps;
+            }
+        }
+        if let Some(last) = driver.dispatches.last_mut() {
+            last.useful_steps += finished
+                .iter()
+                .flatten()
+                .map(|f| u64::from(f.stats.n_leapfrog))
+                .sum::<u64>();
+            last.draws += finished.iter().map(|f| f.len() as u64).sum::<u64>();
+        }
+        record(traces, &writer, record_settings, observer, |c, emit| {
+            for f in &finished[c] {
+                emit(Draw {
+                    q: &f.q,
+                    stats: f.stats,
+                    iteration: f.iteration,
+                    warmup,
+                });
+            }
+        });
+        finished
+    };
+
+    if let Some(warmup) = warmup.as_mut() {
+        driver.search(warmup.initial_search(), true)?;
+        let mut iteration = 0;
+        while iteration < n_warm {
+            if observer.should_stop() {
+                return Err(SampleError::Cancelled.into());
+            }
+            let end = warmup.boundary(iteration, 16, n_warm);
+            let late = warmup.late_from(iteration);
+            driver.advance(end, Some((late, n_warm - 1)), Phase::Warmup)?;
+            let finished = flush(&mut driver, &mut traces, true);
+            for slot in 0..(end - iteration) as usize {
+                let draws: Vec<WarmupDraw<'_>> = finished
+                    .iter()
+                    .map(|f| WarmupDraw {
+                        q: &f[slot].q,
+                        g: &f[slot].g,
+                        usable: f[slot].usable,
+                    })
+                    .collect();
+                warmup.learn(iteration + slot as u64, &draws);
+            }
+            let action = warmup.at_boundary(iteration);
+            iteration = end;
+            if let Some(new) = action.metric {
+                for (old, new) in driver.metric.iter_mut().zip(new) {
+                    if new.is_finite() {
+                        *old = new;
+                    }
+                }
+                driver.metric_dirty = true;
+            }
+            if iteration < n_warm
+                && let Some(search) = action.search
+            {
+                driver.search(search, false)?;
+            }
+        }
+    }
+    let warmup_time = warmup_started.elapsed();
+    for (trace, chain) in traces.iter_mut().zip(&driver.chains) {
+        trace.grad_evals_warmup = chain.grad_evals - trace.grad_evals_sampling;
+        trace.tuning = Tuning {
+            step_size: chain.step,
+            inv_metric: driver.metric.clone(),
+            dense: false,
+        };
+    }
+    let sampling_started = Instant::now();
+    let mut limit = n_warm;
+    while limit < total {
+        if observer.should_stop() {
+            return Err(SampleError::Cancelled.into());
+        }
+        limit = (limit + 16).min(total);
+        driver.advance(limit, None, Phase::Sampling)?;
+        flush(&mut driver, &mut traces, false);
+    }
+    let sampling_time = sampling_started.elapsed();
+    for (trace, chain) in traces.iter_mut().zip(&driver.chains) {
+        trace.final_position = chain.tree.point().0.to_vec();
+        trace.warmup_seconds = warmup_time.as_secs_f64();
+        trace.sampling_seconds = sampling_time.as_secs_f64();
+    }
+    Ok(GpuRun {
+        traces,
+        dispatches: driver.dispatches,
+        warmup_time,
+        sampling_time,
+    })
+}

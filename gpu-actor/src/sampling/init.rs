@@ -1,0 +1,125 @@
+//! Initial points: the chains' own, or uniform draws in `(-init_radius, init_radius)` from
+//! each chain's `sampler::ChainRng` (so a seed gives the CPU sampler's starting points), kept
+//! when the log density and gradient the GPU computes there are finite; up to 100 attempts
+//! per chain, as Stan. All chains are evaluated together, one batch per attempt.
+
+use sampler::{ChainRng, ChainSpec, CheckedModel, LogDensity, SampleError, SamplerSettings, Seed};
+
+use crate::device::{GpuDevice, LogpGradRequest, ModelKey};
+use crate::error::GpuError;
+
+/// Attempts at a finite initial point (Stan's default).
+const INIT_ATTEMPTS: u32 = 100;
+
+/// The chains' starting points, in the order of the specs.
+#[derive(Clone, Debug)]
+pub(crate) struct InitialPoints {
+    pub q: Vec<Vec<f64>>,
+    pub g: Vec<Vec<f64>>,
+    pub logp: Vec<f64>,
+    /// Gradient evaluations spent per chain.
+    pub grad_evals: Vec<u64>,
+}
+
+fn explain(model: &CheckedModel, q: &[f64], fallback: &str) -> String {
+    model
+        .evaluator()
+        .explain(q)
+        .unwrap_or_else(|| fallback.to_owned())
+}
+
+pub(crate) fn initial_points(
+    device: &GpuDevice,
+    key: ModelKey,
+    model: &CheckedModel,
+    settings: &SamplerSettings,
+    seed: Seed,
+    specs: &[ChainSpec],
+) -> Result<InitialPoints, GpuError> {
+    let dim = model.program().dim;
+    let n = specs.len();
+    let mut rngs: Vec<ChainRng> = specs
+        .iter()
+        .map(|spec| ChainRng::new(seed, spec.chain))
+        .collect();
+    let radius = settings.init_radius;
+    let mut points = InitialPoints {
+        q: vec![vec![0.0; dim]; n],
+        g: vec![vec![0.0; dim]; n],
+        logp: vec![0.0; n],
+        grad_evals: vec![0; n],
+    };
+    for (c, spec) in specs.iter().enumerate() {
+        match &spec.init {
+            Some(init) if init.len() != dim => {
+                return Err(SampleError::Settings(format!(
+                    "chain {}: initial point has {} values, the model has {dim} unconstrained parameters",
+                    spec.chain,
+                    init.len()
+                ))
+                .into());
+            }
+            Some(init) => points.q[c].copy_from_slice(init),
+            None => points.q[c]
+                .iter_mut()
+                .for_each(|q| *q = rngs[c].uniform_in(-radius, radius)),
+        }
+    }
+    let mut pending: Vec<usize> = (0..n).collect();
+    for attempt in 1..=INIT_ATTEMPTS {
+        let batch = device
+            .logp_grad(LogpGradRequest {
+                model: key,
+                points: pending
+                    .iter()
+                    .flat_map(|&c| points.q[c].iter().copied())
+                    .collect(),
+                placement: None,
+            })
+            .wait()?;
+        let mut failed = Vec::new();
+        for (k, &c) in pending.iter().enumerate() {
+            points.grad_evals[c] += 1;
+            let grad = &batch.grad[k * dim..(k + 1) * dim];
+            let logp = batch.logp[k];
+            if logp.is_finite() && grad.iter().all(|g| g.is_finite()) {
+                points.g[c].copy_from_slice(grad);
+                points.logp[c] = logp;
+                continue;
+            }
+            if specs[c].init.is_some() {
+                return Err(SampleError::Init {
+                    chain: specs[c].chain,
+                    attempts: 1,
+                    reason: explain(
+                        model,
+                        &points.q[c],
+                        "the log density or its gradient is not finite at the given point",
+                    ),
+                }
+                .into());
+            }
+            if attempt == INIT_ATTEMPTS {
+                return Err(SampleError::Init {
+                    chain: specs[c].chain,
+                    attempts: INIT_ATTEMPTS,
+                    reason: explain(
+                        model,
+                        &points.q[c],
+                        "the log density or its gradient is not finite",
+                    ),
+                }
+                .into());
+            }
+            points.q[c]
+                .iter_mut()
+                .for_each(|q| *q = rngs[c].uniform_in(-radius, radius));
+            failed.push(c);
+        }
+        pending = failed;
+        if pending.is_empty() {
+            break;
+        }
+    }
+    Ok(points)
+}

@@ -1,0 +1,587 @@
+//! The host side of kernel (b), whole NUTS transitions on the device.
+//!
+//! * Warmup: every chain runs exactly the same iterations per dispatch (at most M, fewer where
+//!   the pooled schedule needs the host), so that all chains' draws of an iteration are there
+//!   when the metric is estimated; dual averaging runs in the kernel after every transition;
+//!   step-size searches run in their own kernel.
+//! * Sampling: nothing is shared between chains, so each dispatch gives every chain the same
+//!   leapfrog budget (about M transitions' worth, from the mean trajectory length seen so far)
+//!   instead of the same number of transitions. Lanes of a warp then stay busy for the whole
+//!   dispatch whatever their trajectories' lengths; a trajectory longer than the budget goes
+//!   on in the next dispatch. The last dispatch has no budget and ends every chain. The next
+//!   dispatch is sent before the draws of the last one are recorded, so the device works while
+//!   the host computes outputs.
+
+use std::time::Instant;
+
+use sampler::{AdaptationKind, ChainTrace, DrawStats, Observer, SampleError, Tuning};
+
+use super::adapt::{Search, Warmup, WarmupDraw};
+use super::init::initial_points;
+use super::outputs::OutputWriter;
+use super::records::{Draw, RecordSettings, empty_trace, record};
+use super::{DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Phase, max_log_step};
+use crate::device::nuts::{
+    NutsBatch, NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsSnapshot, NutsStart, SessionId,
+};
+use crate::device::{GpuDevice, ModelKey};
+use crate::error::GpuError;
+use crate::kernels::layout::{
+    NS_C_COUNT, NS_C_DA_GAMMA, NS_C_DA_KAPPA, NS_C_DA_MAX_LOG_STEP, NS_C_DA_T0, NS_C_DA_TARGET,
+    NS_C_JITTER, NS_C_MAX_ENERGY_ERROR, NS_C_SEARCH_MU, NS_ERROR_STEP_TOO_LARGE,
+    NS_ERROR_STEP_ZERO, NS_FLAG_ADAPT, NS_FLAG_SEARCH_MU, NS_O_ACCEPT, NS_O_ENERGY, NS_O_LP,
+    NS_O_STEP, NS_OU_DEPTH, NS_OU_DIVERGENT, NS_OU_INDEX, NS_OU_NLEAP, NS_U_DRAWS, NS_U_ERROR,
+    NS_U_STEPS, NsParams,
+};
+
+/// One warmup draw of a chain as the metric estimate needs it: position, gradient (empty
+/// unless recorded), usable.
+type WarmupRow = (Vec<f64>, Vec<f64>, bool);
+
+/// Closes a session when the run ends, however it ends.
+struct SessionGuard<'a> {
+    device: &'a GpuDevice,
+    id: SessionId,
+}
+
+impl Drop for SessionGuard<'_> {
+    fn drop(&mut self) {
+        // Nothing to do if the device is gone: its sessions went with it.
+        let _ = self.device.nuts(NutsCommand::Close(self.id)).wait();
+    }
+}
+
+fn expect_batch(reply: NutsReply) -> Result<Box<NutsBatch>, GpuError> {
+    match reply {
+        NutsReply::Batch(batch) => Ok(batch),
+        _ => Err(unexpected()),
+    }
+}
+
+fn expect_snapshot(reply: NutsReply) -> Result<Box<NutsSnapshot>, GpuError> {
+    match reply {
+        NutsReply::Snapshot(snapshot) => Ok(snapshot),
+        _ => Err(unexpected()),
+    }
+}
+
+fn unexpected() -> GpuError {
+    GpuError::Device {
+        operation: "nuts session",
+        message: "the device thread answered a different request".into(),
+    }
+}
+
+/// The kernels' real settings followed by the metric.
+fn consts(request: &GpuSampleRequest, metric: &[f64]) -> Vec<f64> {
+    let settings = &request.settings;
+    let mut values = vec![0.0; NS_C_COUNT + metric.len()];
+    values[NS_C_MAX_ENERGY_ERROR] = settings.max_energy_error;
+    values[NS_C_JITTER] = settings.jitter();
+    values[NS_C_DA_TARGET] = settings.target_accept;
+    values[NS_C_DA_GAMMA] = 0.05;
+    values[NS_C_DA_T0] = 10.0;
+    values[NS_C_DA_KAPPA] = 0.75;
+    values[NS_C_DA_MAX_LOG_STEP] = max_log_step(settings.adaptation);
+    values[NS_C_SEARCH_MU] = (10.0 * settings.initial_step_size).ln();
+    values[NS_C_COUNT..].copy_from_slice(metric);
+    values
+}
+
+/// Lockstep statistics of a dispatch from each chain's step count.
+fn dispatch_stats(phase: Phase, batch: &NutsBatch, width: usize, draws: u64) -> DispatchStats {
+    let n = batch.sizes.n;
+    let steps: Vec<u64> = (0..n)
+        .map(|c| u64::from(batch.state(NS_U_STEPS, c)))
+        .collect();
+    let useful = steps.iter().sum();
+    let lockstep = steps
+        .chunks(width)
+        // A last, partial group counts only its chains: lanes without a chain wait for nobody.
+        .map(|group| group.len() as u64 * group.iter().copied().max().unwrap_or(0))
+        .sum();
+    let max = steps.iter().copied().max().unwrap_or(0);
+    DispatchStats {
+        phase,
+        device_time: batch.elapsed,
+        useful_steps: useful,
+        lockstep_steps: lockstep,
+        dispatch_steps: n as u64 * max,
+        draws,
+    }
+}
+
+fn draw_stats(batch: &NutsBatch, slot: usize, c: usize) -> DrawStats {
+    DrawStats {
+        lp: batch.stat(slot, NS_O_LP, c),
+        accept_stat: batch.stat(slot, NS_O_ACCEPT, c),
+        step_size: batch.stat(slot, NS_O_STEP, c),
+        tree_depth: batch.stat_u(slot, NS_OU_DEPTH, c),
+        n_leapfrog: batch.stat_u(slot, NS_OU_NLEAP, c),
+        divergent: batch.stat_u(slot, NS_OU_DIVERGENT, c) != 0,
+        energy: batch.stat(slot, NS_O_ENERGY, c),
+    }
+}
+
+fn index_in_trajectory(batch: &NutsBatch, slot: usize, c: usize) -> i64 {
+    i64::from(batch.stat_u(slot, NS_OU_INDEX, c) as i32)
+}
+
+/// The state of one run of kernel (b).
+struct Run<'a> {
+    device: &'a GpuDevice,
+    request: &'a GpuSampleRequest,
+    observer: &'a dyn Observer,
+    session: SessionId,
+    n: usize,
+    dim: usize,
+    width: usize,
+    params: NsParams,
+    writer: OutputWriter,
+    traces: Vec<ChainTrace>,
+    record: RecordSettings,
+    dispatches: Vec<DispatchStats>,
+    /// Each chain's next iteration (warmup included).
+    next_iteration: Vec<u64>,
+}
+
+impl Run<'_> {
+    fn check_stop(&self) -> Result<(), GpuError> {
+        if self.observer.should_stop() {
+            return Err(SampleError::Cancelled.into());
+        }
+        Ok(())
+    }
+
+    fn send(&self, command: NutsCommand) -> crate::Pending<NutsReply> {
+        self.device.nuts(command)
+    }
+
+    fn search(
+        &mut self,
+        search: Search,
+        consts: Option<Vec<f64>>,
+        first: bool,
+    ) -> Result<Box<NutsSnapshot>, GpuError> {
+        let mut params = self.params;
+        params.search_kind = match search {
+            Search::Stan => 0,
+            Search::Nutpie => 1,
+        };
+        params.flags = if first { NS_FLAG_SEARCH_MU } else { 0 };
+        let snapshot = expect_snapshot(
+            self.send(NutsCommand::Search(
+                self.session,
+                NutsDispatch { params, consts },
+            ))
+            .wait()?,
+        )?;
+        for (c, spec) in self.request.chains.iter().enumerate() {
+            let message = match snapshot.state(NS_U_ERROR, c) {
+                0 => continue,
+                NS_ERROR_STEP_TOO_LARGE => {
+                    "the step size grew past 1e7: the posterior may be improper (check the priors)"
+                }
+                NS_ERROR_STEP_ZERO => {
+                    "no acceptably small step size: the model may be misspecified or its gradient wrong"
+                }
+                _ => "the step-size search failed",
+            };
+            return Err(SampleError::StepSize {
+                chain: spec.chain,
+                message: message.into(),
+            }
+            .into());
+        }
+        Ok(snapshot)
+    }
+
+    /// Records the draws of `batch` (warmup or sampling), each chain's from its own next
+    /// iteration, and moves the counters on.
+    fn record_batch(&mut self, batch: &NutsBatch, warmup: bool) {
+        let dim = self.dim;
+        let next = &self.next_iteration;
+        record(
+            &mut self.traces,
+            &self.writer,
+            self.record,
+            self.observer,
+            |c, emit| {
+                let mut q = vec![0.0; dim];
+                let draws = batch.state(NS_U_DRAWS, c) as usize;
+                for slot in 0..draws {
+                    for (j, value) in q.iter_mut().enumerate() {
+                        *value = batch.value(slot, j, c);
+                    }
+                    emit(Draw {
+                        q: &q,
+                        stats: draw_stats(batch, slot, c),
+                        iteration: next[c] + slot as u64,
+                        warmup,
+                    });
+                }
+            },
+        );
+        for c in 0..self.n {
+            let draws = batch.state(NS_U_DRAWS, c) as usize;
+            let steps: u64 = (0..draws)
+                .map(|slot| u64::from(batch.stat_u(slot, NS_OU_NLEAP, c)))
+                .sum();
+            let trace = &mut self.traces[c];
+            if warmup {
+                trace.grad_evals_warmup += steps;
+            } else {
+                trace.grad_evals_sampling += steps;
+            }
+            self.next_iteration[c] += draws as u64;
+        }
+    }
+}
+
+/// The leapfrog steps per dispatch that keep a software device under its loop limit
+/// (`crate::wgsl::SOFTWARE_LOOP_LIMIT`): a leaf costs the model's loops plus the kernel's
+/// own passes over the coordinates (leapfrog, kicks, checkpoints, merges up to the tree
+/// depth, a transition's start and end).
+pub(super) fn software_step_budget(program: &sampler::Program, max_depth: u32) -> u32 {
+    let dim = program.dim as u64;
+    let per_leaf =
+        crate::wgsl::model_loop_iterations(program) + (25 + u64::from(max_depth)) * dim + 300;
+    ((crate::wgsl::SOFTWARE_LOOP_LIMIT * 3 / 4) / per_leaf).clamp(1, u64::from(u32::MAX)) as u32
+}
+
+pub(super) fn run(
+    device: &GpuDevice,
+    key: ModelKey,
+    request: &GpuSampleRequest,
+    options: &GpuSamplingOptions,
+    width: u32,
+    transitions: u32,
+    observer: &dyn Observer,
+) -> Result<GpuRun, GpuError> {
+    let settings = &request.settings;
+    let program = request.model.program();
+    let dim = program.dim;
+    let n = request.chains.len();
+    let tuned = request.chains[0].tuning.is_some();
+    let n_warm = if tuned { 0 } else { settings.num_warmup };
+    let adapt = n_warm > 0;
+    let total = n_warm + settings.num_draws;
+    if total >= u64::from(u32::MAX) || n > u32::MAX as usize {
+        return Err(SampleError::Settings(format!(
+            "{total} iterations of {n} chains are more than the GPU kernels count"
+        ))
+        .into());
+    }
+    let m = u64::from(transitions);
+    let sample_capacity = (3 * m).div_ceil(2) + 2;
+    let with_grad = adapt && settings.adaptation == AdaptationKind::Nutpie;
+
+    let warmup_started = Instant::now();
+    let init = initial_points(
+        device,
+        key,
+        &request.model,
+        settings,
+        request.seed,
+        &request.chains,
+    )?;
+    let open = NutsOpen {
+        model: key,
+        n_chains: n,
+        max_depth: settings.max_depth,
+        capacity: m.max(sample_capacity) as usize,
+        with_grad,
+        placement: options.placement,
+        workgroup_size: options.workgroup_size,
+        data: options.data,
+    };
+    let session = match device.nuts(NutsCommand::Open(open)).wait()? {
+        NutsReply::Opened(id) => id,
+        _ => return Err(unexpected()),
+    };
+    let _guard = SessionGuard {
+        device,
+        id: session,
+    };
+    let writer = OutputWriter::new(program);
+    let traces = request
+        .chains
+        .iter()
+        .zip(&init.q)
+        .map(|(spec, q)| {
+            empty_trace(
+                spec.chain,
+                writer.n_columns(),
+                settings.num_draws as usize,
+                q.clone(),
+            )
+        })
+        .collect();
+    let mut run = Run {
+        device,
+        request,
+        observer,
+        session,
+        n,
+        dim,
+        width: width as usize,
+        params: NsParams {
+            n_chains: n as u32,
+            max_depth: settings.max_depth,
+            seed_lo: request.seed.0 as u32,
+            seed_hi: (request.seed.0 >> 32) as u32,
+            da_final_iter: if adapt { (n_warm - 1) as u32 } else { u32::MAX },
+            late_from_iter: u32::MAX,
+            ..NsParams::default()
+        },
+        writer,
+        traces,
+        record: RecordSettings {
+            save_warmup: settings.save_warmup,
+            total: settings.num_warmup + settings.num_draws,
+        },
+        dispatches: Vec::new(),
+        next_iteration: vec![0; n],
+    };
+    // On a software device a dispatch may only run so many steps (see software_step_budget).
+    let soft_budget = device
+        .report()
+        .is_software()
+        .then(|| software_step_budget(program, settings.max_depth));
+
+    let (mut warmup, mut metric) = match (&request.chains[0].tuning, adapt) {
+        (Some(tuning), _) => (None, tuning.inv_metric.clone()),
+        (None, false) => (None, vec![1.0; dim]),
+        (None, true) => {
+            let (warmup, metric) = Warmup::new(settings.adaptation, n_warm, dim, &init.q, &init.g);
+            (Some(warmup), metric)
+        }
+    };
+    let steps: Vec<f64> = request
+        .chains
+        .iter()
+        .map(|spec| {
+            spec.tuning
+                .as_ref()
+                .map_or(settings.initial_step_size, |t| t.step_size)
+        })
+        .collect();
+    run.send(NutsCommand::Start(
+        session,
+        NutsStart {
+            q: init.q.concat(),
+            g: init.g.concat(),
+            logp: init.logp.clone(),
+            step: steps,
+        },
+    ))
+    .wait()?;
+    for (trace, evals) in run.traces.iter_mut().zip(&init.grad_evals) {
+        trace.grad_evals_warmup = *evals;
+    }
+    let mut pending_consts = Some(consts(request, &metric));
+
+    // Warmup: all chains in step.
+    let mut search_evals = vec![0u64; n];
+    if let Some(warmup) = warmup.as_mut() {
+        run.search(warmup.initial_search(), pending_consts.take(), true)?;
+        let mut iteration = 0;
+        while iteration < n_warm {
+            run.check_stop()?;
+            let end = warmup.boundary(iteration, m, n_warm);
+            let len = (end - iteration) as usize;
+            let mut params = run.params;
+            params.iter_end = end as u32;
+            params.capacity = len as u32;
+            params.step_budget = soft_budget.unwrap_or(0);
+            params.with_grad = u32::from(with_grad);
+            params.flags = NS_FLAG_ADAPT;
+            params.late_from_iter = warmup.late_from(iteration).min(u64::from(u32::MAX)) as u32;
+            // Every chain's draws of this block, in iteration order: q, g, usable.
+            let mut block: Vec<Vec<WarmupRow>> = vec![Vec::with_capacity(len); n];
+            while block.iter().any(|rows| rows.len() < len) {
+                let batch = expect_batch(
+                    run.send(NutsCommand::Run(
+                        session,
+                        NutsDispatch {
+                            params,
+                            consts: pending_consts.take(),
+                        },
+                    ))
+                    .wait()?,
+                )?;
+                let mut made = 0;
+                for (c, rows) in block.iter_mut().enumerate() {
+                    let draws = batch.state(NS_U_DRAWS, c) as usize;
+                    made += draws;
+                    if rows.len() + draws > len {
+                        return Err(GpuError::Device {
+                            operation: "nuts warmup",
+                            message: format!(
+                                "chain {c} made {} draws in a warmup block of {len} iterations",
+                                rows.len() + draws
+                            ),
+                        });
+                    }
+                    for slot in 0..draws {
+                        let q: Vec<f64> = (0..dim).map(|j| batch.value(slot, j, c)).collect();
+                        let g: Vec<f64> = if with_grad {
+                            (0..dim).map(|j| batch.value(slot, dim + j, c)).collect()
+                        } else {
+                            Vec::new()
+                        };
+                        let index = index_in_trajectory(&batch, slot, c);
+                        let usable = if batch.stat_u(slot, NS_OU_DIVERGENT, c) != 0 {
+                            index.abs() > 4
+                        } else {
+                            index != 0
+                        };
+                        rows.push((q, g, usable));
+                    }
+                }
+                run.dispatches.push(dispatch_stats(
+                    Phase::Warmup,
+                    &batch,
+                    run.width,
+                    made as u64,
+                ));
+                run.record_batch(&batch, true);
+            }
+            for slot in 0..len {
+                let draws: Vec<WarmupDraw<'_>> = block
+                    .iter()
+                    .map(|rows| WarmupDraw {
+                        q: &rows[slot].0,
+                        g: &rows[slot].1,
+                        usable: rows[slot].2,
+                    })
+                    .collect();
+                warmup.learn(iteration + slot as u64, &draws);
+            }
+            let action = warmup.at_boundary(iteration);
+            iteration = end;
+            if let Some(new) = action.metric {
+                for (old, new) in metric.iter_mut().zip(new) {
+                    if new.is_finite() {
+                        *old = new;
+                    }
+                }
+                pending_consts = Some(consts(request, &metric));
+            }
+            if iteration < n_warm
+                && let Some(search) = action.search
+            {
+                run.search(search, pending_consts.take(), false)?;
+            }
+        }
+        let snapshot = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
+        for (c, evals) in search_evals.iter_mut().enumerate() {
+            *evals = u64::from(snapshot.search_evals(c));
+        }
+    }
+    let warmup_time = warmup_started.elapsed();
+    let after_warmup = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
+    for (c, trace) in run.traces.iter_mut().enumerate() {
+        trace.grad_evals_warmup += search_evals[c];
+        trace.tuning = Tuning {
+            step_size: after_warmup.step[c],
+            inv_metric: metric.clone(),
+            dense: false,
+        };
+    }
+
+    // Sampling: chains independent, equal leapfrog budgets.
+    let sampling_started = Instant::now();
+    let num_draws = settings.num_draws;
+    let mut remaining: Vec<u64> = vec![num_draws; n];
+    let mut steps_per_draw = mean_steps_per_draw(&run.dispatches);
+    let base = run.params;
+    let plan = |remaining: &[u64], steps_per_draw: Option<f64>| -> NsParams {
+        let mut params = base;
+        params.iter_end = total as u32;
+        params.with_grad = 0;
+        params.flags = 0;
+        let most = remaining.iter().copied().max().unwrap_or(0);
+        match steps_per_draw {
+            Some(per_draw) if most > m => {
+                params.capacity = sample_capacity.min(most) as u32;
+                params.step_budget = (m as f64 * per_draw).ceil().max(1.0) as u32;
+            }
+            _ => {
+                params.capacity = most.min(sample_capacity.max(m)) as u32;
+                params.step_budget = 0;
+            }
+        }
+        if let Some(soft) = soft_budget {
+            params.step_budget = match params.step_budget {
+                0 => soft,
+                budget => budget.min(soft),
+            };
+        }
+        params
+    };
+    let mut in_flight = if num_draws > 0 {
+        run.check_stop()?;
+        Some(run.send(NutsCommand::Run(
+            session,
+            NutsDispatch {
+                params: plan(&remaining, steps_per_draw),
+                consts: pending_consts.take(),
+            },
+        )))
+    } else {
+        None
+    };
+    while let Some(pending) = in_flight.take() {
+        let batch = expect_batch(pending.wait()?)?;
+        let mut draws = 0;
+        let mut steps = 0;
+        for (c, left) in remaining.iter_mut().enumerate() {
+            let made = u64::from(batch.state(NS_U_DRAWS, c));
+            *left = left.saturating_sub(made);
+            draws += made;
+            steps += (0..made as usize)
+                .map(|slot| u64::from(batch.stat_u(slot, NS_OU_NLEAP, c)))
+                .sum::<u64>();
+        }
+        run.dispatches
+            .push(dispatch_stats(Phase::Sampling, &batch, run.width, draws));
+        if draws > 0 {
+            let seen = steps as f64 / draws as f64;
+            steps_per_draw = Some(steps_per_draw.map_or(seen, |old| 0.5 * (old + seen)));
+        }
+        if remaining.iter().any(|&r| r > 0) {
+            run.check_stop()?;
+            in_flight = Some(run.send(NutsCommand::Run(
+                session,
+                NutsDispatch {
+                    params: plan(&remaining, steps_per_draw),
+                    consts: None,
+                },
+            )));
+        }
+        run.record_batch(&batch, false);
+    }
+    let sampling_time = sampling_started.elapsed();
+
+    let last = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
+    for (c, trace) in run.traces.iter_mut().enumerate() {
+        trace.final_position = last.q[c * dim..(c + 1) * dim].to_vec();
+        trace.warmup_seconds = warmup_time.as_secs_f64();
+        trace.sampling_seconds = sampling_time.as_secs_f64();
+    }
+    Ok(GpuRun {
+        traces: run.traces,
+        dispatches: run.dispatches,
+        warmup_time,
+        sampling_time,
+    })
+}
+
+/// Mean leapfrog steps per draw over the last warmup dispatches, if any.
+fn mean_steps_per_draw(dispatches: &[DispatchStats]) -> Option<f64> {
+    let recent: Vec<&DispatchStats> = dispatches.iter().rev().take(4).collect();
+    let draws: u64 = recent.iter().map(|d| d.draws).sum();
+    let steps: u64 = recent.iter().map(|d| d.useful_steps).sum();
+    (draws > 0).then(|| steps as f64 / draws as f64)
+}

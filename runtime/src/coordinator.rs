@@ -1,0 +1,723 @@
+//! The job coordinator: takes sampling jobs from clients, places their chains on the
+//! cluster's workers by capacity, streams their events back, and runs again the chains of a
+//! worker that fails.
+//!
+//! - **Placement.** A scheduling round asks every pool in the `cpu-pool` group (this node's
+//!   and its peers', through pg) for its slots and load, and hands pending chains out by
+//!   free capacity (`placement.rs`): one chain per free core on CPU pools, many per dispatch
+//!   on GPU workers. A round runs when a job arrives, when chains finish (their slots are
+//!   free: chains are handed out as slots free up, which balances chains of unequal length),
+//!   when chains must run again, and every [`TICK`] while chains wait.
+//! - **Warmup.** Independent per chain, or warmup-once-then-broadcast: the warmup chain runs
+//!   first, then every chain starts from its result (see [`crate::sampling`]).
+//! - **Faults.** A task is lost when its node goes down (membership's `NodeDown`: at once for
+//!   a killed node, after the heartbeat timeout for a stalled one), when its pool is
+//!   unreachable or has forgotten it (a restarted pool), or when its polls time out three
+//!   times in a row. Its unfinished chains go back to pending with the same chain number
+//!   and seed (so they draw the same random numbers) and run on whatever worker has room,
+//!   this node's included; chains that finished are kept. Each retry is an event for the
+//!   client, one info line here, and an entry in the job's final report.
+//! - **Streaming.** Each job keeps an outbox of events (placement, draws, finished chains,
+//!   retries, the end) that the client fetches with long polls; a job whose client stops
+//!   polling for `client_lease` is cancelled.
+//!
+//! State is plain code in `job.rs`; calls to workers run in tasks the coordinator owns
+//! (`remote.rs`). Every log line about a job is inside a `job` span naming it, as on the
+//! workers, whose spans take the job id from the envelope.
+
+mod endpoint;
+mod job;
+mod placement;
+mod remote;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use ractor::concurrency::JoinHandle;
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
+use ractor_cluster::RactorMessage;
+use tokio::task::{AbortHandle, JoinSet};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::ids::{JobId, NodeName, RequestId, TaskId, job_span};
+use crate::membership::{MEMBERSHIP_NAME, MembershipEvent, MembershipMsg, Subscriber};
+use crate::outbox::Waiter;
+use crate::sampling::{DevicePreference, WarmupMode};
+use crate::wire::{JobReply, JobWire, PoolWire, Responder, WireError, WireTaskEvent};
+pub(crate) use endpoint::{CoordinatorEndpoint, EndpointArgs};
+use job::{Job, JobSpec};
+use placement::{Capacity, place, suits};
+use remote::{Driver, WorkerView};
+
+/// The name the coordinator registers under (one node per process).
+pub(crate) const COORDINATOR_NAME: &str = "bayes.coordinator";
+
+/// How often waiting polls expire, leases are checked and waiting chains are placed again.
+const TICK: Duration = Duration::from_millis(250);
+
+/// How long a job with chains waiting and none running waits for a suitable worker to
+/// appear (a restarting pool, a node joining) before it fails.
+const NO_WORKER_GRACE: Duration = Duration::from_secs(10);
+
+/// Request ids of one driver task: a range this wide.
+const REQUESTS_PER_DRIVER: u64 = 1 << 32;
+
+/// The coordinator behaviour.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Coordinator;
+
+/// What the coordinator starts from.
+#[derive(Debug, Clone)]
+pub(crate) struct CoordinatorArgs {
+    /// This node.
+    pub(crate) me: NodeName,
+    /// A job whose client did not poll for this long is cancelled.
+    pub(crate) client_lease: Duration,
+}
+
+/// Messages of the coordinator.
+#[derive(RactorMessage)]
+pub(crate) enum CoordinatorMsg {
+    /// A checked job from a client; idempotent on `(client, submission)`.
+    Submit {
+        client: NodeName,
+        submission: RequestId,
+        spec: JobSpec,
+        responder: Responder<JobWire>,
+    },
+    /// A client's long poll.
+    Poll {
+        job: JobId,
+        ack: u64,
+        wait_ms: u32,
+        responder: Responder<JobWire>,
+    },
+    /// A client stops its job.
+    Cancel {
+        job: JobId,
+        responder: Responder<JobWire>,
+    },
+    /// Nodes coming and going.
+    Membership(MembershipEvent),
+    /// A scheduling round's answer.
+    Surveyed(Vec<WorkerView>),
+    /// What a task's driver fetched.
+    TaskEvents {
+        job: JobId,
+        task: TaskId,
+        events: Vec<WireTaskEvent>,
+    },
+    /// A worker accepted a task (its chains count in the worker's own load from now on).
+    TaskAccepted { task: TaskId },
+    /// A task's driver gave up.
+    TaskLost {
+        job: JobId,
+        task: TaskId,
+        reason: String,
+    },
+    /// The coordinator's timer.
+    Tick,
+}
+
+impl CoordinatorMsg {
+    /// The responder of a client request (to answer it when the coordinator is gone).
+    fn into_responder(self) -> Option<Responder<JobWire>> {
+        match self {
+            CoordinatorMsg::Submit { responder, .. }
+            | CoordinatorMsg::Poll { responder, .. }
+            | CoordinatorMsg::Cancel { responder, .. } => Some(responder),
+            _ => None,
+        }
+    }
+}
+
+/// The coordinator's state.
+pub(crate) struct CoordinatorState {
+    me: NodeName,
+    client_lease: Duration,
+    jobs: HashMap<JobId, Job>,
+    /// Jobs in submission order: earlier jobs are placed first.
+    order: VecDeque<JobId>,
+    /// Submissions by `(client, request id)`: their job and the request's fingerprint.
+    submissions: HashMap<(NodeName, RequestId), (JobId, u64)>,
+    down: HashSet<NodeName>,
+    /// Drivers, surveys and cancels; dropping the set aborts them.
+    tasks: JoinSet<()>,
+    drivers: HashMap<TaskId, AbortHandle>,
+    workers: HashMap<ActorId, ActorRef<PoolWire>>,
+    /// Chains sent to each worker whose dispatch is not yet acknowledged: a status the
+    /// worker sent before it took them does not count them.
+    in_flight: HashMap<TaskId, (ActorId, u32)>,
+    surveying: bool,
+    survey_again: bool,
+    next_request: u64,
+    reported_jobs: Option<u32>,
+    ticker: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for CoordinatorState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoordinatorState")
+            .field("jobs", &self.jobs.len())
+            .field("drivers", &self.drivers.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Actor for Coordinator {
+    type Msg = CoordinatorMsg;
+    type State = CoordinatorState;
+    type Arguments = CoordinatorArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: CoordinatorArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let ticker = {
+            let myself = myself.clone();
+            tokio::spawn(async move {
+                let mut ticks = tokio::time::interval(TICK);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    ticks.tick().await;
+                    if myself.cast(CoordinatorMsg::Tick).is_err() {
+                        break;
+                    }
+                }
+            })
+        };
+        Ok(CoordinatorState {
+            me: args.me,
+            client_lease: args.client_lease,
+            jobs: HashMap::new(),
+            order: VecDeque::new(),
+            submissions: HashMap::new(),
+            down: HashSet::new(),
+            tasks: JoinSet::new(),
+            drivers: HashMap::new(),
+            workers: HashMap::new(),
+            in_flight: HashMap::new(),
+            surveying: false,
+            survey_again: false,
+            next_request: 1,
+            reported_jobs: None,
+            ticker: Some(ticker),
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        _state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Membership is an elder sibling under the rest-for-one root: it runs, and a new one
+        // comes with a new coordinator.
+        let membership = ActorRef::<MembershipMsg>::where_is(MEMBERSHIP_NAME)
+            .ok_or("membership is not running")?;
+        let subscriber = Subscriber::actor(myself, CoordinatorMsg::Membership);
+        membership.cast(MembershipMsg::Subscribe(subscriber))?;
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(ticker) = state.ticker.take() {
+            ticker.abort();
+        }
+        state.tasks.abort_all();
+        let running = state.jobs.values().filter(|job| job.is_running()).count();
+        if running > 0 {
+            tracing::warn!(
+                "coordinator stopping with {running} jobs running; their clients will see them fail"
+            );
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            CoordinatorMsg::Submit {
+                client,
+                submission,
+                spec,
+                responder,
+            } => submit(&myself, state, client, submission, spec, responder),
+            CoordinatorMsg::Poll {
+                job,
+                ack,
+                wait_ms,
+                responder,
+            } => poll(state, job, ack, wait_ms, responder),
+            CoordinatorMsg::Cancel { job, responder } => {
+                if state.jobs.contains_key(&job) {
+                    fail_job(state, job, "cancelled by the client".to_owned());
+                    remove_job(state, job);
+                    responder.send(Ok(JobReply::Cancelled { job }));
+                } else {
+                    responder.send(Err(not_found(job)));
+                }
+            }
+            CoordinatorMsg::Membership(event) => membership(&myself, state, event),
+            CoordinatorMsg::Surveyed(views) => surveyed(&myself, state, views),
+            CoordinatorMsg::TaskEvents { job, task, events } => {
+                task_events(&myself, state, job, task, events)
+            }
+            CoordinatorMsg::TaskAccepted { task, .. } => {
+                state.in_flight.remove(&task);
+            }
+            CoordinatorMsg::TaskLost { job, task, reason } => {
+                state.drivers.remove(&task);
+                state.in_flight.remove(&task);
+                lose_task(&myself, state, job, task, &reason);
+            }
+            CoordinatorMsg::Tick => tick(&myself, state),
+        }
+        report_running_jobs(state);
+        Ok(())
+    }
+}
+
+fn not_found(job: JobId) -> WireError {
+    WireError::NotFound {
+        what: format!("job {job}"),
+    }
+}
+
+fn submit(
+    myself: &ActorRef<CoordinatorMsg>,
+    state: &mut CoordinatorState,
+    client: NodeName,
+    submission: RequestId,
+    spec: JobSpec,
+    responder: Responder<JobWire>,
+) {
+    let n_chains = spec.n_chains;
+    if let Some(&(job, fingerprint)) = state.submissions.get(&(client.clone(), submission)) {
+        let responder = responder.with_job(Some(job));
+        if fingerprint != spec.fingerprint {
+            // Not a retry: the client reused a request id for another request. Answering
+            // with the earlier job would hand it that job's events.
+            let _span = job_span(job).entered();
+            tracing::info!(
+                "refusing a submission from {client}: request id {submission} is job {job}'s"
+            );
+            responder.send(Err(WireError::Invalid {
+                what: "request".to_owned(),
+                reason: format!(
+                    "{submission} of {client} was already used for job {job}, a different request: send each submission with a fresh request id"
+                ),
+            }));
+            return;
+        }
+        // A retried submission whose answer was lost: the job it started.
+        let n_chains = state
+            .jobs
+            .get(&job)
+            .map_or(n_chains, |job| job.spec.n_chains);
+        responder.send(Ok(JobReply::Submitted { job, n_chains }));
+        return;
+    }
+    let job = JobId::fresh();
+    let _span = job_span(job).entered();
+    tracing::info!(
+        "{n_chains} chains of {} for {client} (seed {}, {}, device {})",
+        spec.model_name,
+        spec.seed,
+        match spec.warmup {
+            WarmupMode::Independent => "independent warmup".to_owned(),
+            WarmupMode::Broadcast { burn_in } =>
+                format!("warmup once then broadcast, burn-in {burn_in}"),
+        },
+        match spec.device {
+            DevicePreference::Any => "any",
+            DevicePreference::Cpu => "cpu",
+            DevicePreference::Gpu => "gpu",
+        }
+    );
+    state
+        .submissions
+        .insert((client.clone(), submission), (job, spec.fingerprint));
+    state
+        .jobs
+        .insert(job, Job::new(job, client, submission, spec));
+    state.order.push_back(job);
+    responder
+        .with_job(Some(job))
+        .send(Ok(JobReply::Submitted { job, n_chains }));
+    schedule(myself, state);
+}
+
+fn poll(
+    state: &mut CoordinatorState,
+    id: JobId,
+    ack: u64,
+    wait_ms: u32,
+    responder: Responder<JobWire>,
+) {
+    let Some(job) = state.jobs.get_mut(&id) else {
+        responder.send(Err(not_found(id)));
+        return;
+    };
+    let timeout = responder.caller_timeout();
+    job.poll(ack, Waiter::new(responder, ack, wait_ms, timeout));
+    if job.is_collected() {
+        // The client has the final event: an empty answer now, and the job is done.
+        if let Some(waiter) = job.waiter.take() {
+            waiter.reply.send(Ok(JobReply::Events {
+                job: id,
+                events: Vec::new(),
+            }));
+        }
+        remove_job(state, id);
+    }
+}
+
+fn membership(
+    myself: &ActorRef<CoordinatorMsg>,
+    state: &mut CoordinatorState,
+    event: MembershipEvent,
+) {
+    match event {
+        MembershipEvent::NodeUp { node, .. } => {
+            state.down.remove(&node.name);
+            schedule(myself, state);
+        }
+        MembershipEvent::NodeDown { node, reason } => {
+            let reason = format!("{node} down: {reason}");
+            state.down.insert(node.clone());
+            let lost: Vec<(JobId, TaskId)> = state
+                .jobs
+                .values()
+                .flat_map(|job| job.tasks_on(&node).into_iter().map(|task| (job.id, task)))
+                .collect();
+            for (job, task) in lost {
+                if let Some(driver) = state.drivers.remove(&task) {
+                    driver.abort();
+                }
+                lose_task(myself, state, job, task, &reason);
+            }
+        }
+    }
+}
+
+/// Starts a scheduling round if chains wait (or marks one to follow the round in flight).
+fn schedule(myself: &ActorRef<CoordinatorMsg>, state: &mut CoordinatorState) {
+    let waiting = state.jobs.values().any(Job::has_pending);
+    if !waiting {
+        return;
+    }
+    if state.surveying {
+        state.survey_again = true;
+        return;
+    }
+    state.surveying = true;
+    let me = state.me.clone();
+    let base = take_requests(state);
+    let myself = myself.clone();
+    state.tasks.spawn(async move {
+        let views = remote::survey(me, base).await;
+        let _ = myself.cast(CoordinatorMsg::Surveyed(views));
+    });
+}
+
+fn take_requests(state: &mut CoordinatorState) -> u64 {
+    let base = state.next_request;
+    state.next_request += REQUESTS_PER_DRIVER;
+    base
+}
+
+fn surveyed(
+    myself: &ActorRef<CoordinatorMsg>,
+    state: &mut CoordinatorState,
+    views: Vec<WorkerView>,
+) {
+    state.surveying = false;
+    let views: Vec<WorkerView> = views
+        .into_iter()
+        .filter(|view| !state.down.contains(&view.node))
+        .collect();
+    let mut capacity: Vec<Capacity> = views
+        .iter()
+        .map(|view| {
+            let id = view.worker.get_id();
+            let in_flight: u32 = state
+                .in_flight
+                .values()
+                .filter(|(worker, _)| *worker == id)
+                .map(|(_, chains)| chains)
+                .sum();
+            Capacity {
+                kind: view.kind,
+                slots: view.slots,
+                busy: view.busy + in_flight,
+            }
+        })
+        .collect();
+    let order: Vec<JobId> = state.order.iter().copied().collect();
+    for id in order {
+        let Some(job) = state.jobs.get_mut(&id) else {
+            continue;
+        };
+        let mut pending = job.pending();
+        if pending.is_empty() {
+            continue;
+        }
+        // GPU workers adapt a diagonal metric only.
+        let dense = job.spec.settings.metric == crate::wire::WireMetric::Dense;
+        let device = match job.spec.device {
+            DevicePreference::Any if dense => DevicePreference::Cpu,
+            device => device,
+        };
+        let impossible = dense && device == DevicePreference::Gpu;
+        if !views.iter().any(|view| suits(device, view.kind)) || impossible {
+            // A pool that is restarting is missing from a round or two: fail only when no
+            // suitable worker was seen for a while.
+            let since = *job.no_worker_since.get_or_insert_with(Instant::now);
+            if !job.has_running() && (impossible || since.elapsed() >= NO_WORKER_GRACE) {
+                let error = match device {
+                    DevicePreference::Gpu if dense => {
+                        "GPU workers adapt a diagonal metric only: use --metric diag, or CPU pools"
+                    }
+                    DevicePreference::Gpu => "no GPU worker in the cluster",
+                    DevicePreference::Cpu if job.spec.device == DevicePreference::Any => {
+                        "no CPU pool in the cluster answered (a dense metric cannot run on GPU workers)"
+                    }
+                    _ => "no worker in the cluster answered",
+                };
+                tracing::warn!(job = %id, "{error}");
+                fail_job(state, id, error.to_owned());
+            }
+            continue;
+        }
+        job.no_worker_since = None;
+        let counts = place(pending.len(), device, job.has_running(), &mut capacity);
+        for (view, count) in views.iter().zip(counts) {
+            if count == 0 {
+                continue;
+            }
+            let chains: Vec<_> = pending.drain(..count as usize).collect();
+            dispatch(myself, state, id, view, chains);
+        }
+    }
+    if std::mem::take(&mut state.survey_again) {
+        schedule(myself, state);
+    }
+}
+
+fn dispatch(
+    myself: &ActorRef<CoordinatorMsg>,
+    state: &mut CoordinatorState,
+    id: JobId,
+    view: &WorkerView,
+    chains: Vec<crate::wire::WireChainSpec>,
+) {
+    let request_base = take_requests(state);
+    let Some(job) = state.jobs.get_mut(&id) else {
+        return;
+    };
+    let task = TaskId::fresh();
+    state
+        .in_flight
+        .insert(task, (view.worker.get_id(), chains.len() as u32));
+    let numbers: Vec<String> = chains.iter().map(|c| chain_label(c.chain)).collect();
+    let wire_task = job.dispatch(
+        task,
+        view.worker.get_id(),
+        view.node.clone(),
+        view.kind,
+        chains,
+    );
+    // The driver's own span: its calls and messages carry it to the workers and back.
+    let span = tracing::info_span!("job", job = %id);
+    span.in_scope(|| {
+        tracing::info!(
+            "chains {} on {} ({}, task {task})",
+            numbers.join(","),
+            view.node,
+            view.kind
+        )
+    });
+    state
+        .workers
+        .insert(view.worker.get_id(), view.worker.clone());
+    let driver = Driver {
+        coordinator: myself.clone(),
+        me: state.me.clone(),
+        worker: view.worker.clone(),
+        node: view.node.clone(),
+        task: wire_task,
+        request_base,
+    };
+    let handle = state.tasks.spawn(remote::drive(driver).instrument(span));
+    state.drivers.insert(task, handle);
+}
+
+fn chain_label(chain: u32) -> String {
+    if sampler::ChainId(chain) == crate::sampling::WARMUP_CHAIN {
+        "warmup".to_owned()
+    } else {
+        chain.to_string()
+    }
+}
+
+fn task_events(
+    myself: &ActorRef<CoordinatorMsg>,
+    state: &mut CoordinatorState,
+    id: JobId,
+    task: TaskId,
+    events: Vec<WireTaskEvent>,
+) {
+    let Some(job) = state.jobs.get_mut(&id) else {
+        return;
+    };
+    let was_running = job.is_running();
+    let applied = job.apply(task, events);
+    let finished = was_running && !job.is_running();
+    if applied.task_complete {
+        state.drivers.remove(&task);
+    }
+    if let Some(error) = applied.chain_failed {
+        fail_job(state, id, error);
+        return;
+    }
+    if let Some(reason) = applied.broken {
+        if let Some(driver) = state.drivers.remove(&task) {
+            driver.abort();
+        }
+        lose_task(myself, state, id, task, &reason);
+        return;
+    }
+    if finished && let Some(job) = state.jobs.get(&id) {
+        let _span = job_span(id).entered();
+        tracing::info!("finished: {} chains for {}", job.spec.n_chains, job.client);
+    }
+    if applied.finished_chains > 0 {
+        schedule(myself, state);
+    }
+}
+
+fn lose_task(
+    myself: &ActorRef<CoordinatorMsg>,
+    state: &mut CoordinatorState,
+    id: JobId,
+    task: TaskId,
+    reason: &str,
+) {
+    let Some(job) = state.jobs.get_mut(&id) else {
+        return;
+    };
+    let record = job.tasks.get(&task).cloned();
+    let lost = job.lose(task, reason);
+    let _span = job_span(id).entered();
+    match lost {
+        Ok(false) => return,
+        Ok(true) => {
+            if let Some(record) = &record {
+                let chains: Vec<String> = record.chains.iter().map(|&c| chain_label(c)).collect();
+                tracing::info!(
+                    "retrying chains {} of {}: {reason}",
+                    chains.join(","),
+                    record.node
+                );
+            }
+        }
+        Err(error) => {
+            tracing::warn!("{error}");
+            fail_job(state, id, error);
+        }
+    }
+    if let Some(record) = record {
+        cancel_task(state, id, task, record.worker, record.node);
+    }
+    schedule(myself, state);
+}
+
+/// Tells a worker to drop a task (best effort), in a task of our own.
+fn cancel_task(
+    state: &mut CoordinatorState,
+    job: JobId,
+    task: TaskId,
+    worker: ActorId,
+    node: NodeName,
+) {
+    let Some(worker) = state.workers.get(&worker).cloned() else {
+        return;
+    };
+    let me = state.me.clone();
+    let request = take_requests(state);
+    state
+        .tasks
+        .spawn(remote::cancel(me, worker, node, job, task, request));
+}
+
+/// Ends a job with `error` and cancels its tasks.
+fn fail_job(state: &mut CoordinatorState, id: JobId, error: String) {
+    let Some(job) = state.jobs.get_mut(&id) else {
+        return;
+    };
+    if job.is_running() {
+        let _span = job_span(id).entered();
+        tracing::info!("failed: {error}");
+    }
+    for (task, record) in job.fail(error) {
+        if let Some(driver) = state.drivers.remove(&task) {
+            driver.abort();
+        }
+        state.in_flight.remove(&task);
+        cancel_task(state, id, task, record.worker, record.node);
+    }
+}
+
+fn remove_job(state: &mut CoordinatorState, id: JobId) {
+    if let Some(job) = state.jobs.remove(&id) {
+        state
+            .submissions
+            .remove(&(job.client.clone(), job.submission));
+    }
+    state.order.retain(|&job| job != id);
+}
+
+fn tick(myself: &ActorRef<CoordinatorMsg>, state: &mut CoordinatorState) {
+    while state.tasks.try_join_next().is_some() {}
+    let now = Instant::now();
+    let lease = state.client_lease;
+    let mut abandoned = Vec::new();
+    for job in state.jobs.values_mut() {
+        job.expire_waiter(now);
+        if job.waiter.is_none() && now.duration_since(job.last_poll) > lease {
+            abandoned.push(job.id);
+        }
+    }
+    for id in abandoned {
+        let _span = job_span(id).entered();
+        tracing::info!("no poll from its client for {lease:?}: cancelled");
+        fail_job(state, id, format!("no poll from the client for {lease:?}"));
+        remove_job(state, id);
+    }
+    schedule(myself, state);
+}
+
+/// Tells membership how many jobs run here (gossiped with heartbeats, shown by `status`).
+fn report_running_jobs(state: &mut CoordinatorState) {
+    let running = state.jobs.values().filter(|job| job.is_running()).count() as u32;
+    if state.reported_jobs == Some(running) {
+        return;
+    }
+    if let Some(membership) = ActorRef::<MembershipMsg>::where_is(MEMBERSHIP_NAME) {
+        let _ = membership.cast(MembershipMsg::SetRunningJobs(running));
+        state.reported_jobs = Some(running);
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,188 @@
+//! The coordinator endpoint: the remotable face of the job coordinator, in the
+//! `coordinator` process group, where clients submit jobs. It decodes each request (fallibly,
+//! bounded in size), checks a submitted job (its model decodes and validates, its settings
+//! are valid, its chain count is sane) and hands it to the local
+//! [`Coordinator`](super::Coordinator). A malformed, oversized or invalid request gets a typed
+//! [`WireError`] reply, never silence.
+
+use std::sync::Arc;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
+use sampler::{CheckedModel, Limits};
+
+use super::CoordinatorMsg;
+use super::job::JobSpec;
+use crate::discovery::COORDINATOR;
+use crate::ids::{NodeName, job_span};
+use crate::sampling::{DevicePreference, MAX_CHAINS, WarmupMode};
+use crate::wire::{
+    self, Envelope, JobRequest, JobWire, Responder, WireDevice, WireError, WireSampleRequest,
+    WireWarmup,
+};
+
+/// Longest burn-in of a broadcast warmup.
+const MAX_BURN_IN: u64 = 10_000_000;
+
+/// The endpoint behaviour.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CoordinatorEndpoint;
+
+/// The endpoint's arguments, which are also its state.
+#[derive(Debug, Clone)]
+pub(crate) struct EndpointArgs {
+    /// This node, for the replies' sender field.
+    pub(crate) me: NodeName,
+    /// The coordinator requests go to; a new coordinator comes with a new endpoint.
+    pub(crate) coordinator: ActorRef<CoordinatorMsg>,
+}
+
+impl Actor for CoordinatorEndpoint {
+    type Msg = JobWire;
+    type State = EndpointArgs;
+    type Arguments = EndpointArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: EndpointArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        COORDINATOR.join(&myself);
+        Ok(args)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let JobWire::Call(bytes, port) = message;
+        let request = match Envelope::<JobRequest>::decode(&bytes) {
+            Ok(request) => request,
+            Err(error) => {
+                tracing::info!("refusing a job request of {} bytes: {error}", bytes.len());
+                wire::refuse::<JobWire>(port, &bytes, &state.me, error);
+                return Ok(());
+            }
+        };
+        let span = match request.job {
+            Some(job) => job_span(job),
+            None => tracing::Span::none(),
+        };
+        let _entered = span.enter();
+        let responder =
+            Responder::new(port, request.request_id, state.me.clone()).with_job(request.job);
+        let sender = match request.sender_name() {
+            Ok(sender) => sender,
+            Err(error) => {
+                responder.send(Err(error));
+                return Ok(());
+            }
+        };
+        let message = match request.body {
+            JobRequest::Submit(submitted) => match check(submitted) {
+                Ok(spec) => CoordinatorMsg::Submit {
+                    client: sender,
+                    submission: request.request_id,
+                    spec,
+                    responder,
+                },
+                Err(error) => {
+                    tracing::info!("refusing a job from {sender}: {error}");
+                    responder.send(Err(error));
+                    return Ok(());
+                }
+            },
+            JobRequest::Poll { job, ack, wait_ms } => CoordinatorMsg::Poll {
+                job,
+                ack,
+                wait_ms,
+                responder,
+            },
+            JobRequest::Cancel { job } => CoordinatorMsg::Cancel { job, responder },
+        };
+        if let Err(MessagingErr::SendErr(message)) = state.coordinator.cast(message)
+            && let Some(responder) = message.into_responder()
+        {
+            responder.send(Err(WireError::Unavailable {
+                service: "coordinator".to_owned(),
+            }));
+        }
+        Ok(())
+    }
+}
+
+/// Checks a submitted job: the model decodes and validates here first, so that a bad model
+/// is the client's error at once rather than every worker's later.
+fn check(request: WireSampleRequest) -> Result<JobSpec, WireError> {
+    let invalid = |what: &str, reason: String| WireError::Invalid {
+        what: what.to_owned(),
+        reason,
+    };
+    if request.n_chains == 0 || request.n_chains > MAX_CHAINS {
+        return Err(invalid(
+            "request",
+            format!("{} chains (expected 1 to {MAX_CHAINS})", request.n_chains),
+        ));
+    }
+    let settings = request.settings.to_settings(1);
+    settings
+        .validate()
+        .map_err(|error| invalid("settings", error.to_string()))?;
+    let warmup = match request.warmup {
+        WireWarmup::Independent => WarmupMode::Independent,
+        WireWarmup::Broadcast { burn_in } => {
+            if burn_in > MAX_BURN_IN {
+                return Err(invalid(
+                    "request",
+                    format!("burn-in of {burn_in} draws (at most {MAX_BURN_IN})"),
+                ));
+            }
+            if settings.num_warmup == 0 {
+                return Err(invalid(
+                    "request",
+                    "a broadcast warmup needs warmup iterations (num_warmup > 0)".to_owned(),
+                ));
+            }
+            WarmupMode::Broadcast { burn_in }
+        }
+    };
+    let model = CheckedModel::from_msgpack(&request.model, &Limits::default())
+        .map_err(|error| invalid("model", error.to_string()))?;
+    let fingerprint = fingerprint(&model, &request);
+    Ok(JobSpec {
+        model_name: model.name().to_owned(),
+        model: Arc::new(request.model),
+        settings: request.settings,
+        n_chains: request.n_chains,
+        seed: request.seed,
+        device: match request.device {
+            WireDevice::Any => DevicePreference::Any,
+            WireDevice::Cpu => DevicePreference::Cpu,
+            WireDevice::Gpu => DevicePreference::Gpu,
+        },
+        warmup,
+        fingerprint,
+    })
+}
+
+/// A hash of the request, to tell a retried submission (same request id, same request) from
+/// a client that reused a request id for another job: the model's content hash (its
+/// MessagePack bytes need not be the same twice) and everything else as encoded.
+fn fingerprint(model: &CheckedModel, request: &WireSampleRequest) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    model.hash().0.hash(&mut hasher);
+    let rest = (
+        &request.settings,
+        request.n_chains,
+        request.seed,
+        request.device,
+        request.warmup,
+    );
+    // Plain structs and enums: encoding them cannot fail, and gives the same bytes each time.
+    rmp_serde::to_vec_named(&rest)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}

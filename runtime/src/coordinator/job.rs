@@ -1,0 +1,517 @@
+//! One job as its coordinator tracks it: the state of every chain, the tasks that run them,
+//! and the events for the client. Plain code: the actor feeds it what workers report and
+//! runs the effects (dispatches, cancels) it asks for.
+//!
+//! Chains move `Pending → Running(task) → Done`. A task that is lost (its node went down, its
+//! pool restarted or stopped answering) sends its unfinished chains back to `Pending` with
+//! their attempt incremented and a `Retried` event for the client, who drops their partial
+//! draws; chains that finished stay finished. Draws are counted per chain as they pass, and
+//! a chain is done only when the count matches what its worker says it sent.
+
+use std::collections::HashMap;
+
+use ractor::ActorId;
+use sampler::ChainId;
+use tokio::time::Instant;
+
+use crate::ids::{JobId, NodeName, RequestId, TaskId};
+use crate::outbox::{Outbox, Waiter};
+use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
+use crate::wire::{
+    JobReply, JobWire, MAX_POLL_REPLY_BYTES, Responder, WireChainSpec, WireJobEvent, WireRetry,
+    WireSettings, WireTask, WireTaskEvent, WireTuning, WireWorkerKind,
+};
+
+/// A chain that failed this many times fails the job (each failure was a lost worker).
+pub(crate) const MAX_ATTEMPTS: u32 = 5;
+
+/// What a job runs: the checked request.
+#[derive(Debug, Clone)]
+pub(crate) struct JobSpec {
+    pub(crate) model_name: String,
+    /// The model IR as MessagePack, sent with each dispatch.
+    pub(crate) model: std::sync::Arc<Vec<u8>>,
+    pub(crate) settings: WireSettings,
+    pub(crate) n_chains: u32,
+    pub(crate) seed: u64,
+    pub(crate) device: DevicePreference,
+    pub(crate) warmup: WarmupMode,
+    /// A hash of the submitted request's bytes: a submission retried with the same request
+    /// id must be the same request (see `Coordinator`'s `submit`).
+    pub(crate) fingerprint: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChainState {
+    Pending,
+    Running(TaskId),
+    Done,
+}
+
+#[derive(Debug, Clone)]
+struct Chain {
+    state: ChainState,
+    attempt: u32,
+}
+
+impl Chain {
+    fn new() -> Self {
+        Self {
+            state: ChainState::Pending,
+            attempt: 1,
+        }
+    }
+}
+
+/// Chains of the job on one worker.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskRecord {
+    /// The worker's actor (its identity in this process).
+    pub(crate) worker: ActorId,
+    /// The worker's node.
+    pub(crate) node: NodeName,
+    /// The chains, [`WARMUP_CHAIN`] included.
+    pub(crate) chains: Vec<u32>,
+    /// Per chain: kept and warmup draws received.
+    received: HashMap<u32, (u64, u64)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Running,
+    Finished,
+    Failed,
+}
+
+/// What a batch of task events did.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Applied {
+    /// Chains of the task that finished (their slots are free).
+    pub(crate) finished_chains: u32,
+    /// The task reported all its chains: it can be forgotten.
+    pub(crate) task_complete: bool,
+    /// A chain failed: the job must fail with this error.
+    pub(crate) chain_failed: Option<String>,
+    /// The events broke the protocol: the task must be treated as lost, for this reason.
+    pub(crate) broken: Option<String>,
+}
+
+/// Where broadcast chains start: the warmup chain's final position and tuning.
+type WarmStart = (Vec<f64>, WireTuning);
+
+/// A job.
+#[derive(Debug)]
+pub(crate) struct Job {
+    pub(crate) id: JobId,
+    pub(crate) client: NodeName,
+    pub(crate) submission: RequestId,
+    pub(crate) spec: JobSpec,
+    chains: Vec<Chain>,
+    /// With [`WarmupMode::Broadcast`]: the warmup chain and, once done, its final position and
+    /// tuning.
+    warmup: Option<(Chain, Option<WarmStart>)>,
+    pub(crate) tasks: HashMap<TaskId, TaskRecord>,
+    pub(crate) outbox: Outbox<WireJobEvent>,
+    pub(crate) waiter: Option<Waiter<Responder<JobWire>>>,
+    retried: Vec<WireRetry>,
+    pub(crate) last_poll: Instant,
+    /// Since when scheduling rounds found no worker that suits the job (while it had
+    /// nothing running): workers may be restarting, so the job waits a while first.
+    pub(crate) no_worker_since: Option<Instant>,
+    phase: Phase,
+}
+
+impl Job {
+    pub(crate) fn new(id: JobId, client: NodeName, submission: RequestId, spec: JobSpec) -> Self {
+        let warmup = match spec.warmup {
+            WarmupMode::Broadcast { .. } => Some((Chain::new(), None)),
+            WarmupMode::Independent => None,
+        };
+        Self {
+            id,
+            client,
+            submission,
+            chains: (0..spec.n_chains).map(|_| Chain::new()).collect(),
+            spec,
+            warmup,
+            tasks: HashMap::new(),
+            outbox: Outbox::new(),
+            waiter: None,
+            retried: Vec::new(),
+            last_poll: Instant::now(),
+            no_worker_since: None,
+            phase: Phase::Running,
+        }
+    }
+
+    /// Whether the job still runs.
+    pub(crate) fn is_running(&self) -> bool {
+        self.phase == Phase::Running
+    }
+
+    /// Whether the job ended and the client has every event.
+    pub(crate) fn is_collected(&self) -> bool {
+        self.phase != Phase::Running && self.outbox.len() == 0
+    }
+
+    /// Whether some chain is running.
+    pub(crate) fn has_running(&self) -> bool {
+        !self.tasks.is_empty()
+    }
+
+    /// Whether chains wait to be dispatched (cheaper than [`Self::pending`]).
+    pub(crate) fn has_pending(&self) -> bool {
+        if !self.is_running() {
+            return false;
+        }
+        match &self.warmup {
+            Some((warmup, None)) => warmup.state == ChainState::Pending,
+            _ => self.chains.iter().any(|c| c.state == ChainState::Pending),
+        }
+    }
+
+    /// The chains ready to be dispatched. With broadcast warmup, only the warmup chain until
+    /// it is done, then every chain with its result.
+    pub(crate) fn pending(&self) -> Vec<WireChainSpec> {
+        if !self.is_running() {
+            return Vec::new();
+        }
+        let start = match &self.warmup {
+            Some((warmup, None)) => {
+                return if warmup.state == ChainState::Pending {
+                    vec![WireChainSpec {
+                        chain: WARMUP_CHAIN.0,
+                        init: None,
+                        tuning: None,
+                    }]
+                } else {
+                    Vec::new()
+                };
+            }
+            Some((_, Some((init, tuning)))) => Some((init, tuning)),
+            None => None,
+        };
+        self.chains
+            .iter()
+            .enumerate()
+            .filter(|(_, chain)| chain.state == ChainState::Pending)
+            .map(|(index, _)| WireChainSpec {
+                chain: index as u32,
+                init: start.map(|(init, _)| init.clone()),
+                tuning: start.map(|(_, tuning)| tuning.clone()),
+            })
+            .collect()
+    }
+
+    /// Records chains sent to a worker as task `task`; returns what to send it.
+    pub(crate) fn dispatch(
+        &mut self,
+        task: TaskId,
+        worker: ActorId,
+        node: NodeName,
+        kind: WorkerKind,
+        chains: Vec<WireChainSpec>,
+    ) -> WireTask {
+        let numbers: Vec<u32> = chains.iter().map(|c| c.chain).collect();
+        for &number in &numbers {
+            if let Some(chain) = self.chain_mut(number) {
+                chain.state = ChainState::Running(task);
+            }
+        }
+        let mut settings = self.spec.settings.clone();
+        let mut burn_in = match self.spec.warmup {
+            WarmupMode::Broadcast { burn_in } => burn_in,
+            WarmupMode::Independent => 0,
+        };
+        if numbers == [WARMUP_CHAIN.0] {
+            settings.num_draws = 0;
+            settings.save_warmup = false;
+            burn_in = 0;
+        }
+        self.outbox.push(WireJobEvent::Placed {
+            chains: numbers.clone(),
+            node: node.to_string(),
+            worker: match kind {
+                WorkerKind::Cpu => WireWorkerKind::Cpu,
+                WorkerKind::Gpu => WireWorkerKind::Gpu,
+            },
+        });
+        self.tasks.insert(
+            task,
+            TaskRecord {
+                worker,
+                node,
+                chains: numbers,
+                received: HashMap::new(),
+            },
+        );
+        self.answer_waiter();
+        WireTask {
+            task,
+            job: self.id,
+            model: self.spec.model.as_ref().clone(),
+            settings,
+            seed: self.spec.seed,
+            chains,
+            burn_in,
+        }
+    }
+
+    /// Takes in what task `task` reported.
+    pub(crate) fn apply(&mut self, task: TaskId, events: Vec<WireTaskEvent>) -> Applied {
+        let mut applied = Applied::default();
+        for event in events {
+            let Some(record) = self.tasks.get(&task) else {
+                break;
+            };
+            let node = record.node.clone();
+            match event {
+                WireTaskEvent::Progress {
+                    chain,
+                    iteration,
+                    total,
+                    draws,
+                } => {
+                    let Some(attempt) = self.running_attempt(chain, task) else {
+                        continue;
+                    };
+                    if let Some(draws) = &draws {
+                        let counts = self
+                            .tasks
+                            .get_mut(&task)
+                            .map(|r| r.received.entry(chain).or_default());
+                        let Some((kept, warmup)) = counts else { break };
+                        let count = if draws.warmup { warmup } else { kept };
+                        if draws.first != *count {
+                            applied.broken = Some(format!(
+                                "chain {chain}: draws from {} arrived after {count}",
+                                draws.first
+                            ));
+                            return applied;
+                        }
+                        *count += draws.stats.lp.len() as u64;
+                    }
+                    if ChainId(chain) != WARMUP_CHAIN {
+                        self.outbox.push(WireJobEvent::Progress {
+                            chain,
+                            attempt,
+                            iteration,
+                            total,
+                            draws,
+                        });
+                    }
+                }
+                WireTaskEvent::ChainDone(done) => {
+                    let chain = done.chain;
+                    let Some(attempt) = self.running_attempt(chain, task) else {
+                        continue;
+                    };
+                    let received = self
+                        .tasks
+                        .get(&task)
+                        .and_then(|r| r.received.get(&chain).copied())
+                        .unwrap_or_default();
+                    let (kept, warmup) = received;
+                    let streamed_warmup =
+                        ChainId(chain) == WARMUP_CHAIN || warmup == done.n_warmup_draws;
+                    if kept != done.n_draws || !streamed_warmup {
+                        applied.broken = Some(format!(
+                            "chain {chain}: {} draws announced, {kept} received",
+                            done.n_draws
+                        ));
+                        return applied;
+                    }
+                    applied.finished_chains += 1;
+                    if ChainId(chain) == WARMUP_CHAIN {
+                        if let Some((warmup, result)) = &mut self.warmup {
+                            warmup.state = ChainState::Done;
+                            *result = Some((done.final_position.clone(), done.tuning.clone()));
+                        }
+                        self.outbox.push(WireJobEvent::WarmupDone {
+                            node: node.to_string(),
+                            tuning: done.tuning,
+                            grad_evals: done.grad_evals_warmup + done.grad_evals_sampling,
+                            seconds: done.warmup_seconds + done.sampling_seconds,
+                        });
+                    } else {
+                        if let Some(state) = self.chain_mut(chain) {
+                            state.state = ChainState::Done;
+                        }
+                        self.outbox.push(WireJobEvent::ChainDone {
+                            attempt,
+                            node: node.to_string(),
+                            done,
+                        });
+                    }
+                }
+                WireTaskEvent::ChainFailed { chain, error } => {
+                    if self.running_attempt(chain, task).is_some() {
+                        let which = if ChainId(chain) == WARMUP_CHAIN {
+                            "the warmup chain".to_owned()
+                        } else {
+                            format!("chain {chain}")
+                        };
+                        applied.chain_failed = Some(format!("{which} failed on {node}: {error}"));
+                        return applied;
+                    }
+                }
+            }
+        }
+        if let Some(record) = self.tasks.get(&task) {
+            let complete = record
+                .chains
+                .iter()
+                .all(|&c| self.chain_state(c) != Some(ChainState::Running(task)));
+            if complete {
+                self.tasks.remove(&task);
+                applied.task_complete = true;
+            }
+        }
+        if self.is_running() && self.is_complete() {
+            self.phase = Phase::Finished;
+            self.outbox.push(WireJobEvent::Finished {
+                retried: self.retried.clone(),
+            });
+        }
+        self.answer_waiter();
+        applied
+    }
+
+    /// Task `task` is lost: its unfinished chains run again. Returns `false` for a task the job
+    /// does not know (already finished or lost), and an error when a chain ran out of attempts.
+    pub(crate) fn lose(&mut self, task: TaskId, reason: &str) -> Result<bool, String> {
+        let Some(record) = self.tasks.remove(&task) else {
+            return Ok(false);
+        };
+        let mut again = Vec::new();
+        let mut attempt = 0;
+        for &number in &record.chains {
+            let Some(chain) = self.chain_mut(number) else {
+                continue;
+            };
+            if chain.state != ChainState::Running(task) {
+                continue;
+            }
+            chain.state = ChainState::Pending;
+            chain.attempt += 1;
+            attempt = attempt.max(chain.attempt);
+            again.push(number);
+        }
+        if again.is_empty() {
+            return Ok(true);
+        }
+        for &chain in &again {
+            self.retried.push(WireRetry {
+                chain,
+                node: record.node.to_string(),
+                reason: reason.to_owned(),
+                attempt,
+            });
+        }
+        self.outbox.push(WireJobEvent::Retried {
+            chains: again,
+            node: record.node.to_string(),
+            reason: reason.to_owned(),
+            attempt,
+        });
+        self.answer_waiter();
+        if attempt > MAX_ATTEMPTS {
+            return Err(format!(
+                "chains failed {MAX_ATTEMPTS} times; the last time on {}: {reason}",
+                record.node
+            ));
+        }
+        Ok(true)
+    }
+
+    /// Ends the job with `error`; returns its tasks, to be cancelled.
+    pub(crate) fn fail(&mut self, error: String) -> Vec<(TaskId, TaskRecord)> {
+        if self.phase == Phase::Running {
+            self.phase = Phase::Failed;
+            self.outbox.push(WireJobEvent::Failed { error });
+            self.answer_waiter();
+        }
+        self.tasks.drain().collect()
+    }
+
+    /// The tasks running on `node`.
+    pub(crate) fn tasks_on(&self, node: &NodeName) -> Vec<TaskId> {
+        self.tasks
+            .iter()
+            .filter(|(_, record)| &record.node == node)
+            .map(|(task, _)| *task)
+            .collect()
+    }
+
+    /// A poll from the client: acknowledges, then answers now or waits.
+    pub(crate) fn poll(&mut self, ack: u64, waiter: Waiter<Responder<JobWire>>) {
+        self.last_poll = Instant::now();
+        self.outbox.ack(ack);
+        if let Some(old) = self.waiter.take() {
+            self.answer(old);
+        }
+        self.waiter = Some(waiter);
+        self.answer_waiter();
+    }
+
+    /// Answers a waiting poll whose wait ran out (by `now`).
+    pub(crate) fn expire_waiter(&mut self, now: Instant) {
+        if self.waiter.as_ref().is_some_and(|w| w.deadline <= now)
+            && let Some(waiter) = self.waiter.take()
+        {
+            self.answer(waiter);
+        }
+    }
+
+    fn answer_waiter(&mut self) {
+        let ready = self
+            .waiter
+            .as_ref()
+            .is_some_and(|w| self.outbox.has_after(w.ack));
+        if ready && let Some(waiter) = self.waiter.take() {
+            self.answer(waiter);
+        }
+    }
+
+    fn answer(&self, waiter: Waiter<Responder<JobWire>>) {
+        let events = self.outbox.after(
+            waiter.ack,
+            MAX_POLL_REPLY_BYTES,
+            WireJobEvent::estimated_bytes,
+        );
+        waiter.reply.send(Ok(JobReply::Events {
+            job: self.id,
+            events,
+        }));
+    }
+
+    fn is_complete(&self) -> bool {
+        self.chains.iter().all(|c| c.state == ChainState::Done)
+    }
+
+    fn chain_mut(&mut self, number: u32) -> Option<&mut Chain> {
+        if ChainId(number) == WARMUP_CHAIN {
+            self.warmup.as_mut().map(|(chain, _)| chain)
+        } else {
+            self.chains.get_mut(number as usize)
+        }
+    }
+
+    fn chain_state(&self, number: u32) -> Option<ChainState> {
+        if ChainId(number) == WARMUP_CHAIN {
+            self.warmup.as_ref().map(|(chain, _)| chain.state)
+        } else {
+            self.chains.get(number as usize).map(|c| c.state)
+        }
+    }
+
+    /// The attempt of chain `number` if it is running as part of `task`.
+    fn running_attempt(&self, number: u32, task: TaskId) -> Option<u32> {
+        let chain = if ChainId(number) == WARMUP_CHAIN {
+            self.warmup.as_ref().map(|(chain, _)| chain)
+        } else {
+            self.chains.get(number as usize)
+        }?;
+        (chain.state == ChainState::Running(task)).then_some(chain.attempt)
+    }
+}

@@ -1,0 +1,583 @@
+//! The sampler pools, for any coordinator in the cluster: the CPU pool runs one chain per
+//! core, each on a thread of its own; the GPU pool (on a node with a GPU) runs the chains of
+//! a task as batches on its device, many chains per dispatch. Both speak the same protocol
+//! ([`crate::wire::PoolRequest`]) and differ only in how a run starts (`runner.rs`).
+//!
+//! ```text
+//! cpu-pool            Supervisor, rest-for-one (isolates the pool: a pool that fails
+//! │                   restarts here, not the node's coordinator)
+//! ├── cpu-pool-worker SamplerPool (CPU): tasks, the queue of chains, the chain threads
+//! └── cpu-pool-endpoint PoolEndpoint: pg "cpu-pool"; decodes requests and models
+//! gpu-pool            the same with a GPU: pg "gpu-pool"; the worker owns a `GpuDevice`
+//! ```
+//!
+//! A coordinator sends a task (chains of one job, [`crate::wire::PoolRequest::Run`]); the
+//! pool queues its chains and runs at most `slots` at once (`runner.rs`), and keeps what they
+//! stream in the task's [`Outbox`] until the coordinator's polls acknowledge it. A task whose
+//! coordinator stops polling for `task_lease` is cancelled. State is the actor's alone: chain
+//! threads only cast messages to it, and a pool that restarts has forgotten every task
+//! (coordinators see `NotFound` or an unreachable endpoint and run the chains again).
+
+mod endpoint;
+mod runner;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use gpu_actor::{DeviceOptions, GpuDevice};
+use ractor::concurrency::JoinHandle;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor_cluster::RactorMessage;
+use sampler::{ChainId, ChainSpec, CheckedModel, SamplerSettings, Seed};
+use tokio::time::Instant;
+
+use crate::ids::{JobId, NodeName, TaskId, job_span};
+use crate::outbox::{Outbox, Waiter};
+use crate::sampling::WorkerKind;
+use crate::wire::{
+    MAX_POLL_REPLY_BYTES, PoolReply, PoolWire, Responder, WireChainDone, WireError, WireTaskEvent,
+    WireWorkerKind,
+};
+pub(crate) use endpoint::{EndpointArgs, PoolEndpoint};
+use runner::{ChainEnd, ChainRun, RunOutcome};
+
+/// The name the CPU pool registers under (one node per process).
+pub(crate) const CPU_POOL_NAME: &str = "bayes.cpu_pool";
+/// The name the GPU pool registers under.
+pub(crate) const GPU_POOL_NAME: &str = "bayes.gpu_pool";
+
+/// How often the pool answers expired polls and drops abandoned tasks.
+const TICK: Duration = Duration::from_millis(100);
+
+/// The pool behaviour.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct SamplerPool;
+
+/// Where a pool runs its chains.
+#[derive(Debug, Clone)]
+pub(crate) enum Backend {
+    /// One chain per thread.
+    Cpu,
+    /// Batches on the GPU these options open (when the pool starts; again after a restart).
+    Gpu(DeviceOptions),
+}
+
+/// What the pool starts from.
+#[derive(Debug, Clone)]
+pub(crate) struct PoolArgs {
+    /// Where chains run.
+    pub(crate) backend: Backend,
+    /// Chains run at once (CPU threads, or chains in the GPU's batches).
+    pub(crate) slots: u32,
+    /// Whether [`crate::wire::PoolRequest::InjectFault`] is obeyed.
+    pub(crate) allow_fault_injection: bool,
+    /// A task nobody polled for this long is cancelled.
+    pub(crate) task_lease: Duration,
+}
+
+/// A run of one chain: the key of its thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct RunId(u64);
+
+/// A task as the endpoint hands it over: checked and decoded.
+#[derive(Debug)]
+pub(crate) struct PreparedTask {
+    pub(crate) task: TaskId,
+    pub(crate) job: JobId,
+    pub(crate) model: Arc<CheckedModel>,
+    pub(crate) settings: SamplerSettings,
+    pub(crate) seed: Seed,
+    pub(crate) chains: Vec<ChainSpec>,
+    pub(crate) burn_in: u64,
+}
+
+/// Messages of the pool.
+#[derive(RactorMessage)]
+pub(crate) enum PoolMsg {
+    /// Capacity and load.
+    Status(Responder<PoolWire>),
+    /// Run a task (idempotent on `(sender, task)`).
+    Run {
+        sender: NodeName,
+        task: PreparedTask,
+        responder: Responder<PoolWire>,
+    },
+    /// Events of a task after `ack`, waiting up to `wait_ms`.
+    Poll {
+        sender: NodeName,
+        task: TaskId,
+        ack: u64,
+        wait_ms: u32,
+        responder: Responder<PoolWire>,
+    },
+    /// Stop and forget a task.
+    Cancel {
+        sender: NodeName,
+        task: TaskId,
+        responder: Responder<PoolWire>,
+    },
+    /// Test-only: answer, then panic.
+    Panic(Responder<PoolWire>),
+    /// From a chain thread: draws and progress.
+    ChainProgress { run: RunId, event: WireTaskEvent },
+    /// From a run's thread: its end, with its chains' last draws.
+    RunFinished { run: RunId, chains: Vec<ChainEnd> },
+    /// The pool's timer.
+    Tick,
+}
+
+type TaskKey = (NodeName, TaskId);
+
+/// The pool's state.
+pub(crate) struct PoolState {
+    kind: WorkerKind,
+    /// The GPU pool's device (the handle of the one thread that owns it).
+    device: Option<GpuDevice>,
+    slots: usize,
+    allow_fault_injection: bool,
+    task_lease: Duration,
+    tasks: HashMap<TaskKey, Task>,
+    /// Chains waiting for a slot: their task and index in it.
+    queue: VecDeque<(TaskKey, usize)>,
+    running: HashMap<RunId, Running>,
+    next_run: u64,
+    ticker: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for PoolState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolState")
+            .field("slots", &self.slots)
+            .field("tasks", &self.tasks.len())
+            .field("queued", &self.queue.len())
+            .field("running", &self.running.len())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Task {
+    id: TaskId,
+    job: JobId,
+    model: Arc<CheckedModel>,
+    settings: Arc<SamplerSettings>,
+    seed: Seed,
+    burn_in: u64,
+    chains: Vec<ChainSpec>,
+    /// Chains not yet done or failed.
+    unfinished: usize,
+    outbox: Outbox<WireTaskEvent>,
+    waiter: Option<Waiter<Responder<PoolWire>>>,
+    last_poll: Instant,
+}
+
+/// A run's thread. Dropping it (the pool stops or fails) asks the thread to stop.
+struct Running {
+    key: TaskKey,
+    chains: Vec<ChainId>,
+    cancel: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Actor for SamplerPool {
+    type Msg = PoolMsg;
+    type State = PoolState;
+    type Arguments = PoolArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: PoolArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let ticker = {
+            let myself = myself.clone();
+            tokio::spawn(async move {
+                let mut ticks = tokio::time::interval(TICK);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    ticks.tick().await;
+                    if myself.cast(PoolMsg::Tick).is_err() {
+                        break;
+                    }
+                }
+            })
+        };
+        let (kind, device) = match args.backend {
+            Backend::Cpu => (WorkerKind::Cpu, None),
+            Backend::Gpu(options) => {
+                // Opening a device blocks (adapter and device requests): off the executor.
+                let device = tokio::task::spawn_blocking(move || GpuDevice::open(&options))
+                    .await
+                    .map_err(|error| format!("cannot open the GPU: {error}"))?
+                    .map_err(|error| format!("cannot open the GPU: {error}"))?;
+                tracing::info!(
+                    "gpu pool on {} ({} chains per batch)",
+                    device.report().name,
+                    args.slots
+                );
+                (WorkerKind::Gpu, Some(device))
+            }
+        };
+        tracing::debug!("{kind} pool with {} slots", args.slots);
+        Ok(PoolState {
+            kind,
+            device,
+            slots: args.slots.max(1) as usize,
+            allow_fault_injection: args.allow_fault_injection,
+            task_lease: args.task_lease,
+            tasks: HashMap::new(),
+            queue: VecDeque::new(),
+            running: HashMap::new(),
+            next_run: 0,
+            ticker: Some(ticker),
+        })
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(ticker) = state.ticker.take() {
+            ticker.abort();
+        }
+        // Chains stop within one iteration of their flag; wait for their threads off the
+        // executor.
+        let threads: Vec<_> = state
+            .running
+            .drain()
+            .filter_map(|(_, mut running)| running.thread.take())
+            .collect();
+        let _ = tokio::task::spawn_blocking(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+        })
+        .await;
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            PoolMsg::Status(responder) => responder.send(Ok(status(state))),
+            PoolMsg::Run {
+                sender,
+                task,
+                responder,
+            } => {
+                let job = task.job;
+                let span = job_span(job);
+                let _entered = span.enter();
+                run(&myself, state, sender, task, responder);
+            }
+            PoolMsg::Poll {
+                sender,
+                task,
+                ack,
+                wait_ms,
+                responder,
+            } => poll(state, (sender, task), ack, wait_ms, responder),
+            PoolMsg::Cancel {
+                sender,
+                task,
+                responder,
+            } => {
+                cancel(state, &(sender, task));
+                responder.send(Ok(PoolReply::Cancelled { task }));
+            }
+            PoolMsg::Panic(responder) => {
+                if !state.allow_fault_injection {
+                    responder.send(Err(WireError::Forbidden {
+                        reason:
+                            "fault injection is off (start the node with --allow-fault-injection)"
+                                .to_owned(),
+                    }));
+                } else {
+                    responder.send(Ok(PoolReply::FaultInjected));
+                    tracing::warn!("fault injection: the cpu pool panics now");
+                    panic!("fault injection: the cpu pool panics on request");
+                }
+            }
+            PoolMsg::ChainProgress { run, event } => progress(state, run, event),
+            PoolMsg::RunFinished { run, chains } => {
+                finished(state, run, chains);
+                start_chains(&myself, state);
+            }
+            PoolMsg::Tick => tick(state),
+        }
+        Ok(())
+    }
+}
+
+fn status(state: &PoolState) -> PoolReply {
+    PoolReply::Status {
+        kind: match state.kind {
+            WorkerKind::Cpu => WireWorkerKind::Cpu,
+            WorkerKind::Gpu => WireWorkerKind::Gpu,
+        },
+        slots: state.slots as u32,
+        running: busy(state) as u32,
+        queued: state.queue.len() as u32,
+    }
+}
+
+/// Chains running now.
+fn busy(state: &PoolState) -> usize {
+    state
+        .running
+        .values()
+        .map(|running| running.chains.len())
+        .sum()
+}
+
+fn run(
+    myself: &ActorRef<PoolMsg>,
+    state: &mut PoolState,
+    sender: NodeName,
+    task: PreparedTask,
+    responder: Responder<PoolWire>,
+) {
+    let id = task.task;
+    let key = (sender, id);
+    if state.tasks.contains_key(&key) {
+        // A retry of a dispatch whose answer was lost.
+        responder.send(Ok(PoolReply::Accepted { task: id }));
+        return;
+    }
+    let chains: Vec<String> = task.chains.iter().map(|c| c.chain.to_string()).collect();
+    tracing::info!(
+        "running chains {} of {} for {} (task {id})",
+        chains.join(","),
+        task.model.name(),
+        key.0
+    );
+    for index in 0..task.chains.len() {
+        state.queue.push_back((key.clone(), index));
+    }
+    state.tasks.insert(
+        key,
+        Task {
+            id,
+            job: task.job,
+            model: task.model,
+            settings: Arc::new(task.settings),
+            seed: task.seed,
+            burn_in: task.burn_in,
+            unfinished: task.chains.len(),
+            chains: task.chains,
+            outbox: Outbox::new(),
+            waiter: None,
+            last_poll: Instant::now(),
+        },
+    );
+    responder.send(Ok(PoolReply::Accepted { task: id }));
+    start_chains(myself, state);
+}
+
+/// Starts queued chains while slots are free: one per run on the CPU; on the GPU, the
+/// queued chains of one task that fit, as one batch.
+fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
+    loop {
+        let free = state.slots.saturating_sub(busy(state));
+        if free == 0 {
+            return;
+        }
+        let Some((key, index)) = state.queue.pop_front() else {
+            return;
+        };
+        let mut indices = vec![index];
+        if state.kind == WorkerKind::Gpu {
+            while indices.len() < free
+                && let Some((next, next_index)) = state.queue.front()
+                && *next == key
+            {
+                indices.push(*next_index);
+                state.queue.pop_front();
+            }
+        }
+        let Some(task) = state.tasks.get_mut(&key) else {
+            continue;
+        };
+        let run = RunId(state.next_run);
+        state.next_run += 1;
+        let specs: Vec<ChainSpec> = indices.iter().map(|&i| task.chains[i].clone()).collect();
+        let chains: Vec<ChainId> = specs.iter().map(|spec| spec.chain).collect();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let chain_run = ChainRun {
+            run,
+            model: Arc::clone(&task.model),
+            settings: Arc::clone(&task.settings),
+            seed: task.seed,
+            specs,
+            burn_in: task.burn_in,
+            cancel: Arc::clone(&cancel),
+            device: state.device.clone(),
+        };
+        match runner::spawn(chain_run, myself.clone()) {
+            Ok(thread) => {
+                state.running.insert(
+                    run,
+                    Running {
+                        key,
+                        chains,
+                        cancel,
+                        thread: Some(thread),
+                    },
+                );
+            }
+            Err(error) => {
+                for chain in chains {
+                    let error = format!("cannot start a thread for chain {chain}: {error}");
+                    tracing::warn!("{error}");
+                    task.unfinished = task.unfinished.saturating_sub(1);
+                    task.outbox.push(WireTaskEvent::ChainFailed {
+                        chain: chain.0,
+                        error,
+                    });
+                }
+                answer_waiter(task);
+            }
+        }
+    }
+}
+
+fn poll(
+    state: &mut PoolState,
+    key: TaskKey,
+    ack: u64,
+    wait_ms: u32,
+    responder: Responder<PoolWire>,
+) {
+    let Some(task) = state.tasks.get_mut(&key) else {
+        responder.send(Err(WireError::NotFound {
+            what: format!("task {}", key.1),
+        }));
+        return;
+    };
+    task.last_poll = Instant::now();
+    task.outbox.ack(ack);
+    if let Some(old) = task.waiter.take() {
+        // A newer poll of the same task replaces the old one (its caller gave up on it).
+        answer(key.1, &task.outbox, old);
+    }
+    let timeout = responder.caller_timeout();
+    task.waiter = Some(Waiter::new(responder, ack, wait_ms, timeout));
+    answer_waiter(task);
+}
+
+fn cancel(state: &mut PoolState, key: &TaskKey) {
+    let Some(mut task) = state.tasks.remove(key) else {
+        return;
+    };
+    let _span = tracing::info_span!("job", job = %task.job).entered();
+    tracing::info!("task {} of {} cancelled", key.1, key.0);
+    if let Some(waiter) = task.waiter.take() {
+        answer(key.1, &task.outbox, waiter);
+    }
+    state.queue.retain(|(queued, _)| queued != key);
+    for running in state.running.values().filter(|r| &r.key == key) {
+        running.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+fn progress(state: &mut PoolState, run: RunId, event: WireTaskEvent) {
+    let Some(running) = state.running.get(&run) else {
+        return;
+    };
+    if let Some(task) = state.tasks.get_mut(&running.key) {
+        task.outbox.push(event);
+        answer_waiter(task);
+    }
+}
+
+fn finished(state: &mut PoolState, run: RunId, chains: Vec<ChainEnd>) {
+    let Some(mut running) = state.running.remove(&run) else {
+        return;
+    };
+    if let Some(thread) = running.thread.take() {
+        // Its last act was the cast we are handling: it has returned or is about to.
+        let _ = thread.join();
+    }
+    let Some(task) = state.tasks.get_mut(&running.key) else {
+        return;
+    };
+    for end in chains {
+        let event = match end.outcome {
+            RunOutcome::Done(trace) => WireTaskEvent::ChainDone(WireChainDone::from_trace(&trace)),
+            RunOutcome::Cancelled => continue,
+            RunOutcome::Failed(error) => {
+                let _span = tracing::info_span!("job", job = %task.job).entered();
+                tracing::warn!("chain {} failed: {error}", end.chain);
+                WireTaskEvent::ChainFailed {
+                    chain: end.chain.0,
+                    error,
+                }
+            }
+        };
+        task.unfinished = task.unfinished.saturating_sub(1);
+        if let Some(last) = end.last {
+            task.outbox.push(last);
+        }
+        task.outbox.push(event);
+    }
+    answer_waiter(task);
+}
+
+fn tick(state: &mut PoolState) {
+    let now = Instant::now();
+    for task in state.tasks.values_mut() {
+        let expired = task.waiter.as_ref().is_some_and(|w| w.deadline <= now);
+        if expired && let Some(waiter) = task.waiter.take() {
+            answer(task.id, &task.outbox, waiter);
+        }
+    }
+    let lease = state.task_lease;
+    let abandoned: Vec<TaskKey> = state
+        .tasks
+        .iter()
+        .filter(|(_, task)| task.waiter.is_none() && now.duration_since(task.last_poll) > lease)
+        .map(|(key, _)| key.clone())
+        .collect();
+    for key in abandoned {
+        tracing::info!("task {} of {}: no poll for {lease:?}", key.1, key.0);
+        cancel(state, &key);
+    }
+}
+
+/// Answers the task's waiting poll if an event it has not seen is ready.
+fn answer_waiter(task: &mut Task) {
+    let ready = task
+        .waiter
+        .as_ref()
+        .is_some_and(|w| task.outbox.has_after(w.ack));
+    if ready && let Some(waiter) = task.waiter.take() {
+        answer(task.id, &task.outbox, waiter);
+    }
+}
+
+/// Answers a poll with the events after its `ack` (none when the wait ran out).
+fn answer(id: TaskId, outbox: &Outbox<WireTaskEvent>, waiter: Waiter<Responder<PoolWire>>) {
+    let events = outbox.after(
+        waiter.ack,
+        MAX_POLL_REPLY_BYTES,
+        WireTaskEvent::estimated_bytes,
+    );
+    waiter
+        .reply
+        .send(Ok(PoolReply::Events { task: id, events }));
+}
+
+#[cfg(test)]
+mod tests;

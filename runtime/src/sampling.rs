@@ -1,0 +1,513 @@
+//! Remote sampling as a client sees it: the request, the updates streamed while a job runs,
+//! and the outcome, assembled from the coordinator's events into the sampler's own
+//! [`ChainTrace`]s.
+//!
+//! Chains are numbered `0..n_chains` and the seed is the job's: a chain that runs again after
+//! a failure (anywhere in the cluster) draws from the same random stream, so its draws are
+//! the ones it would have produced the first time (on the same kind of device).
+//!
+//! With [`WarmupMode::Broadcast`] one extra chain, [`WARMUP_CHAIN`], runs the warmup alone
+//! (eXMC's warmup-once-then-broadcast). Unlike eXMC, every chain then starts from that chain's
+//! final position, not from the initial point, with its step size and metric, and drops
+//! `burn_in` draws before keeping `num_draws`: the chains all start at one point, and the
+//! burn-in lets their independent random streams pull them apart before draws count (R-hat
+//! compares chains, and chains that started together look converged sooner than they are).
+
+use std::time::Instant;
+
+use sampler::{ChainId, ChainTrace, DrawStats, Model, SamplerSettings, Seed, Tuning};
+
+use crate::ids::{JobId, NodeName};
+use crate::wire::{
+    WireChainDone, WireDevice, WireDraws, WireError, WireJobEvent, WireRetry, WireSampleRequest,
+    WireSettings, WireWarmup, WireWorkerKind,
+};
+
+/// The chain number of the warmup chain of [`WarmupMode::Broadcast`]: its own random stream,
+/// distinct from every sampling chain's.
+pub const WARMUP_CHAIN: ChainId = ChainId(u32::MAX);
+
+/// Most chains in one job.
+pub const MAX_CHAINS: u32 = 1 << 20;
+
+/// Draws dropped by default at the start of each chain of [`WarmupMode::Broadcast`].
+pub const DEFAULT_BURN_IN: u64 = 100;
+
+/// Where a job's chains may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DevicePreference {
+    /// Wherever there is room.
+    #[default]
+    Any,
+    /// CPU sampler pools only.
+    Cpu,
+    /// GPU workers only.
+    Gpu,
+}
+
+/// How a job's chains warm up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WarmupMode {
+    /// Each chain runs its own warmup (the default).
+    #[default]
+    Independent,
+    /// One chain warms up; all chains start from its final position and tuning, drop
+    /// `burn_in` draws, then keep `num_draws` (see the module documentation).
+    Broadcast {
+        /// Draws dropped at the start of each chain.
+        burn_in: u64,
+    },
+}
+
+/// A sampling job for the cluster.
+#[derive(Debug, Clone)]
+pub struct SampleRequest {
+    /// The model (plain data; it travels as MessagePack and each worker validates it).
+    pub model: Model,
+    /// How to run each chain (`threads` is ignored: workers run one chain per core).
+    pub settings: SamplerSettings,
+    /// Chains, numbered `0..n_chains`.
+    pub n_chains: u32,
+    /// The seed.
+    pub seed: Seed,
+    /// Where chains may run.
+    pub device: DevicePreference,
+    /// How chains warm up.
+    pub warmup: WarmupMode,
+}
+
+impl SampleRequest {
+    /// `n_chains` chains of `model` with `settings` and `seed`, anywhere, each with its own
+    /// warmup.
+    pub fn new(model: Model, settings: SamplerSettings, n_chains: u32, seed: Seed) -> Self {
+        Self {
+            model,
+            settings,
+            n_chains,
+            seed,
+            device: DevicePreference::Any,
+            warmup: WarmupMode::Independent,
+        }
+    }
+
+    /// The request on the wire.
+    pub fn to_wire(&self) -> WireSampleRequest {
+        WireSampleRequest {
+            model: self.model.to_msgpack(),
+            settings: WireSettings::from(&self.settings),
+            n_chains: self.n_chains,
+            seed: self.seed.0,
+            device: match self.device {
+                DevicePreference::Any => WireDevice::Any,
+                DevicePreference::Cpu => WireDevice::Cpu,
+                DevicePreference::Gpu => WireDevice::Gpu,
+            },
+            warmup: match self.warmup {
+                WarmupMode::Independent => WireWarmup::Independent,
+                WarmupMode::Broadcast { burn_in } => WireWarmup::Broadcast { burn_in },
+            },
+        }
+    }
+}
+
+/// A kind of worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerKind {
+    /// A CPU sampler pool.
+    Cpu,
+    /// A GPU worker.
+    Gpu,
+}
+
+impl From<WireWorkerKind> for WorkerKind {
+    fn from(kind: WireWorkerKind) -> Self {
+        match kind {
+            WireWorkerKind::Cpu => WorkerKind::Cpu,
+            WireWorkerKind::Gpu => WorkerKind::Gpu,
+        }
+    }
+}
+
+impl std::fmt::Display for WorkerKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            WorkerKind::Cpu => "cpu",
+            WorkerKind::Gpu => "gpu",
+        })
+    }
+}
+
+/// Something that happened to a running job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobUpdate {
+    /// Chains were sent to a worker.
+    Placed {
+        /// The chains ([`WARMUP_CHAIN`] for the warmup chain).
+        chains: Vec<ChainId>,
+        /// The worker's node.
+        node: NodeName,
+        /// The worker's kind.
+        worker: WorkerKind,
+    },
+    /// The warmup chain of [`WarmupMode::Broadcast`] finished.
+    WarmupDone(WarmupReport),
+    /// A chain advanced.
+    Progress {
+        /// The chain.
+        chain: ChainId,
+        /// Iterations done.
+        iteration: u64,
+        /// Iterations in all.
+        total: u64,
+    },
+    /// A chain finished and all its draws arrived.
+    ChainDone {
+        /// The chain.
+        chain: ChainId,
+        /// Where it ran.
+        node: NodeName,
+        /// Its attempt.
+        attempt: u32,
+    },
+    /// Chains run again after their worker failed.
+    Retried(Vec<Retry>),
+}
+
+/// A chain run again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retry {
+    /// The chain ([`WARMUP_CHAIN`] for the warmup chain).
+    pub chain: ChainId,
+    /// The node it was running on.
+    pub node: NodeName,
+    /// What happened there.
+    pub reason: String,
+    /// The attempt that followed (2 for the first retry).
+    pub attempt: u32,
+}
+
+/// The warmup chain of [`WarmupMode::Broadcast`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct WarmupReport {
+    /// Where it ran.
+    pub node: NodeName,
+    /// What it found.
+    pub tuning: Tuning,
+    /// Its gradient evaluations.
+    pub grad_evals: u64,
+    /// Its wall time.
+    pub seconds: f64,
+}
+
+/// Where a chain ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainPlacement {
+    /// The chain.
+    pub chain: ChainId,
+    /// The node whose result was kept.
+    pub node: NodeName,
+    /// Attempts it took (1 without a retry).
+    pub attempts: u32,
+}
+
+/// A finished job.
+#[derive(Debug, Clone)]
+pub struct JobOutcome {
+    /// The job.
+    pub job: JobId,
+    /// One trace per chain, in chain order.
+    pub traces: Vec<ChainTrace>,
+    /// Where each chain ran, in chain order.
+    pub placements: Vec<ChainPlacement>,
+    /// Every retry, in order.
+    pub retried: Vec<Retry>,
+    /// The warmup chain, with [`WarmupMode::Broadcast`].
+    pub warmup: Option<WarmupReport>,
+    /// From submission to the last event.
+    pub wall_seconds: f64,
+}
+
+/// Why a job's events did not make an outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum AssembleError {
+    /// The job failed on the cluster (its `Failed` event).
+    Failed(String),
+    /// The events broke the protocol (a gap in a chain's draws, a chain number out of range,
+    /// a missing chain).
+    Protocol(WireError),
+}
+
+impl From<WireError> for AssembleError {
+    fn from(error: WireError) -> Self {
+        AssembleError::Protocol(error)
+    }
+}
+
+/// A chain being received.
+#[derive(Debug, Default)]
+struct Partial {
+    attempt: u32,
+    draws: Vec<f64>,
+    stats: Vec<DrawStats>,
+    warmup_draws: Vec<f64>,
+    warmup_stats: Vec<DrawStats>,
+    done: Option<(WireChainDone, NodeName)>,
+}
+
+/// Builds a job's outcome from its events, checking that every chain's draws arrived whole
+/// and in order.
+#[derive(Debug)]
+pub(crate) struct Assembler {
+    job: JobId,
+    chains: Vec<Partial>,
+    retried: Vec<Retry>,
+    warmup: Option<WarmupReport>,
+    finished: bool,
+    started: Instant,
+}
+
+impl Assembler {
+    pub(crate) fn new(job: JobId, n_chains: u32) -> Self {
+        Self {
+            job,
+            chains: (0..n_chains)
+                .map(|_| Partial {
+                    attempt: 1,
+                    ..Partial::default()
+                })
+                .collect(),
+            retried: Vec::new(),
+            warmup: None,
+            finished: false,
+            started: Instant::now(),
+        }
+    }
+
+    /// Whether the `Finished` event arrived.
+    pub(crate) fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Takes in one event; returns what to tell the caller. A `Failed` event, or one that
+    /// breaks the stream's rules, is an error.
+    pub(crate) fn apply(&mut self, event: WireJobEvent) -> Result<Vec<JobUpdate>, AssembleError> {
+        let bad = |reason: String| WireError::Invalid {
+            what: "job event".to_owned(),
+            reason,
+        };
+        match event {
+            WireJobEvent::Placed {
+                chains,
+                node,
+                worker,
+            } => Ok(vec![JobUpdate::Placed {
+                chains: chains.into_iter().map(ChainId).collect(),
+                node: node_name(&node)?,
+                worker: worker.into(),
+            }]),
+            WireJobEvent::WarmupDone {
+                node,
+                tuning,
+                grad_evals,
+                seconds,
+            } => {
+                let report = WarmupReport {
+                    node: node_name(&node)?,
+                    tuning: tuning.into(),
+                    grad_evals,
+                    seconds,
+                };
+                self.warmup = Some(report.clone());
+                Ok(vec![JobUpdate::WarmupDone(report)])
+            }
+            WireJobEvent::Progress {
+                chain,
+                attempt,
+                iteration,
+                total,
+                draws,
+            } => {
+                let partial = self.partial(chain)?;
+                if attempt != partial.attempt {
+                    return Ok(Vec::new());
+                }
+                if let Some(draws) = draws {
+                    append(partial, draws)
+                        .map_err(|reason| bad(format!("chain {chain}: {reason}")))?;
+                }
+                Ok(vec![JobUpdate::Progress {
+                    chain: ChainId(chain),
+                    iteration,
+                    total,
+                }])
+            }
+            WireJobEvent::ChainDone {
+                attempt,
+                node,
+                done,
+            } => {
+                let chain = done.chain;
+                let node = node_name(&node)?;
+                let partial = self.partial(chain)?;
+                if attempt != partial.attempt {
+                    return Ok(Vec::new());
+                }
+                let n_columns = done.n_columns as usize;
+                if partial.stats.len() as u64 != done.n_draws
+                    || partial.draws.len() != partial.stats.len() * n_columns
+                    || partial.warmup_stats.len() as u64 != done.n_warmup_draws
+                    || partial.warmup_draws.len() != partial.warmup_stats.len() * n_columns
+                {
+                    return Err(AssembleError::Protocol(bad(format!(
+                        "chain {chain} finished with {} draws of {n_columns} values, but {} draws and {} values arrived",
+                        done.n_draws,
+                        partial.stats.len(),
+                        partial.draws.len()
+                    ))));
+                }
+                partial.done = Some((done, node.clone()));
+                Ok(vec![JobUpdate::ChainDone {
+                    chain: ChainId(chain),
+                    node,
+                    attempt,
+                }])
+            }
+            WireJobEvent::Retried {
+                chains,
+                node,
+                reason,
+                attempt,
+            } => {
+                let node = node_name(&node)?;
+                let mut retries = Vec::with_capacity(chains.len());
+                for chain in chains {
+                    if ChainId(chain) != WARMUP_CHAIN {
+                        let partial = self.partial(chain)?;
+                        *partial = Partial {
+                            attempt,
+                            ..Partial::default()
+                        };
+                    }
+                    retries.push(Retry {
+                        chain: ChainId(chain),
+                        node: node.clone(),
+                        reason: reason.clone(),
+                        attempt,
+                    });
+                }
+                self.retried.extend(retries.iter().cloned());
+                Ok(vec![JobUpdate::Retried(retries)])
+            }
+            WireJobEvent::Finished { retried } => {
+                // The coordinator's list is authoritative (it also holds retries whose event
+                // this client may have seen already).
+                self.retried = retried
+                    .into_iter()
+                    .map(retry_from_wire)
+                    .collect::<Result<_, _>>()?;
+                self.finished = true;
+                Ok(Vec::new())
+            }
+            WireJobEvent::Failed { error } => Err(AssembleError::Failed(error)),
+        }
+    }
+
+    /// The outcome, once `Finished` arrived and every chain is complete.
+    pub(crate) fn finish(self) -> Result<JobOutcome, AssembleError> {
+        let mut traces = Vec::with_capacity(self.chains.len());
+        let mut placements = Vec::with_capacity(self.chains.len());
+        for (index, partial) in self.chains.into_iter().enumerate() {
+            let Some((done, node)) = partial.done else {
+                return Err(AssembleError::Protocol(WireError::Invalid {
+                    what: format!("job {}", self.job),
+                    reason: format!("finished without chain {index}"),
+                }));
+            };
+            placements.push(ChainPlacement {
+                chain: ChainId(done.chain),
+                node,
+                attempts: partial.attempt,
+            });
+            traces.push(ChainTrace {
+                chain: ChainId(done.chain),
+                n_columns: done.n_columns as usize,
+                warmup_draws: partial.warmup_draws,
+                warmup_stats: partial.warmup_stats,
+                draws: partial.draws,
+                stats: partial.stats,
+                tuning: done.tuning.into(),
+                init: done.init,
+                final_position: done.final_position,
+                grad_evals_warmup: done.grad_evals_warmup,
+                grad_evals_sampling: done.grad_evals_sampling,
+                warmup_seconds: done.warmup_seconds,
+                sampling_seconds: done.sampling_seconds,
+            });
+        }
+        Ok(JobOutcome {
+            job: self.job,
+            traces,
+            placements,
+            retried: self.retried,
+            warmup: self.warmup,
+            wall_seconds: self.started.elapsed().as_secs_f64(),
+        })
+    }
+
+    fn partial(&mut self, chain: u32) -> Result<&mut Partial, WireError> {
+        let n_chains = self.chains.len();
+        self.chains
+            .get_mut(chain as usize)
+            .ok_or_else(|| WireError::Invalid {
+                what: "job event".to_owned(),
+                reason: format!("chain {chain} is not one of the job's {n_chains} chains"),
+            })
+    }
+}
+
+/// Appends streamed draws to a chain, checking that they follow the ones received.
+fn append(partial: &mut Partial, draws: WireDraws) -> Result<(), String> {
+    let n = draws
+        .stats
+        .len_checked()
+        .ok_or("statistics columns of different lengths")?;
+    let (values, stats) = if draws.warmup {
+        (&mut partial.warmup_draws, &mut partial.warmup_stats)
+    } else {
+        (&mut partial.draws, &mut partial.stats)
+    };
+    if draws.first != stats.len() as u64 {
+        return Err(format!(
+            "draws from {} arrived after {} draws",
+            draws.first,
+            stats.len()
+        ));
+    }
+    if n == 0 || !draws.values.len().is_multiple_of(n) {
+        return Err(format!(
+            "{} values do not make {n} draws",
+            draws.values.len()
+        ));
+    }
+    values.extend_from_slice(&draws.values);
+    stats.extend(draws.stats.rows());
+    Ok(())
+}
+
+fn node_name(name: &str) -> Result<NodeName, WireError> {
+    name.parse().map_err(|error| WireError::Malformed {
+        reason: format!("node name: {error}"),
+    })
+}
+
+fn retry_from_wire(retry: WireRetry) -> Result<Retry, WireError> {
+    Ok(Retry {
+        chain: ChainId(retry.chain),
+        node: node_name(&retry.node)?,
+        reason: retry.reason,
+        attempt: retry.attempt,
+    })
+}
+
+#[cfg(test)]
+mod tests;

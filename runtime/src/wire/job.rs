@@ -1,0 +1,223 @@
+//! The job coordinator on the wire: a client submits a sampling request to any node's
+//! coordinator and follows the job's events (placement, draws as chains progress, finished
+//! chains, retries) through long polls.
+
+use ractor::RpcReplyPort;
+use ractor_cluster::RactorClusterMessage;
+use serde::{Deserialize, Serialize};
+
+use super::pool::WireWorkerKind;
+use super::sampling::{WireChainDone, WireDraws, WireSettings, WireTuning};
+use super::{Service, WireEvent};
+use crate::ids::JobId;
+
+/// A coordinator endpoint's cluster message. Wire tag: the variant name (`"Call"`).
+#[derive(RactorClusterMessage)]
+pub enum JobWire {
+    /// An `Envelope<JobRequest>`, answered by an `Envelope<Result<JobReply, WireError>>`.
+    #[rpc]
+    Call(Vec<u8>, RpcReplyPort<Vec<u8>>),
+}
+
+impl Service for JobWire {
+    type Request = JobRequest;
+    type Reply = JobReply;
+    const NAME: &'static str = "coordinator";
+
+    fn call(request: Vec<u8>, reply: RpcReplyPort<Vec<u8>>) -> Self {
+        Self::Call(request, reply)
+    }
+}
+
+/// What a client asks a coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum JobRequest {
+    /// Start a job. Idempotent on the envelope's `(sender, request_id)`: a retry after a
+    /// timeout gets the same job. Answered by [`JobReply::Submitted`].
+    Submit(WireSampleRequest),
+    /// The job's events after `ack` (which acknowledges every event up to it); waits up to
+    /// `wait_ms` for one when none is ready. Answered by [`JobReply::Events`]. A job whose
+    /// client stops polling is cancelled after a while.
+    Poll {
+        /// The job.
+        job: JobId,
+        /// The last event received (0: none).
+        ack: u64,
+        /// Longest wait for a new event, in milliseconds.
+        wait_ms: u32,
+    },
+    /// Stop the job everywhere. Answered by [`JobReply::Cancelled`].
+    Cancel {
+        /// The job.
+        job: JobId,
+    },
+}
+
+/// A sampling request: version 1 of the job format (the envelope carries the version).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireSampleRequest {
+    /// The model IR as MessagePack (`sampler::Model::to_msgpack`); each node that runs chains
+    /// decodes and validates it.
+    #[serde(with = "serde_bytes")]
+    pub model: Vec<u8>,
+    /// How to run each chain.
+    pub settings: WireSettings,
+    /// Chains, numbered `0..n_chains`.
+    pub n_chains: u32,
+    /// The seed: with a chain's number, its random stream (a chain run again anywhere draws
+    /// the same numbers).
+    pub seed: u64,
+    /// Where chains may run.
+    pub device: WireDevice,
+    /// How chains warm up.
+    pub warmup: WireWarmup,
+}
+
+/// Where a job's chains may run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireDevice {
+    /// Wherever there is room (GPU workers first when there are some).
+    Any,
+    /// CPU sampler pools only.
+    Cpu,
+    /// GPU workers only.
+    Gpu,
+}
+
+/// How a job's chains warm up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireWarmup {
+    /// Each chain runs its own warmup.
+    Independent,
+    /// One chain warms up; every chain then starts from its final position with its step size
+    /// and metric, drops `burn_in` draws and keeps `num_draws`.
+    Broadcast {
+        /// Draws dropped at the start of each chain.
+        burn_in: u64,
+    },
+}
+
+/// What a coordinator answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum JobReply {
+    /// The job runs.
+    Submitted {
+        /// Its id, for polls.
+        job: JobId,
+        /// Its chains.
+        n_chains: u32,
+    },
+    /// Events after the poll's `ack`, oldest first (none when the wait ran out).
+    Events {
+        /// The job.
+        job: JobId,
+        /// The events.
+        events: Vec<WireEvent<WireJobEvent>>,
+    },
+    /// The job is stopped.
+    Cancelled {
+        /// The job.
+        job: JobId,
+    },
+}
+
+/// What happens to a job, in order. Chain numbers are `u32::MAX` for the warmup chain of
+/// [`WireWarmup::Broadcast`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WireJobEvent {
+    /// Chains were sent to a worker.
+    Placed {
+        /// The chains.
+        chains: Vec<u32>,
+        /// The worker's node.
+        node: String,
+        /// Its kind.
+        worker: WireWorkerKind,
+    },
+    /// The warmup chain finished: every chain starts from its result.
+    WarmupDone {
+        /// Where it ran.
+        node: String,
+        /// The tuning it found.
+        tuning: WireTuning,
+        /// Its gradient evaluations.
+        grad_evals: u64,
+        /// Its wall time.
+        seconds: f64,
+    },
+    /// A chain advanced, with its new draws.
+    Progress {
+        /// The chain.
+        chain: u32,
+        /// Its attempt (1, then 2 after a retry, ...).
+        attempt: u32,
+        /// Iterations done.
+        iteration: u64,
+        /// Iterations in all.
+        total: u64,
+        /// New draws.
+        draws: Option<WireDraws>,
+    },
+    /// A chain finished; all its draws came before.
+    ChainDone {
+        /// Its attempt.
+        attempt: u32,
+        /// Where it ran.
+        node: String,
+        /// Its report.
+        done: WireChainDone,
+    },
+    /// Chains that were running on a worker that failed run again: their earlier draws
+    /// are void.
+    Retried {
+        /// The chains.
+        chains: Vec<u32>,
+        /// The worker's node.
+        node: String,
+        /// What happened to it.
+        reason: String,
+        /// Their new attempt.
+        attempt: u32,
+    },
+    /// Every chain finished.
+    Finished {
+        /// Every retry, in order.
+        retried: Vec<WireRetry>,
+    },
+    /// The job failed.
+    Failed {
+        /// Why.
+        error: String,
+    },
+}
+
+/// One chain run again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireRetry {
+    /// The chain.
+    pub chain: u32,
+    /// The node it had been running on.
+    pub node: String,
+    /// What happened there.
+    pub reason: String,
+    /// The attempt that followed.
+    pub attempt: u32,
+}
+
+impl WireJobEvent {
+    /// Bytes this takes on the wire, roughly.
+    pub fn estimated_bytes(&self) -> usize {
+        match self {
+            WireJobEvent::Progress { draws, .. } => {
+                64 + draws.as_ref().map_or(0, WireDraws::estimated_bytes)
+            }
+            WireJobEvent::ChainDone { done, .. } => 64 + done.estimated_bytes(),
+            WireJobEvent::WarmupDone { tuning, .. } => 128 + 9 * tuning.inv_metric.len(),
+            WireJobEvent::Placed { chains, .. } | WireJobEvent::Retried { chains, .. } => {
+                128 + 5 * chains.len()
+            }
+            WireJobEvent::Finished { retried } => 64 + 96 * retried.len(),
+            WireJobEvent::Failed { error } => 64 + error.len(),
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! The sampler pools on the wire: what a job coordinator asks a worker (a node's CPU sampler
+//! pool; GPU workers will speak the same protocol), and the events a running task streams
+//! back through long polls.
+
+use ractor::RpcReplyPort;
+use ractor_cluster::RactorClusterMessage;
+use serde::{Deserialize, Serialize};
+
+use super::sampling::{WireChainDone, WireChainSpec, WireDraws, WireSettings};
+use super::{Service, WireEvent};
+use crate::ids::{JobId, TaskId};
+
+/// A pool endpoint's cluster message. Wire tag: the variant name (`"Call"`).
+#[derive(RactorClusterMessage)]
+pub enum PoolWire {
+    /// An `Envelope<PoolRequest>`, answered by an `Envelope<Result<PoolReply, WireError>>`.
+    #[rpc]
+    Call(Vec<u8>, RpcReplyPort<Vec<u8>>),
+}
+
+impl Service for PoolWire {
+    type Request = PoolRequest;
+    type Reply = PoolReply;
+    const NAME: &'static str = "pool";
+
+    fn call(request: Vec<u8>, reply: RpcReplyPort<Vec<u8>>) -> Self {
+        Self::Call(request, reply)
+    }
+}
+
+/// What a coordinator (or a test client) asks a pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum PoolRequest {
+    /// What the pool offers and how busy it is. Answered by [`PoolReply::Status`].
+    Status,
+    /// Run chains. Idempotent: a task id the pool already has (from the same sender) starts
+    /// nothing new. Answered by [`PoolReply::Accepted`].
+    Run(WireTask),
+    /// The task's events after `ack` (which acknowledges every event up to it); waits up to
+    /// `wait_ms` for one when none is ready. Answered by [`PoolReply::Events`].
+    Poll {
+        /// The task.
+        task: TaskId,
+        /// The last event received (0: none).
+        ack: u64,
+        /// Longest wait for a new event, in milliseconds.
+        wait_ms: u32,
+    },
+    /// Stop the task's chains and forget it. Answered by [`PoolReply::Cancelled`].
+    Cancel {
+        /// The task.
+        task: TaskId,
+    },
+    /// Test-only: make the pool fail (refused unless the node runs with
+    /// `--allow-fault-injection`). Answered by [`PoolReply::FaultInjected`] before the fault.
+    InjectFault(WireFault),
+}
+
+/// A fault a test asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireFault {
+    /// The pool's worker actor panics while handling a message; its supervisor restarts it.
+    PanicPool,
+}
+
+/// What a pool answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum PoolReply {
+    /// Capacity and load.
+    Status {
+        /// CPU threads or a GPU device.
+        kind: WireWorkerKind,
+        /// Chains it runs at once.
+        slots: u32,
+        /// Chains running now.
+        running: u32,
+        /// Chains waiting for a slot.
+        queued: u32,
+    },
+    /// The task runs (or already ran).
+    Accepted {
+        /// The task.
+        task: TaskId,
+    },
+    /// Events after the poll's `ack`, oldest first (none when the wait ran out).
+    Events {
+        /// The task.
+        task: TaskId,
+        /// The events.
+        events: Vec<WireEvent<WireTaskEvent>>,
+    },
+    /// The task is stopped and forgotten.
+    Cancelled {
+        /// The task.
+        task: TaskId,
+    },
+    /// The fault will happen next.
+    FaultInjected,
+}
+
+/// What kind of worker a pool is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireWorkerKind {
+    /// One chain per CPU core.
+    Cpu,
+    /// Many chains per dispatch on a GPU.
+    Gpu,
+}
+
+/// Chains of one job for one pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireTask {
+    /// Chosen by the coordinator; repeated on a retry.
+    pub task: TaskId,
+    /// The job (also in the envelope, for log spans).
+    pub job: JobId,
+    /// The model IR as MessagePack (`sampler::Model::to_msgpack`); the pool decodes and
+    /// validates it.
+    #[serde(with = "serde_bytes")]
+    pub model: Vec<u8>,
+    /// How to run each chain.
+    pub settings: WireSettings,
+    /// The job's seed: with a chain's number, its random stream.
+    pub seed: u64,
+    /// The chains.
+    pub chains: Vec<WireChainSpec>,
+    /// Draws dropped at the start of chains that come with a tuning (warm starts), before
+    /// the `num_draws` kept ones.
+    pub burn_in: u64,
+}
+
+/// What a running task reports.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WireTaskEvent {
+    /// A chain advanced, with the draws since its last event (none during warmup unless
+    /// `save_warmup`).
+    Progress {
+        /// The chain.
+        chain: u32,
+        /// Iterations done (warmup and burn-in included).
+        iteration: u64,
+        /// Iterations in all.
+        total: u64,
+        /// New draws.
+        draws: Option<WireDraws>,
+    },
+    /// A chain finished; all its draws were sent before.
+    ChainDone(WireChainDone),
+    /// A chain failed (a sampler error, such as no finite starting point: running it again
+    /// would fail again).
+    ChainFailed {
+        /// The chain.
+        chain: u32,
+        /// The sampler's error.
+        error: String,
+    },
+}
+
+impl WireTaskEvent {
+    /// Bytes this takes on the wire, roughly.
+    pub fn estimated_bytes(&self) -> usize {
+        match self {
+            WireTaskEvent::Progress { draws, .. } => {
+                48 + draws.as_ref().map_or(0, WireDraws::estimated_bytes)
+            }
+            WireTaskEvent::ChainDone(done) => done.estimated_bytes(),
+            WireTaskEvent::ChainFailed { error, .. } => 48 + error.len(),
+        }
+    }
+}

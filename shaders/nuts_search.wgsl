@@ -1,0 +1,160 @@
+// nuts_search.wgsl: the step-size searches of warmup (entry point `nuts_search_main`), one
+// chain per invocation, from the chain's current point, between transitions.
+//
+// * Stan's `init_stepsize` (search_kind 0): from the chain's step size, one leapfrog step
+//   with a fresh momentum per try; double or halve until the energy change crosses log 0.8.
+//   Then dual averaging restarts with mu = log(10 eps) (or, with NS_FLAG_SEARCH_MU at the start
+//   of warmup, Stan's mu = log(10 * the user's initial step size)).
+// * nutpie's (search_kind 1): from 0.1, one momentum for every try; double or halve until
+//   min(1, exp(-dH)) crosses the target; at most 100 tries; a non-finite or divergent try gives
+//   0.1. Then a fresh dual average at the step found.
+// Both mirror sampler's adapt.rs; each try's momentum is Philox's (chain, iteration,
+// NS_RNG_SEARCH + 256 * try, block), so a search draws nothing a transition draws.
+
+// One leapfrog step of size `eps` from the current point with momentum `p_role` (copied into
+// end 0, which is free between transitions); returns H(start) - H(end).
+fn ns_search_try(eps: T, p_role: u32) -> T {
+    var kinetic0: T = 0.0;
+    for (var j = 0u; j < G_DIM; j = j + 1u) {
+        let p = ns_vec[ns_v(p_role, j)];
+        ns_vec[ns_v(NS_V_Q0, j)] = ns_vec[ns_v(NS_V_QSAMP, j)];
+        ns_vec[ns_v(NS_V_G0, j)] = ns_vec[ns_v(NS_V_GSAMP, j)];
+        ns_vec[ns_v(NS_V_P0, j)] = p;
+        kinetic0 = kinetic0 + ns_minv(j) * p * p;
+    }
+    let h0 = ns_energy(ns.logp_samp, 0.5 * kinetic0);
+    let logp = ns_leapfrog(0u, eps);
+    var kinetic: T = 0.0;
+    for (var j = 0u; j < G_DIM; j = j + 1u) {
+        let p = ns_vec[ns_v(NS_V_P0, j)] + 0.5 * eps * ns_vec[ns_v(NS_V_G0, j)];
+        kinetic = kinetic + ns_minv(j) * p * p;
+    }
+    ns.search_evals = ns.search_evals + 1u;
+    return h0 - ns_energy(logp, 0.5 * kinetic);
+}
+
+fn ns_search_purpose(attempt: u32) -> u32 {
+    return NS_RNG_SEARCH + 256u * attempt;
+}
+
+// Stan's init_stepsize. Returns the step size; sets ns.error on failure.
+fn ns_search_stan() -> T {
+    // ln 0.8, hard-coded in Stan's init_stepsize whatever the target.
+    let log_target: T = -0.2231435513142097;
+    var eps = ns.step;
+    if (eps == 0.0 || eps > 1e7 || !(eps == eps)) {
+        return eps;
+    }
+    var attempt = 0u;
+    _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(attempt));
+    attempt = attempt + 1u;
+    let forward = ns_search_try(eps, NS_V_P1) > log_target;
+    for (var k = 0u; k < 2000u; k = k + 1u) {
+        _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(attempt));
+        attempt = attempt + 1u;
+        let delta = ns_search_try(eps, NS_V_P1);
+        if ((forward && !(delta > log_target)) || (!forward && !(delta < log_target))) {
+            break;
+        }
+        if (forward) {
+            eps = 2.0 * eps;
+        } else {
+            eps = 0.5 * eps;
+        }
+        if (eps > 1e7) {
+            ns.error = NS_ERROR_STEP_TOO_LARGE;
+            return eps;
+        }
+        if (eps == 0.0) {
+            ns.error = NS_ERROR_STEP_ZERO;
+            return eps;
+        }
+    }
+    return eps;
+}
+
+// nutpie's acceptance of one try: min(1, exp(dH)), or -1 when the try is non-finite or
+// divergent.
+fn ns_search_accept(eps: T) -> T {
+    let delta = ns_search_try(eps, NS_V_P1);
+    if (!ns_is_finite(delta) || -delta > ns_const(NS_C_MAX_ENERGY_ERROR)) {
+        return -1.0;
+    }
+    return sf_exp(min(delta, 0.0));
+}
+
+// nutpie's search. Returns the step size.
+fn ns_search_nutpie() -> T {
+    let initial: T = 0.1;
+    let target_accept = ns_const(NS_C_DA_TARGET);
+    _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(0u));
+    var eps = initial;
+    let first = ns_search_accept(eps);
+    if (first < 0.0) {
+        return initial;
+    }
+    let forward = first > target_accept;
+    for (var k = 0u; k < 100u; k = k + 1u) {
+        let stat = ns_search_accept(eps);
+        if (stat < 0.0) {
+            return initial;
+        }
+        var done = false;
+        if (forward) {
+            done = stat <= target_accept || eps > 1e5;
+        } else {
+            done = stat >= target_accept || eps < 1e-10;
+        }
+        if (done) {
+            return eps;
+        }
+        if (forward) {
+            eps = 2.0 * eps;
+        } else {
+            eps = 0.5 * eps;
+        }
+    }
+    return initial;
+}
+
+@compute @workgroup_size(G_WORKGROUP_SIZE)
+fn nuts_search_main(
+    @builtin(workgroup_id) workgroup: vec3<u32>,
+    @builtin(num_workgroups) n_workgroups: vec3<u32>,
+    @builtin(local_invocation_index) local: u32,
+) {
+    // First, while every invocation is here: it may copy the model's data into workgroup
+    // memory and wait at a barrier (wgsl.rs, "Model data").
+    g_stage_data(local);
+    let chain = (workgroup.y * n_workgroups.x + workgroup.x) * G_WORKGROUP_SIZE + local;
+    if (chain >= ns_params.n_chains) {
+        return;
+    }
+    g_chain = chain;
+    ns_n = ns_params.n_chains;
+    ns_load();
+    ns.error = 0u;
+    if (ns_params.search_kind == 0u) {
+        let eps = ns_search_stan();
+        ns.step = eps;
+        ns.da_mu = sf_log(10.0 * eps);
+        if ((ns_params.flags & NS_FLAG_SEARCH_MU) != 0u) {
+            // Start of warmup: a fresh dual average, with Stan's mu from the user's step size.
+            ns.da_x = sf_log(eps);
+            ns.da_xbar = ns.da_x;
+            ns.da_mu = ns_const(NS_C_SEARCH_MU);
+        } else {
+            // Stan's restart: forget the history, keep x.
+            ns.da_xbar = 0.0;
+        }
+    } else {
+        let eps = ns_search_nutpie();
+        ns.step = eps;
+        ns.da_mu = sf_log(10.0 * eps);
+        ns.da_x = sf_log(eps);
+        ns.da_xbar = ns.da_x;
+    }
+    ns.da_count = 0.0;
+    ns.da_sbar = 0.0;
+    ns_store();
+}

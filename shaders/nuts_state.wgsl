@@ -1,0 +1,378 @@
+// nuts_state.wgsl: the chain state of the NUTS kernels (nuts.wgsl, nuts_search.wgsl): its
+// bindings, its layout in storage, and loading and storing one chain's scalars.
+//
+// Everything a chain needs between two leapfrog steps lives in storage buffers, so a
+// transition may stop after any step and go on in the next dispatch. Per-chain vectors are
+// dim-major within a role: coordinate j of role r of chain c is `(r * G_DIM + j) * n + c`, so
+// the 32 chains of a warp touch 32 neighbouring words. gpu-actor's `kernels/layout.rs` holds
+// the same numbers; a unit test compares them with this file.
+//
+// Memory per chain: 14 vectors and 18 scalars here, 3 vectors per tree depth in the
+// checkpoint buffer (the O(max_depth * d) of iterative NUTS), and the output slots.
+
+struct NsParams {
+    n_chains: u32,
+    max_depth: u32,
+    // A chain stops before starting iteration `iter_end`...
+    iter_end: u32,
+    // ... or after writing `capacity` draws in this dispatch ...
+    capacity: u32,
+    // ... or after this many leapfrog steps in this dispatch (0: no limit), mid-transition.
+    step_budget: u32,
+    // 1: each draw also records the gradient at the draw (nutpie's adaptation needs it).
+    with_grad: u32,
+    flags: u32,
+    seed_lo: u32,
+    seed_hi: u32,
+    // The step size becomes the dual average's mean after this iteration (end of warmup).
+    da_final_iter: u32,
+    // From this iteration on, dual averaging learns from the symmetric acceptance statistic.
+    late_from_iter: u32,
+    // Step-size search: 0 Stan's, 1 nutpie's.
+    search_kind: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
+    pad3: u32,
+}
+
+@group(1) @binding(1) var<uniform> ns_params: NsParams;
+// Real settings (NS_C_*) followed by the diagonal inverse metric, shared by all chains.
+@group(1) @binding(2) var<storage, read> ns_consts: array<T>;
+// Per-chain vectors (NS_V_*), then per-chain scalars (NS_S_*).
+@group(1) @binding(3) var<storage, read_write> ns_vec: array<T>;
+// U-turn checkpoints: 3 vectors per slot (NS_K_*), max_depth + 1 slots.
+@group(1) @binding(4) var<storage, read_write> ns_ckpt: array<T>;
+// Per-chain integer state (NS_U_*), then the integer statistics of each output slot.
+@group(1) @binding(5) var<storage, read_write> ns_uint: array<u32>;
+// Output slots: `capacity` draws (q, and g with `with_grad`), then their real statistics.
+@group(1) @binding(6) var<storage, read_write> ns_out: array<T>;
+
+// Flags.
+const NS_FLAG_ADAPT: u32 = 1u;
+const NS_FLAG_SEARCH_MU: u32 = 2u;
+
+// Real settings in ns_consts.
+const NS_C_MAX_ENERGY_ERROR: u32 = 0u;
+const NS_C_JITTER: u32 = 1u;
+const NS_C_DA_TARGET: u32 = 2u;
+const NS_C_DA_GAMMA: u32 = 3u;
+const NS_C_DA_T0: u32 = 4u;
+const NS_C_DA_KAPPA: u32 = 5u;
+const NS_C_DA_MAX_LOG_STEP: u32 = 6u;
+const NS_C_SEARCH_MU: u32 = 7u;
+const NS_C_COUNT: u32 = 16u;
+
+// Vector roles in ns_vec. Ends 0 (forward) and 1 (backward) of the trajectory: position,
+// momentum, gradient.
+const NS_V_Q0: u32 = 0u;
+const NS_V_P0: u32 = 1u;
+const NS_V_G0: u32 = 2u;
+const NS_V_Q1: u32 = 3u;
+const NS_V_P1: u32 = 4u;
+const NS_V_G1: u32 = 5u;
+// The current subtree's proposal and the transition's sample (the chain's current point).
+const NS_V_QPROP: u32 = 6u;
+const NS_V_GPROP: u32 = 7u;
+const NS_V_QSAMP: u32 = 8u;
+const NS_V_GSAMP: u32 = 9u;
+// Momentum sums: of the trajectory before this subtree, of this subtree.
+const NS_V_RHO_OLD: u32 = 10u;
+const NS_V_RHO_NEW: u32 = 11u;
+// Stan's junction momenta: the old trajectory's end on the growing side when a subtree grows
+// forward (role J0, Stan's p_bck_fwd) or backward (role J1, Stan's p_fwd_bck).
+const NS_V_J0: u32 = 12u;
+const NS_V_J1: u32 = 13u;
+const NS_V_COUNT: u32 = 14u;
+
+// Checkpoint kinds per slot: the momentum of a pending left half's first leaf, the subtree's
+// momentum sum before that leaf, and the momentum of the left half's last leaf.
+const NS_K_P_START: u32 = 0u;
+const NS_K_RSUM: u32 = 1u;
+const NS_K_P_END: u32 = 2u;
+const NS_K_COUNT: u32 = 3u;
+
+// Scalar roles, after the vectors in ns_vec.
+const NS_S_LOGP0: u32 = 0u;
+const NS_S_LOGP1: u32 = 1u;
+const NS_S_LOGP_PROP: u32 = 2u;
+const NS_S_H_PROP: u32 = 3u;
+const NS_S_LOGP_SAMP: u32 = 4u;
+const NS_S_H_SAMP: u32 = 5u;
+const NS_S_H0: u32 = 6u;
+const NS_S_LSW: u32 = 7u;
+const NS_S_LSW_SUB: u32 = 8u;
+const NS_S_SUM_METRO: u32 = 9u;
+const NS_S_SUM_SYM: u32 = 10u;
+const NS_S_STEP: u32 = 11u;
+const NS_S_EPS: u32 = 12u;
+const NS_S_DA_MU: u32 = 13u;
+const NS_S_DA_COUNT: u32 = 14u;
+const NS_S_DA_SBAR: u32 = 15u;
+const NS_S_DA_X: u32 = 16u;
+const NS_S_DA_XBAR: u32 = 17u;
+const NS_S_COUNT: u32 = 18u;
+
+// Integer roles in ns_uint.
+const NS_U_PHASE: u32 = 0u;
+const NS_U_ITER: u32 = 1u;
+const NS_U_DEPTH: u32 = 2u;
+const NS_U_LEAF: u32 = 3u;
+const NS_U_END: u32 = 4u;
+const NS_U_NLEAP: u32 = 5u;
+const NS_U_DIVERGENT: u32 = 6u;
+const NS_U_IDX_PROP: u32 = 7u;
+const NS_U_IDX_SAMP: u32 = 8u;
+const NS_U_IDX0: u32 = 9u;
+const NS_U_IDX1: u32 = 10u;
+const NS_U_DRAWS: u32 = 11u;
+const NS_U_STEPS: u32 = 12u;
+const NS_U_ERROR: u32 = 13u;
+const NS_U_SEARCH_EVALS: u32 = 14u;
+const NS_U_COUNT: u32 = 15u;
+
+// Real statistics per output slot, after the draws in ns_out.
+const NS_O_LP: u32 = 0u;
+const NS_O_ACCEPT: u32 = 1u;
+const NS_O_ACCEPT_SYM: u32 = 2u;
+const NS_O_STEP: u32 = 3u;
+const NS_O_ENERGY: u32 = 4u;
+const NS_O_COUNT: u32 = 5u;
+
+// Integer statistics per output slot, after the state in ns_uint.
+const NS_OU_DEPTH: u32 = 0u;
+const NS_OU_NLEAP: u32 = 1u;
+const NS_OU_DIVERGENT: u32 = 2u;
+const NS_OU_INDEX: u32 = 3u;
+const NS_OU_COUNT: u32 = 4u;
+
+// Phases of the per-chain state machine.
+const NS_PHASE_START: u32 = 0u;
+const NS_PHASE_SUBTREE: u32 = 1u;
+const NS_PHASE_LEAF: u32 = 2u;
+
+// Purposes of random numbers (the third counter word; the fourth is an index).
+const NS_RNG_MOMENTUM: u32 = 0u;
+const NS_RNG_DIRECTION: u32 = 1u;
+const NS_RNG_LEAF: u32 = 2u;
+const NS_RNG_TOP: u32 = 3u;
+const NS_RNG_JITTER: u32 = 4u;
+const NS_RNG_SEARCH: u32 = 5u;
+
+// Step-size search failures (NS_U_ERROR).
+const NS_ERROR_STEP_TOO_LARGE: u32 = 1u;
+const NS_ERROR_STEP_ZERO: u32 = 2u;
+
+struct NsChain {
+    logp0: T,
+    logp1: T,
+    logp_prop: T,
+    h_prop: T,
+    logp_samp: T,
+    h_samp: T,
+    h0: T,
+    lsw: T,
+    lsw_sub: T,
+    sum_metro: T,
+    sum_sym: T,
+    step: T,
+    eps: T,
+    da_mu: T,
+    da_count: T,
+    da_sbar: T,
+    da_x: T,
+    da_xbar: T,
+    phase: u32,
+    iter: u32,
+    depth: u32,
+    leaf: u32,
+    end: u32,
+    nleap: u32,
+    divergent: u32,
+    idx_prop: i32,
+    idx_samp: i32,
+    idx0: i32,
+    idx1: i32,
+    draws: u32,
+    steps: u32,
+    error: u32,
+    search_evals: u32,
+}
+
+var<private> ns: NsChain;
+var<private> ns_n: u32;
+// The roles `g_theta` reads and `g_set_grad` writes: the end being integrated.
+var<private> ns_qrole: u32;
+var<private> ns_grole: u32;
+
+fn ns_v(role: u32, j: u32) -> u32 {
+    return (role * G_DIM + j) * ns_n + g_chain;
+}
+
+fn ns_s(role: u32) -> u32 {
+    return (NS_V_COUNT * G_DIM + role) * ns_n + g_chain;
+}
+
+fn ns_u(role: u32) -> u32 {
+    return role * ns_n + g_chain;
+}
+
+fn ns_k(slot: u32, kind: u32, j: u32) -> u32 {
+    return ((slot * NS_K_COUNT + kind) * G_DIM + j) * ns_n + g_chain;
+}
+
+fn ns_minv(j: u32) -> T {
+    return ns_consts[NS_C_COUNT + j];
+}
+
+fn ns_const(index: u32) -> T {
+    return ns_consts[index];
+}
+
+fn g_theta(j: u32) -> T {
+    return ns_vec[ns_v(ns_qrole, j)];
+}
+
+fn g_set_grad(j: u32, value: T) {
+    ns_vec[ns_v(ns_grole, j)] = value;
+}
+
+fn ns_key() -> vec2<u32> {
+    return vec2<u32>(ns_params.seed_lo, ns_params.seed_hi);
+}
+
+fn ns_counter(purpose: u32, index: u32) -> vec4<u32> {
+    return vec4<u32>(g_chain, ns.iter, purpose, index);
+}
+
+fn ns_is_finite(x: T) -> bool {
+    return abs(x) <= SF_MAX_FINITE;
+}
+
+// Stan's Hamiltonian with NaN (and any non-finite value) as +inf.
+fn ns_energy(logp: T, kinetic: T) -> T {
+    let h = -logp + kinetic;
+    if (!ns_is_finite(h)) {
+        return sf_inf();
+    }
+    return h;
+}
+
+// log(exp(a) + exp(b)), as sampler's `log_sum_exp`.
+fn ns_log_sum_exp(a: T, b: T) -> T {
+    if (a == sf_neg_inf()) {
+        return b;
+    }
+    if (b == sf_neg_inf()) {
+        return a;
+    }
+    return max(a, b) + sf_log1p(sf_exp(-abs(a - b)));
+}
+
+fn ns_load() {
+    ns.logp0 = ns_vec[ns_s(NS_S_LOGP0)];
+    ns.logp1 = ns_vec[ns_s(NS_S_LOGP1)];
+    ns.logp_prop = ns_vec[ns_s(NS_S_LOGP_PROP)];
+    ns.h_prop = ns_vec[ns_s(NS_S_H_PROP)];
+    ns.logp_samp = ns_vec[ns_s(NS_S_LOGP_SAMP)];
+    ns.h_samp = ns_vec[ns_s(NS_S_H_SAMP)];
+    ns.h0 = ns_vec[ns_s(NS_S_H0)];
+    ns.lsw = ns_vec[ns_s(NS_S_LSW)];
+    ns.lsw_sub = ns_vec[ns_s(NS_S_LSW_SUB)];
+    ns.sum_metro = ns_vec[ns_s(NS_S_SUM_METRO)];
+    ns.sum_sym = ns_vec[ns_s(NS_S_SUM_SYM)];
+    ns.step = ns_vec[ns_s(NS_S_STEP)];
+    ns.eps = ns_vec[ns_s(NS_S_EPS)];
+    ns.da_mu = ns_vec[ns_s(NS_S_DA_MU)];
+    ns.da_count = ns_vec[ns_s(NS_S_DA_COUNT)];
+    ns.da_sbar = ns_vec[ns_s(NS_S_DA_SBAR)];
+    ns.da_x = ns_vec[ns_s(NS_S_DA_X)];
+    ns.da_xbar = ns_vec[ns_s(NS_S_DA_XBAR)];
+    ns.phase = ns_uint[ns_u(NS_U_PHASE)];
+    ns.iter = ns_uint[ns_u(NS_U_ITER)];
+    ns.depth = ns_uint[ns_u(NS_U_DEPTH)];
+    ns.leaf = ns_uint[ns_u(NS_U_LEAF)];
+    ns.end = ns_uint[ns_u(NS_U_END)];
+    ns.nleap = ns_uint[ns_u(NS_U_NLEAP)];
+    ns.divergent = ns_uint[ns_u(NS_U_DIVERGENT)];
+    ns.idx_prop = bitcast<i32>(ns_uint[ns_u(NS_U_IDX_PROP)]);
+    ns.idx_samp = bitcast<i32>(ns_uint[ns_u(NS_U_IDX_SAMP)]);
+    ns.idx0 = bitcast<i32>(ns_uint[ns_u(NS_U_IDX0)]);
+    ns.idx1 = bitcast<i32>(ns_uint[ns_u(NS_U_IDX1)]);
+    ns.draws = ns_uint[ns_u(NS_U_DRAWS)];
+    ns.steps = ns_uint[ns_u(NS_U_STEPS)];
+    ns.error = ns_uint[ns_u(NS_U_ERROR)];
+    ns.search_evals = ns_uint[ns_u(NS_U_SEARCH_EVALS)];
+}
+
+fn ns_store() {
+    ns_vec[ns_s(NS_S_LOGP0)] = ns.logp0;
+    ns_vec[ns_s(NS_S_LOGP1)] = ns.logp1;
+    ns_vec[ns_s(NS_S_LOGP_PROP)] = ns.logp_prop;
+    ns_vec[ns_s(NS_S_H_PROP)] = ns.h_prop;
+    ns_vec[ns_s(NS_S_LOGP_SAMP)] = ns.logp_samp;
+    ns_vec[ns_s(NS_S_H_SAMP)] = ns.h_samp;
+    ns_vec[ns_s(NS_S_H0)] = ns.h0;
+    ns_vec[ns_s(NS_S_LSW)] = ns.lsw;
+    ns_vec[ns_s(NS_S_LSW_SUB)] = ns.lsw_sub;
+    ns_vec[ns_s(NS_S_SUM_METRO)] = ns.sum_metro;
+    ns_vec[ns_s(NS_S_SUM_SYM)] = ns.sum_sym;
+    ns_vec[ns_s(NS_S_STEP)] = ns.step;
+    ns_vec[ns_s(NS_S_EPS)] = ns.eps;
+    ns_vec[ns_s(NS_S_DA_MU)] = ns.da_mu;
+    ns_vec[ns_s(NS_S_DA_COUNT)] = ns.da_count;
+    ns_vec[ns_s(NS_S_DA_SBAR)] = ns.da_sbar;
+    ns_vec[ns_s(NS_S_DA_X)] = ns.da_x;
+    ns_vec[ns_s(NS_S_DA_XBAR)] = ns.da_xbar;
+    ns_uint[ns_u(NS_U_PHASE)] = ns.phase;
+    ns_uint[ns_u(NS_U_ITER)] = ns.iter;
+    ns_uint[ns_u(NS_U_DEPTH)] = ns.depth;
+    ns_uint[ns_u(NS_U_LEAF)] = ns.leaf;
+    ns_uint[ns_u(NS_U_END)] = ns.end;
+    ns_uint[ns_u(NS_U_NLEAP)] = ns.nleap;
+    ns_uint[ns_u(NS_U_DIVERGENT)] = ns.divergent;
+    ns_uint[ns_u(NS_U_IDX_PROP)] = bitcast<u32>(ns.idx_prop);
+    ns_uint[ns_u(NS_U_IDX_SAMP)] = bitcast<u32>(ns.idx_samp);
+    ns_uint[ns_u(NS_U_IDX0)] = bitcast<u32>(ns.idx0);
+    ns_uint[ns_u(NS_U_IDX1)] = bitcast<u32>(ns.idx1);
+    ns_uint[ns_u(NS_U_DRAWS)] = ns.draws;
+    ns_uint[ns_u(NS_U_STEPS)] = ns.steps;
+    ns_uint[ns_u(NS_U_ERROR)] = ns.error;
+    ns_uint[ns_u(NS_U_SEARCH_EVALS)] = ns.search_evals;
+}
+
+// One leapfrog step of signed size `eps` at end `end` (Stan's `expl_leapfrog`): half kick,
+// drift, the model at the new position, half kick. Returns the log density at the new
+// position; the end's momentum and gradient are those of the same, new, state.
+fn ns_leapfrog(end: u32, eps: T) -> T {
+    let q_role = NS_V_Q0 + 3u * end;
+    let p_role = q_role + 1u;
+    let g_role = q_role + 2u;
+    let half = 0.5 * eps;
+    for (var j = 0u; j < G_DIM; j = j + 1u) {
+        let p = ns_vec[ns_v(p_role, j)] + half * ns_vec[ns_v(g_role, j)];
+        ns_vec[ns_v(p_role, j)] = p;
+        ns_vec[ns_v(q_role, j)] = ns_vec[ns_v(q_role, j)] + eps * ns_minv(j) * p;
+    }
+    ns_qrole = q_role;
+    ns_grole = g_role;
+    return g_logp_grad();
+}
+
+// Draws a momentum from N(0, M) into role `p_role` (purpose NS_RNG_MOMENTUM, or a search
+// try's), two coordinates per Philox block, and returns its kinetic energy p' M^-1 p / 2.
+fn ns_draw_momentum(p_role: u32, purpose: u32) -> T {
+    var kinetic: T = 0.0;
+    for (var j = 0u; j < G_DIM; j = j + 2u) {
+        let pair = rng_normal2(ns_counter(purpose, j / 2u), ns_key());
+        let p0 = pair.a / sqrt(ns_minv(j));
+        ns_vec[ns_v(p_role, j)] = p0;
+        kinetic = kinetic + ns_minv(j) * p0 * p0;
+        if (j + 1u < G_DIM) {
+            let p1 = pair.b / sqrt(ns_minv(j + 1u));
+            ns_vec[ns_v(p_role, j + 1u)] = p1;
+            kinetic = kinetic + ns_minv(j + 1u) * p1 * p1;
+        }
+    }
+    return 0.5 * kinetic;
+}
