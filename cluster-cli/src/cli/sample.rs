@@ -210,7 +210,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     let wall = started.elapsed().as_secs_f64();
     progress.finish();
 
-    let summary = summary::run_summary(
+    let summary = RunSummary::new(
         &columns,
         model.program().n_parameter_columns(),
         &traces,
@@ -391,6 +391,5 @@ fn write_csv(
     Ok(())
 }
 
-mod summary;
 #[cfg(test)]
 mod tests;

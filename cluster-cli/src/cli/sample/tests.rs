@@ -3,7 +3,6 @@
 
 use sampler::{ChainId, ChainTrace, DrawStats, SamplerSettings, Tuning};
 
-use super::summary::parallel_for_tests;
 use super::{MAX_CHAIN_LINES, summary_text};
 
 /// A chain of one column; its energy either alternates (a high E-BFMI) or drifts (low).
@@ -96,76 +95,4 @@ fn many_chains_get_one_line_and_one_e_bfmi_warning() {
     let chains = text.find(chains_line).expect("the chains line");
     let first_warning = text.find("warning:").expect("a warning");
     assert!(table < chains && chains < first_warning, "{text}");
-}
-
-/// Ten quantities over twelve chains: five whose chains disagree (R-hat), three random walks
-/// (low ESS), two fine; some divergences, saturated trees and low E-BFMIs.
-fn varied_traces() -> Vec<ChainTrace> {
-    let n_columns = 10;
-    let n_draws = 120;
-    let mut rng = sampler::ChainRng::new(sampler::Seed(3), ChainId(0));
-    (0..12u32)
-        .map(|c| {
-            let mut walk = [0.0f64; 10];
-            let mut draws = Vec::with_capacity(n_draws * n_columns);
-            for _ in 0..n_draws {
-                for (k, walk) in walk.iter_mut().enumerate() {
-                    let value = match k {
-                        0..5 => f64::from(c) * 0.5 + rng.normal(),
-                        5..8 => {
-                            *walk += rng.normal();
-                            *walk
-                        }
-                        _ => rng.normal(),
-                    };
-                    draws.push(value);
-                }
-            }
-            let mut trace = trace(c, c % 5 == 1);
-            trace.n_columns = n_columns;
-            trace.draws = draws;
-            trace.stats.truncate(n_draws);
-            for (i, stats) in trace.stats.iter_mut().enumerate() {
-                stats.divergent = c == 4 && i % 10 == 0;
-                stats.tree_depth = if c == 7 && i < 5 { 10 } else { 2 };
-            }
-            trace
-        })
-        .collect()
-}
-
-#[test]
-fn the_parallel_summary_equals_run_summary() {
-    let traces = varied_traces();
-    let columns: Vec<sampler::Column> = (0..10)
-        .map(|k| sampler::Column {
-            name: if k < 8 { "a".into() } else { "t".into() },
-            index: Some(k),
-        })
-        .collect();
-    let settings = SamplerSettings::default();
-    let expected = sampler::RunSummary::new(&columns, 8, &traces, &settings);
-    // The example exercises every warning.
-    for part in [
-        "were divergent",
-        "maximum tree depth",
-        "R-hat above",
-        "bulk or tail ESS",
-        "chain 1: E-BFMI",
-    ] {
-        assert!(
-            expected.warnings.iter().any(|w| w.contains(part)),
-            "no `{part}` warning in {:?}",
-            expected.warnings
-        );
-    }
-    assert!(
-        expected.warnings.iter().any(|w| w.contains("more:")),
-        "{:?}",
-        expected.warnings
-    );
-    assert_eq!(
-        parallel_for_tests(&columns, 8, &traces, &settings),
-        expected
-    );
 }
