@@ -37,7 +37,7 @@ TAIL_PROBABILITIES = (0.05, 0.95)
 # Values per batch of parameters (float64 elements of the input); bounds peak memory at
 # roughly 12x this many bytes (~1.5 GB) and keeps one 65536 x 400 parameter per batch.
 BATCH_ELEMENTS = 1 << 24
-# Batches run on up to this many threads (and never more than the CPU count).
+# Batches run on up to this many threads (and at most half the CPU count).
 MAX_THREADS = 8
 
 # ---------------------------------------------------------------------------------------------
@@ -314,7 +314,7 @@ def _run(draws, which: tuple[str, ...]):
     outputs = {name: np.full(n_param, np.nan) for name in which}
     if n_draw < 4 or n_chain < 1:
         return tuple(outputs[name].reshape(shape) for name in which)
-    n_workers = max(1, min(MAX_THREADS, os.cpu_count() or 1))
+    n_workers = max(1, min(MAX_THREADS, (os.cpu_count() or 1) // 2))
 
     def work(item):
         index, batch = item
