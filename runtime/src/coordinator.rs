@@ -15,7 +15,8 @@
 //!   unreachable or has forgotten it (a restarted pool), or when its polls time out three
 //!   times in a row. Its unfinished chains go back to pending with the same chain number
 //!   and seed (so they draw the same random numbers) and run on whatever worker has room,
-//!   this node's included; chains that finished are kept. Each retry is an event for the
+//!   this node's included; chains that finished are kept. A chain whose worker fails under
+//!   it (a pool reports a lost GPU device or a panic) goes back to pending the same way. Each retry is an event for the
 //!   client, one info line here, and an entry in the job's final report.
 //! - **Streaming.** Each job keeps an outbox of events (placement, draws, finished chains,
 //!   retries, the end) that the client fetches with long polls; a job whose client stops
@@ -601,7 +602,11 @@ fn task_events(
         let _span = job_span(id).entered();
         tracing::info!("finished: {} chains for {}", job.spec.n_chains, job.client);
     }
-    if applied.finished_chains > 0 {
+    for (chain, reason) in &applied.retried_chains {
+        let _span = job_span(id).entered();
+        tracing::info!("retrying chain {}: {reason}", chain_label(*chain));
+    }
+    if applied.finished_chains > 0 || !applied.retried_chains.is_empty() {
         schedule(myself, state);
     }
 }

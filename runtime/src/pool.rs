@@ -16,7 +16,10 @@
 //! stream in the task's [`Outbox`] until the coordinator's polls acknowledge it. A task whose
 //! coordinator stops polling for `task_lease` is cancelled. State is the actor's alone: chain
 //! threads only cast messages to it, and a pool that restarts has forgotten every task
-//! (coordinators see `NotFound` or an unreachable endpoint and run the chains again).
+//! (coordinators see `NotFound` or an unreachable endpoint and run the chains again). A
+//! chain whose worker failed under it (a GPU error, a panic) is reported as
+//! [`WireFailure::Worker`], and coordinators run it again; a GPU pool whose device is lost
+//! then fails, so that its supervisor starts it again with the device reopened.
 
 mod endpoint;
 mod runner;
@@ -37,8 +40,8 @@ use crate::ids::{JobId, NodeName, TaskId, job_span};
 use crate::outbox::{Outbox, Waiter};
 use crate::sampling::WorkerKind;
 use crate::wire::{
-    MAX_POLL_REPLY_BYTES, PoolReply, PoolWire, Responder, WireChainDone, WireError, WireTaskEvent,
-    WireWorkerKind,
+    MAX_POLL_REPLY_BYTES, PoolReply, PoolWire, Responder, WireChainDone, WireError, WireFailure,
+    WireTaskEvent, WireWorkerKind,
 };
 pub(crate) use endpoint::{EndpointArgs, PoolEndpoint};
 use runner::{ChainEnd, ChainRun, RunOutcome};
@@ -120,6 +123,8 @@ pub(crate) enum PoolMsg {
     },
     /// Test-only: answer, then panic.
     Panic(Responder<PoolWire>),
+    /// Test-only: the running chains (or the next to start) fail as if the device were lost.
+    FailRuns(Responder<PoolWire>),
     /// From a chain thread: draws and progress.
     ChainProgress { run: RunId, event: WireTaskEvent },
     /// From a run's thread: its end, with its chains' last draws.
@@ -143,6 +148,9 @@ pub(crate) struct PoolState {
     queue: VecDeque<(TaskKey, usize)>,
     running: HashMap<RunId, Running>,
     next_run: u64,
+    /// Test-only ([`PoolMsg::FailRuns`]): the next run to start fails as if the device were
+    /// lost.
+    fail_next_run: bool,
     ticker: Option<JoinHandle<()>>,
 }
 
@@ -178,6 +186,8 @@ struct Running {
     chains: Vec<ChainId>,
     cancel: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Test-only: stopped by an injected fault, its chains fail as if the device were lost.
+    injected_fault: bool,
 }
 
 impl Drop for Running {
@@ -236,6 +246,7 @@ impl Actor for SamplerPool {
             queue: VecDeque::new(),
             running: HashMap::new(),
             next_run: 0,
+            fail_next_run: false,
             ticker: Some(ticker),
         })
     }
@@ -299,25 +310,52 @@ impl Actor for SamplerPool {
             }
             PoolMsg::Panic(responder) => {
                 if !state.allow_fault_injection {
-                    responder.send(Err(WireError::Forbidden {
-                        reason:
-                            "fault injection is off (start the node with --allow-fault-injection)"
-                                .to_owned(),
-                    }));
+                    responder.send(Err(fault_injection_off()));
                 } else {
                     responder.send(Ok(PoolReply::FaultInjected));
                     tracing::warn!("fault injection: the cpu pool panics now");
                     panic!("fault injection: the cpu pool panics on request");
                 }
             }
+            PoolMsg::FailRuns(responder) => {
+                if !state.allow_fault_injection {
+                    responder.send(Err(fault_injection_off()));
+                } else {
+                    responder.send(Ok(PoolReply::FaultInjected));
+                    fail_runs(state);
+                }
+            }
             PoolMsg::ChainProgress { run, event } => progress(state, run, event),
             PoolMsg::RunFinished { run, chains } => {
-                finished(state, run, chains);
+                if let Some(error) = finished(state, run, chains) {
+                    // Erlang-style: the pool fails, its supervisor starts it again with the
+                    // device reopened; coordinators run the chains of its tasks elsewhere.
+                    return Err(format!("the GPU device is lost ({error}): restarting").into());
+                }
                 start_chains(&myself, state);
             }
             PoolMsg::Tick => tick(state),
         }
         Ok(())
+    }
+}
+
+fn fault_injection_off() -> WireError {
+    WireError::Forbidden {
+        reason: "fault injection is off (start the node with --allow-fault-injection)".to_owned(),
+    }
+}
+
+/// An injected device loss: the running chains stop and report their worker failed; when
+/// none runs, the next run to start does.
+fn fail_runs(state: &mut PoolState) {
+    tracing::warn!("fault injection: the {} pool's runs fail now", state.kind);
+    if state.running.is_empty() {
+        state.fail_next_run = true;
+    }
+    for running in state.running.values_mut() {
+        running.injected_fault = true;
+        running.cancel.store(true, Ordering::Relaxed);
     }
 }
 
@@ -427,6 +465,10 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
         };
         match runner::spawn(chain_run, myself.clone()) {
             Ok(thread) => {
+                let injected_fault = std::mem::take(&mut state.fail_next_run);
+                if injected_fault {
+                    cancel.store(true, Ordering::Relaxed);
+                }
                 state.running.insert(
                     run,
                     Running {
@@ -434,6 +476,7 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
                         chains,
                         cancel,
                         thread: Some(thread),
+                        injected_fault,
                     },
                 );
             }
@@ -445,6 +488,7 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
                     task.outbox.push(WireTaskEvent::ChainFailed {
                         chain: chain.0,
                         error,
+                        cause: WireFailure::Worker,
                     });
                 }
                 answer_waiter(task);
@@ -502,37 +546,60 @@ fn progress(state: &mut PoolState, run: RunId, event: WireTaskEvent) {
     }
 }
 
-fn finished(state: &mut PoolState, run: RunId, chains: Vec<ChainEnd>) {
-    let Some(mut running) = state.running.remove(&run) else {
-        return;
-    };
+/// Reports a run's chains; returns the error when the GPU device is lost (the pool must
+/// restart to reopen it).
+fn finished(state: &mut PoolState, run: RunId, mut chains: Vec<ChainEnd>) -> Option<String> {
+    let mut running = state.running.remove(&run)?;
     if let Some(thread) = running.thread.take() {
         // Its last act was the cast we are handling: it has returned or is about to.
         let _ = thread.join();
     }
+    if running.injected_fault {
+        for end in &mut chains {
+            end.last = None;
+            end.outcome = RunOutcome::WorkerFailed {
+                error: "fault injection: the device was lost".to_owned(),
+                device_lost: true,
+            };
+        }
+    }
+    // A lost device fails the pool even when nobody waits for the chains any more.
+    let lost_device = chains.iter().find_map(|end| match &end.outcome {
+        RunOutcome::WorkerFailed {
+            error,
+            device_lost: true,
+        } if state.kind == WorkerKind::Gpu => Some(error.clone()),
+        _ => None,
+    });
     let Some(task) = state.tasks.get_mut(&running.key) else {
-        return;
+        return lost_device;
     };
     for end in chains {
-        let event = match end.outcome {
-            RunOutcome::Done(trace) => WireTaskEvent::ChainDone(WireChainDone::from_trace(&trace)),
-            RunOutcome::Cancelled => continue,
-            RunOutcome::Failed(error) => {
-                let _span = tracing::info_span!("job", job = %task.job).entered();
-                tracing::warn!("chain {} failed: {error}", end.chain);
-                WireTaskEvent::ChainFailed {
-                    chain: end.chain.0,
-                    error,
+        let (error, cause) = match end.outcome {
+            RunOutcome::Done(trace) => {
+                if let Some(last) = end.last {
+                    task.outbox.push(last);
                 }
+                task.outbox
+                    .push(WireTaskEvent::ChainDone(WireChainDone::from_trace(&trace)));
+                task.unfinished = task.unfinished.saturating_sub(1);
+                continue;
             }
+            RunOutcome::Cancelled => continue,
+            RunOutcome::Failed(error) => (error, WireFailure::Sampler),
+            RunOutcome::WorkerFailed { error, .. } => (error, WireFailure::Worker),
         };
+        let _span = tracing::info_span!("job", job = %task.job).entered();
+        tracing::warn!("chain {} failed: {error}", end.chain);
         task.unfinished = task.unfinished.saturating_sub(1);
-        if let Some(last) = end.last {
-            task.outbox.push(last);
-        }
-        task.outbox.push(event);
+        task.outbox.push(WireTaskEvent::ChainFailed {
+            chain: end.chain.0,
+            error,
+            cause,
+        });
     }
     answer_waiter(task);
+    lost_device
 }
 
 fn tick(state: &mut PoolState) {

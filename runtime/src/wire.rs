@@ -55,7 +55,8 @@ pub use membership::{
     WireMemberState, WireMemberStatus, WireNodeInfo, WireResources,
 };
 pub use pool::{
-    PoolReply, PoolRequest, PoolWire, WireFault, WireTask, WireTaskEvent, WireWorkerKind,
+    PoolReply, PoolRequest, PoolWire, WireFailure, WireFault, WireTask, WireTaskEvent,
+    WireWorkerKind,
 };
 pub use sampling::{
     WireAdaptation, WireChainDone, WireChainSpec, WireDraws, WireMetric, WireSettings, WireStats,

@@ -5,7 +5,9 @@
 //! Chains move `Pending → Running(task) → Done`. A task that is lost (its node went down, its
 //! pool restarted or stopped answering) sends its unfinished chains back to `Pending` with
 //! their attempt incremented and a `Retried` event for the client, who drops their partial
-//! draws; chains that finished stay finished. Draws are counted per chain as they pass, and
+//! draws; chains that finished stay finished. A chain whose worker failed under it (a lost
+//! GPU device, a panic: [`WireFailure::Worker`]) goes back the same way, alone; a chain the
+//! sampler itself failed fails the job, since it would fail again anywhere. Draws are counted per chain as they pass, and
 //! a chain is done only when the count matches what its worker says it sent.
 
 use std::collections::HashMap;
@@ -18,11 +20,12 @@ use crate::ids::{JobId, NodeName, RequestId, TaskId};
 use crate::outbox::{Outbox, Waiter};
 use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
 use crate::wire::{
-    JobReply, JobWire, MAX_POLL_REPLY_BYTES, Responder, WireChainSpec, WireJobEvent, WireRetry,
-    WireSettings, WireTask, WireTaskEvent, WireTuning, WireWorkerKind,
+    JobReply, JobWire, MAX_POLL_REPLY_BYTES, Responder, WireChainSpec, WireFailure, WireJobEvent,
+    WireRetry, WireSettings, WireTask, WireTaskEvent, WireTuning, WireWorkerKind,
 };
 
-/// A chain that failed this many times fails the job (each failure was a lost worker).
+/// A chain that failed this many times fails the job (each failure was a lost or failed
+/// worker).
 pub(crate) const MAX_ATTEMPTS: u32 = 5;
 
 /// What a job runs: the checked request.
@@ -88,6 +91,8 @@ enum Phase {
 pub(crate) struct Applied {
     /// Chains of the task that finished (their slots are free).
     pub(crate) finished_chains: u32,
+    /// Chains of the task whose worker failed: they wait to run again, as described.
+    pub(crate) retried_chains: Vec<(u32, String)>,
     /// The task reported all its chains: it can be forgotten.
     pub(crate) task_complete: bool,
     /// A chain failed: the job must fail with this error.
@@ -344,16 +349,28 @@ impl Job {
                         });
                     }
                 }
-                WireTaskEvent::ChainFailed { chain, error } => {
-                    if self.running_attempt(chain, task).is_some() {
-                        let which = if ChainId(chain) == WARMUP_CHAIN {
-                            "the warmup chain".to_owned()
-                        } else {
-                            format!("chain {chain}")
-                        };
+                WireTaskEvent::ChainFailed {
+                    chain,
+                    error,
+                    cause,
+                } => {
+                    if self.running_attempt(chain, task).is_none() {
+                        continue;
+                    }
+                    if cause == WireFailure::Sampler {
+                        let which = chain_name(chain);
                         applied.chain_failed = Some(format!("{which} failed on {node}: {error}"));
                         return applied;
                     }
+                    let reason = format!("worker failed: {error}");
+                    if let Some(state) = self.chain_mut(chain) {
+                        state.state = ChainState::Pending;
+                    }
+                    if let Err(error) = self.retry(vec![chain], &node, &reason) {
+                        applied.chain_failed = Some(error);
+                        return applied;
+                    }
+                    applied.retried_chains.push((chain, reason));
                 }
             }
         }
@@ -384,7 +401,6 @@ impl Job {
             return Ok(false);
         };
         let mut again = Vec::new();
-        let mut attempt = 0;
         for &number in &record.chains {
             let Some(chain) = self.chain_mut(number) else {
                 continue;
@@ -393,35 +409,49 @@ impl Job {
                 continue;
             }
             chain.state = ChainState::Pending;
-            chain.attempt += 1;
-            attempt = attempt.max(chain.attempt);
             again.push(number);
         }
+        self.retry(again, &record.node, reason)?;
+        Ok(true)
+    }
+
+    /// Chains that were running on `node` and are pending again, for `reason`: their next
+    /// attempt, a `Retried` event and entries of the final report. An error naming them when
+    /// one ran out of attempts.
+    fn retry(&mut self, again: Vec<u32>, node: &NodeName, reason: &str) -> Result<(), String> {
+        let mut attempt = 0;
+        for &number in &again {
+            if let Some(chain) = self.chain_mut(number) {
+                chain.attempt += 1;
+                attempt = attempt.max(chain.attempt);
+            }
+        }
         if again.is_empty() {
-            return Ok(true);
+            return Ok(());
         }
         for &chain in &again {
             self.retried.push(WireRetry {
                 chain,
-                node: record.node.to_string(),
+                node: node.to_string(),
                 reason: reason.to_owned(),
                 attempt,
             });
         }
+        let names: Vec<String> = again.iter().map(|&c| chain_name(c)).collect();
         self.outbox.push(WireJobEvent::Retried {
             chains: again,
-            node: record.node.to_string(),
+            node: node.to_string(),
             reason: reason.to_owned(),
             attempt,
         });
         self.answer_waiter();
         if attempt > MAX_ATTEMPTS {
             return Err(format!(
-                "chains failed {MAX_ATTEMPTS} times; the last time on {}: {reason}",
-                record.node
+                "{} failed {MAX_ATTEMPTS} times; the last time on {node}: {reason}",
+                names.join(", ")
             ));
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Ends the job with `error`; returns its tasks, to be cancelled.
@@ -513,5 +543,14 @@ impl Job {
             self.chains.get(number as usize)
         }?;
         (chain.state == ChainState::Running(task)).then_some(chain.attempt)
+    }
+}
+
+/// How errors name a chain.
+fn chain_name(chain: u32) -> String {
+    if ChainId(chain) == WARMUP_CHAIN {
+        "the warmup chain".to_owned()
+    } else {
+        format!("chain {chain}")
     }
 }

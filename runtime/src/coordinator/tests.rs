@@ -10,7 +10,8 @@ use super::placement::{Capacity, place};
 use crate::ids::{JobId, NodeName, RequestId, TaskId};
 use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
 use crate::wire::{
-    WireChainDone, WireDraws, WireJobEvent, WireSettings, WireStats, WireTaskEvent, WireTuning,
+    WireChainDone, WireDraws, WireFailure, WireJobEvent, WireSettings, WireStats, WireTaskEvent,
+    WireTuning,
 };
 
 fn cpu(slots: u32, busy: u32) -> Capacity {
@@ -324,6 +325,7 @@ fn a_failed_chain_fails_the_job_and_too_many_losses_too() {
         vec![WireTaskEvent::ChainFailed {
             chain: 0,
             error: "no finite starting point".into(),
+            cause: WireFailure::Sampler,
         }],
     );
     assert_eq!(
@@ -345,6 +347,99 @@ fn a_failed_chain_fails_the_job_and_too_many_losses_too() {
         job.dispatch(task, ActorId::Local(1), node("a"), WorkerKind::Cpu, pending);
         let lost = job.lose(task, "gone");
         assert_eq!(lost.is_err(), attempt == MAX_ATTEMPTS, "attempt {attempt}");
+    }
+}
+
+fn device_lost(chain: u32) -> WireTaskEvent {
+    WireTaskEvent::ChainFailed {
+        chain,
+        error: "on the GPU: device lost".into(),
+        cause: WireFailure::Worker,
+    }
+}
+
+#[test]
+fn a_chain_whose_worker_failed_runs_again_alone_and_finished_chains_are_kept() {
+    let mut job = new_job(3, WarmupMode::Independent);
+    let pending = job.pending();
+    let gpu = TaskId(1);
+    job.dispatch(gpu, ActorId::Local(1), node("g"), WorkerKind::Gpu, pending);
+    // Chain 0 finished before the device was lost under chains 1 and 2.
+    let applied = job.apply(
+        gpu,
+        vec![
+            progress(0, 0, 10),
+            WireTaskEvent::ChainDone(done(0, 10)),
+            progress(1, 0, 4),
+            device_lost(1),
+            device_lost(2),
+        ],
+    );
+    assert_eq!(applied.finished_chains, 1);
+    assert!(applied.task_complete && applied.chain_failed.is_none());
+    assert_eq!(
+        applied.retried_chains,
+        [
+            (1, "worker failed: on the GPU: device lost".to_owned()),
+            (2, "worker failed: on the GPU: device lost".to_owned()),
+        ]
+    );
+    assert!(job.is_running());
+    let retried: Vec<_> = events(&mut job)
+        .into_iter()
+        .filter_map(|e| match e {
+            WireJobEvent::Retried {
+                chains, attempt, ..
+            } => Some((chains, attempt)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retried, [(vec![1], 2), (vec![2], 2)]);
+
+    // The same chains, same numbers, on a CPU pool: the job completes.
+    let pending = job.pending();
+    assert_eq!(pending.iter().map(|c| c.chain).collect::<Vec<_>>(), [1, 2]);
+    let cpu = TaskId(2);
+    job.dispatch(cpu, ActorId::Local(2), node("c"), WorkerKind::Cpu, pending);
+    job.apply(
+        cpu,
+        vec![
+            progress(1, 0, 10),
+            WireTaskEvent::ChainDone(done(1, 10)),
+            progress(2, 0, 10),
+            WireTaskEvent::ChainDone(done(2, 10)),
+        ],
+    );
+    assert!(!job.is_running());
+    let Some(WireJobEvent::Finished { retried }) = events(&mut job).pop() else {
+        panic!("the job did not finish");
+    };
+    let retried: Vec<_> = retried.iter().map(|r| (r.chain, r.attempt)).collect();
+    assert_eq!(retried, [(1, 2), (2, 2)]);
+}
+
+#[test]
+fn a_chain_whose_worker_keeps_failing_fails_the_job_naming_it_and_the_cause() {
+    let mut job = new_job(2, WarmupMode::Independent);
+    for attempt in 1..=MAX_ATTEMPTS {
+        let pending = job.pending();
+        let task = TaskId(u64::from(attempt));
+        job.dispatch(task, ActorId::Local(1), node("g"), WorkerKind::Gpu, pending);
+        let mut events = vec![device_lost(1)];
+        if attempt == 1 {
+            events.insert(0, WireTaskEvent::ChainDone(done(0, 0)));
+        }
+        let applied = job.apply(task, events);
+        if attempt < MAX_ATTEMPTS {
+            assert!(applied.chain_failed.is_none(), "attempt {attempt}");
+        } else {
+            assert_eq!(
+                applied.chain_failed.as_deref(),
+                Some(
+                    "chain 1 failed 5 times; the last time on g@127.0.0.1: worker failed: on the GPU: device lost"
+                )
+            );
+        }
     }
 }
 

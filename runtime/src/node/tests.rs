@@ -2,6 +2,7 @@
 //! starts a node): start errors, the local member list, a failed join, a sampling job through
 //! the node's own coordinator and pool (the draws are the local sampler's), a pool that
 //! panics mid-job (restarted by its supervisor, the job completes with its chains retried),
+//! runs that fail under their chains mid-job (the chains run again, the job completes),
 //! a membership restart under the rest-for-one root, clean shutdown.
 //! Nodes talking to each other are tested with real processes in the workspace `tests` crate.
 
@@ -83,6 +84,32 @@ async fn run_job(
         }
     }
     assembler.finish()
+}
+
+/// Asks the node's CPU pool for its load until nothing runs or waits there.
+async fn wait_until_the_pool_is_idle(me: &NodeName) {
+    let (_, pool) = CPU_POOL.all_members().remove(0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let status = Envelope::new(RequestId(crate::ids::fresh_u64()), me, PoolRequest::Status);
+        let reply = wire::call(&pool, "local", &status, Duration::from_secs(5))
+            .await
+            .unwrap();
+        if let PoolReply::Status {
+            running: 0,
+            queued: 0,
+            ..
+        } = reply.body
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the pool is still busy: {:?}",
+            reply.body
+        );
+        tokio::task::yield_now().await;
+    }
 }
 
 fn free_port() -> u16 {
@@ -194,6 +221,9 @@ async fn a_node_starts_reports_itself_fails_a_join_and_stops() {
         .await
         .unwrap();
     assert_eq!(cancelled.body, JobReply::Cancelled { job: reused });
+    // Its chains stop within an iteration: the jobs below find every slot free, so that all
+    // their chains run (and fail) at once.
+    wait_until_the_pool_is_idle(&name).await;
 
     // The pool panics once the first draws arrived: its supervisor restarts it (not the
     // root), and the job completes, its chains retried, with the same draws.
@@ -229,6 +259,51 @@ async fn a_node_starts_reports_itself_fails_a_join_and_stops() {
     )
     .unwrap();
     assert_eq!(outcome.traces[0].draws, first[0].draws);
+
+    // The pool's runs fail under their chains as if its device were lost, once the first
+    // draws arrived: the chains run again (here, on the same pool), the job completes with
+    // them retried, and every chain draws what a local run draws.
+    wait_until_the_pool_is_idle(&name).await;
+    let request = SampleRequest::new(model.model().clone(), long.clone(), 2, Seed(6));
+    let me = name.clone();
+    let outcome = run_job(&name, &request, async || {
+        let (_, pool) = CPU_POOL.all_members().remove(0);
+        let fault = Envelope::new(
+            RequestId(100),
+            &me,
+            PoolRequest::InjectFault(WireFault::FailRuns),
+        );
+        let reply = wire::call(&pool, "local", &fault, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(reply.body, PoolReply::FaultInjected);
+    })
+    .await
+    .unwrap();
+    assert_eq!(outcome.retried.len(), 2, "{:?}", outcome.retried);
+    for retry in &outcome.retried {
+        assert_eq!(retry.attempt, 2, "{retry:?}");
+        assert!(
+            retry
+                .reason
+                .contains("worker failed: fault injection: the device was lost"),
+            "{retry:?}"
+        );
+    }
+    let local = sampler::sample_chains(
+        || model.evaluator(),
+        &long,
+        Seed(6),
+        &[
+            sampler::ChainSpec::new(sampler::ChainId(0)),
+            sampler::ChainSpec::new(sampler::ChainId(1)),
+        ],
+        &sampler::NoObserver,
+    )
+    .unwrap();
+    for (remote, local) in outcome.traces.iter().zip(&local) {
+        assert_eq!(remote.draws, local.draws, "chain {}", local.chain);
+    }
 
     // Membership killed: the root restarts it, and its endpoint after it (rest-for-one).
     membership.kill();

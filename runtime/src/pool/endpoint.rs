@@ -123,6 +123,7 @@ impl Actor for PoolEndpoint {
                 responder,
             },
             PoolRequest::InjectFault(WireFault::PanicPool) => PoolMsg::Panic(responder),
+            PoolRequest::InjectFault(WireFault::FailRuns) => PoolMsg::FailRuns(responder),
         };
         if let Err(MessagingErr::SendErr(message)) = state.pool.cast(message)
             && let Some(responder) = message.into_responder()
@@ -141,6 +142,7 @@ impl PoolMsg {
         match self {
             PoolMsg::Status(responder)
             | PoolMsg::Panic(responder)
+            | PoolMsg::FailRuns(responder)
             | PoolMsg::Run { responder, .. }
             | PoolMsg::Poll { responder, .. }
             | PoolMsg::Cancel { responder, .. } => Some(responder),

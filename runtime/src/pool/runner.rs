@@ -44,14 +44,20 @@ pub(crate) struct ChainRun {
 }
 
 /// How a chain of a run ended.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum RunOutcome {
     /// Its trace, burn-in removed; its draws were streamed before.
     Done(Box<ChainTrace>),
     /// It was stopped through its flag.
     Cancelled,
-    /// The sampler failed or panicked.
+    /// The sampler failed: running the chain again would fail again.
     Failed(String),
+    /// The worker under the chain failed (a GPU error, a panic): the chain can run again.
+    WorkerFailed {
+        error: String,
+        /// The GPU device can no longer be used: the pool must reopen it.
+        device_lost: bool,
+    },
 }
 
 /// One chain's end: its last draws (not yet streamed) and its outcome.
@@ -122,7 +128,7 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
         )
         .map_err(|error| match error {
             SampleError::Cancelled => None,
-            error => Some(error.to_string()),
+            error => Some(RunOutcome::Failed(error.to_string())),
         }),
         Some(device) => {
             let request = GpuSampleRequest {
@@ -135,7 +141,18 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
             };
             gpu_actor::sample_on_device(device, &request, &streamers).map_err(|error| match error {
                 GpuError::Sampler(SampleError::Cancelled) => None,
-                error => Some(format!("on the GPU: {error}")),
+                GpuError::Sampler(error) => {
+                    Some(RunOutcome::Failed(format!("on the GPU: {error}")))
+                }
+                // Anything else is the device's or its driver's: a CPU pool, or this pool
+                // with its device reopened, can run the chains.
+                error => Some(RunOutcome::WorkerFailed {
+                    device_lost: matches!(
+                        error,
+                        GpuError::WorkerGone | GpuError::DeviceLost { .. }
+                    ),
+                    error: format!("on the GPU: {error}"),
+                }),
             })
         }
     }));
@@ -143,7 +160,10 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
         Some(trace) => {
             RunOutcome::Done(Box::new(drop_burn_in(trace, burn_in, settings.save_warmup)))
         }
-        None => RunOutcome::Failed(format!("the sampler returned no trace for chain {chain}")),
+        None => RunOutcome::WorkerFailed {
+            error: format!("the sampler returned no trace for chain {chain}"),
+            device_lost: false,
+        },
     };
     match result {
         Ok(Ok(traces)) => {
@@ -170,7 +190,7 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
         }
         Ok(Err(error)) => every_chain(&run.specs, |_| match &error {
             None => RunOutcome::Cancelled,
-            Some(error) => RunOutcome::Failed(error.clone()),
+            Some(outcome) => outcome.clone(),
         }),
         Err(panic) => {
             let message = panic
@@ -178,8 +198,9 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "no message".to_owned());
-            every_chain(&run.specs, |_| {
-                RunOutcome::Failed(format!("the sampler panicked: {message}"))
+            every_chain(&run.specs, |_| RunOutcome::WorkerFailed {
+                error: format!("the sampler panicked: {message}"),
+                device_lost: false,
             })
         }
     }

@@ -118,7 +118,7 @@ async fn collect(
                     let chain = report.chain as usize;
                     done[chain] = Some(report);
                 }
-                WireTaskEvent::ChainFailed { chain, error } => panic!("chain {chain}: {error}"),
+                WireTaskEvent::ChainFailed { chain, error, .. } => panic!("chain {chain}: {error}"),
             }
         }
     }

@@ -61,6 +61,10 @@ pub enum PoolRequest {
 pub enum WireFault {
     /// The pool's worker actor panics while handling a message; its supervisor restarts it.
     PanicPool,
+    /// The chains running now (or, when none runs, the next ones to start) fail as if their
+    /// device were lost: [`WireFailure::Worker`]; a GPU pool then restarts to reopen its
+    /// device.
+    FailRuns,
 }
 
 /// What a pool answers.
@@ -146,14 +150,36 @@ pub enum WireTaskEvent {
     },
     /// A chain finished; all its draws were sent before.
     ChainDone(WireChainDone),
-    /// A chain failed (a sampler error, such as no finite starting point: running it again
-    /// would fail again).
+    /// A chain failed: a sampler error, such as no finite starting point (running it again
+    /// would fail again), or its worker's failure (`cause`).
     ChainFailed {
         /// The chain.
         chain: u32,
-        /// The sampler's error.
+        /// The sampler's or the worker's error.
         error: String,
+        /// What failed. Absent from the bytes for [`WireFailure::Sampler`], so older peers
+        /// read what they always read, and read an absent one as that.
+        #[serde(default, skip_serializing_if = "WireFailure::is_sampler")]
+        cause: WireFailure,
     },
+}
+
+/// What made a chain fail: whether running it again can help.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireFailure {
+    /// The sampler itself: the same chain fails again wherever it runs.
+    #[default]
+    Sampler,
+    /// The worker under the chain (a lost GPU device, a panic, no thread): the chain can run
+    /// again on another worker, or on this one once restarted.
+    Worker,
+}
+
+impl WireFailure {
+    /// Whether this is [`WireFailure::Sampler`] (the default, left out of the bytes).
+    pub fn is_sampler(&self) -> bool {
+        *self == WireFailure::Sampler
+    }
 }
 
 impl WireTaskEvent {

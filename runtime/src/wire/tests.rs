@@ -330,3 +330,45 @@ async fn call_and_responder_carry_ids_and_errors() {
         .unwrap_err();
     assert!(matches!(error, CallError::Unreachable { .. }), "{error:?}");
 }
+
+/// A sampler's chain failure is the bytes version-1 peers always sent; a worker's failure
+/// adds a field older peers skip (they fail the job, as they always did).
+#[test]
+fn chain_failure_causes_keep_older_peers_reading() {
+    #[derive(Debug, PartialEq, Serialize, serde::Deserialize)]
+    enum OlderEvent {
+        ChainFailed { chain: u32, error: String },
+    }
+    let older = OlderEvent::ChainFailed {
+        chain: 3,
+        error: "no finite starting point".into(),
+    };
+    let sampler = WireTaskEvent::ChainFailed {
+        chain: 3,
+        error: "no finite starting point".into(),
+        cause: WireFailure::Sampler,
+    };
+    let older_bytes = rmp_serde::to_vec_named(&older).unwrap();
+    assert_eq!(rmp_serde::to_vec_named(&sampler).unwrap(), older_bytes);
+    let read: WireTaskEvent = rmp_serde::from_slice(&older_bytes).unwrap();
+    assert_eq!(read, sampler);
+
+    let worker = WireTaskEvent::ChainFailed {
+        chain: 3,
+        error: "on the GPU: device lost".into(),
+        cause: WireFailure::Worker,
+    };
+    let bytes = rmp_serde::to_vec_named(&worker).unwrap();
+    assert_eq!(
+        rmp_serde::from_slice::<WireTaskEvent>(&bytes).unwrap(),
+        worker
+    );
+    assert_eq!(
+        rmp_serde::from_slice::<OlderEvent>(&bytes).unwrap(),
+        OlderEvent::ChainFailed {
+            chain: 3,
+            error: "on the GPU: device lost".into(),
+        }
+    );
+    round_trip(PoolRequest::InjectFault(WireFault::FailRuns));
+}
