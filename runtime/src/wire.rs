@@ -452,5 +452,55 @@ pub fn refuse<S: Service>(
     Responder::<S>::new(port, request_id, me.clone()).send(Err(error));
 }
 
+/// A call that arrived for service `S`, decoded, with the way to answer it.
+pub struct Incoming<S: Service> {
+    /// The caller's request id.
+    pub request_id: RequestId,
+    /// The job the call is about, if any.
+    pub job: Option<JobId>,
+    /// The calling node.
+    pub sender: NodeName,
+    /// What is asked.
+    pub body: S::Request,
+    /// Answers the call (tagged with `job`).
+    pub responder: Responder<S>,
+}
+
+/// Decodes a call to service `S` (the bytes of its `Call` variant). A malformed envelope or
+/// sender is answered here with its error and gives `None`: the handler goes on with its next
+/// message.
+pub fn accept<S: Service>(
+    bytes: &[u8],
+    port: RpcReplyPort<Vec<u8>>,
+    me: &NodeName,
+) -> Option<Incoming<S>> {
+    let request = match Envelope::<S::Request>::decode(bytes) {
+        Ok(request) => request,
+        Err(error) => {
+            tracing::info!(
+                "refusing a {} request of {} bytes: {error}",
+                S::NAME,
+                bytes.len()
+            );
+            refuse::<S>(port, bytes, me, error);
+            return None;
+        }
+    };
+    let responder = Responder::new(port, request.request_id, me.clone()).with_job(request.job);
+    match request.sender_name() {
+        Ok(sender) => Some(Incoming {
+            request_id: request.request_id,
+            job: request.job,
+            sender,
+            body: request.body,
+            responder,
+        }),
+        Err(error) => {
+            responder.send(Err(error));
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -11,7 +11,7 @@ use super::worker::{Worker, dispatch_grid};
 use super::{ModelKey, PipelineKey};
 use crate::error::GpuError;
 use crate::kernels::layout::FuParams;
-use crate::wgsl::{DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement};
+use crate::wgsl::{DataPlacement, KernelKind, Precision, TapePlacement};
 
 /// How to open a fused session.
 #[derive(Clone, Debug)]
@@ -143,21 +143,9 @@ impl Worker {
     }
 
     fn fused_open(&mut self, open: &FusedOpen) -> Result<SessionId, GpuError> {
-        let program = self
-            .models
-            .get(&open.model)
-            .ok_or(GpuError::ModelNotLoaded { model: open.model })?
-            .program
-            .clone();
+        let (program, options) =
+            self.shader_options(open.model, open.placement, open.workgroup_size, open.data)?;
         let precision = open.model.precision;
-        let options = ShaderOptions {
-            precision,
-            placement: open
-                .placement
-                .unwrap_or_else(|| TapePlacement::choose(&program)),
-            workgroup_size: open.workgroup_size,
-            data: self.data_placement(&program, precision, open.data),
-        };
         let key = PipelineKey {
             model: open.model.hash,
             kernel: KernelKind::Fused,

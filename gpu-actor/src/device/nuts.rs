@@ -14,7 +14,7 @@ use crate::kernels::layout::{
     NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_EVALS, NS_V_GSAMP, NS_V_QSAMP,
     NsParams, NsSizes,
 };
-use crate::wgsl::{DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement};
+use crate::wgsl::{DataPlacement, KernelKind, Precision, TapePlacement};
 
 /// A sampling session on one device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -193,21 +193,9 @@ impl Worker {
     }
 
     fn nuts_open(&mut self, open: &NutsOpen) -> Result<SessionId, GpuError> {
-        let program = self
-            .models
-            .get(&open.model)
-            .ok_or(GpuError::ModelNotLoaded { model: open.model })?
-            .program
-            .clone();
+        let (program, options) =
+            self.shader_options(open.model, open.placement, open.workgroup_size, open.data)?;
         let precision = open.model.precision;
-        let options = ShaderOptions {
-            precision,
-            placement: open
-                .placement
-                .unwrap_or_else(|| TapePlacement::choose(&program)),
-            workgroup_size: open.workgroup_size,
-            data: self.data_placement(&program, precision, open.data),
-        };
         let key = |kernel| PipelineKey {
             model: open.model.hash,
             kernel,

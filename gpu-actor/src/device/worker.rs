@@ -100,21 +100,36 @@ fn wanted_features() -> wgpu::Features {
 }
 
 impl Worker {
-    /// Where kernels of `program` read its data: `asked`, or workgroup memory when it fits
-    /// this adapter's limit ([`DataPlacement::choose`]).
-    pub(super) fn data_placement(
+    /// A loaded model's program and the shader options of a kernel over it: the tape and data
+    /// placements asked for, or by default [`TapePlacement::choose`] and workgroup memory when
+    /// the data fits this adapter's limit ([`DataPlacement::choose`]).
+    pub(super) fn shader_options(
         &self,
-        program: &sampler::Program,
-        precision: Precision,
-        asked: Option<DataPlacement>,
-    ) -> DataPlacement {
-        asked.unwrap_or_else(|| {
-            DataPlacement::choose(
-                program,
-                precision,
-                self.limits.max_compute_workgroup_storage_size,
-            )
-        })
+        model: ModelKey,
+        placement: Option<TapePlacement>,
+        workgroup_size: u32,
+        data: Option<DataPlacement>,
+    ) -> Result<(Arc<sampler::Program>, ShaderOptions), GpuError> {
+        let program = self
+            .models
+            .get(&model)
+            .ok_or(GpuError::ModelNotLoaded { model })?
+            .program
+            .clone();
+        let precision = model.precision;
+        let options = ShaderOptions {
+            precision,
+            placement: placement.unwrap_or_else(|| TapePlacement::choose(&program)),
+            workgroup_size,
+            data: data.unwrap_or_else(|| {
+                DataPlacement::choose(
+                    &program,
+                    precision,
+                    self.limits.max_compute_workgroup_storage_size,
+                )
+            }),
+        };
+        Ok((program, options))
     }
 
     /// Opens the chosen adapter. Runs on the device thread.
@@ -350,13 +365,12 @@ impl Worker {
     }
 
     fn logp_grad(&mut self, request: &LogpGradRequest) -> Result<LogpGradBatch, GpuError> {
-        let model = self
-            .models
-            .get(&request.model)
-            .ok_or(GpuError::ModelNotLoaded {
-                model: request.model,
-            })?;
-        let program = model.program.clone();
+        let (program, options) = self.shader_options(
+            request.model,
+            request.placement,
+            DEFAULT_WORKGROUP_SIZE,
+            None,
+        )?;
         let dim = program.dim;
         let len = request.points.len();
         if dim == 0 || len == 0 || !len.is_multiple_of(dim) {
@@ -364,14 +378,6 @@ impl Worker {
         }
         let n_chains = len / dim;
         let precision = request.model.precision;
-        let options = ShaderOptions {
-            precision,
-            placement: request
-                .placement
-                .unwrap_or_else(|| TapePlacement::choose(&program)),
-            workgroup_size: DEFAULT_WORKGROUP_SIZE,
-            data: self.data_placement(&program, precision, None),
-        };
         let key = PipelineKey {
             model: request.model.hash,
             kernel: KernelKind::LogpGrad,

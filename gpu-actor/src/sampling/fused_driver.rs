@@ -21,7 +21,7 @@ use super::adapt::{Search, Warmup, WarmupDraw};
 use super::dual::DualAverage;
 use super::init::initial_points;
 use super::outputs::OutputWriter;
-use super::records::{Draw, RecordSettings, empty_trace, record};
+use super::records::{Draw, RecordSettings, empty_traces, record};
 use super::{DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Phase, max_log_step};
 use crate::device::fused::{FusedBatch, FusedCommand, FusedOpen, FusedReply, FusedRun, StepRole};
 use crate::device::nuts::SessionId;
@@ -589,19 +589,12 @@ pub(super) fn run(
         dispatches: Vec::new(),
     };
     let writer = OutputWriter::new(program);
-    let mut traces: Vec<ChainTrace> = request
-        .chains
-        .iter()
-        .zip(&init.q)
-        .map(|(spec, q)| {
-            empty_trace(
-                spec.chain,
-                writer.n_columns(),
-                settings.num_draws as usize,
-                q.clone(),
-            )
-        })
-        .collect();
+    let mut traces: Vec<ChainTrace> = empty_traces(
+        &request.chains,
+        &init.q,
+        writer.n_columns(),
+        settings.num_draws as usize,
+    );
     let record_settings = RecordSettings {
         save_warmup: settings.save_warmup,
         total: settings.num_warmup + settings.num_draws,

@@ -19,7 +19,7 @@ use sampler::{AdaptationKind, ChainTrace, DrawStats, Observer, SampleError, Tuni
 use super::adapt::{Search, Warmup, WarmupDraw};
 use super::init::initial_points;
 use super::outputs::OutputWriter;
-use super::records::{Draw, RecordSettings, empty_trace, record};
+use super::records::{Draw, RecordSettings, empty_traces, record};
 use super::{DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Phase, max_log_step};
 use crate::device::nuts::{
     NutsBatch, NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsSnapshot, NutsStart, SessionId,
@@ -304,19 +304,12 @@ pub(super) fn run(
         id: session,
     };
     let writer = OutputWriter::new(program);
-    let traces = request
-        .chains
-        .iter()
-        .zip(&init.q)
-        .map(|(spec, q)| {
-            empty_trace(
-                spec.chain,
-                writer.n_columns(),
-                settings.num_draws as usize,
-                q.clone(),
-            )
-        })
-        .collect();
+    let traces = empty_traces(
+        &request.chains,
+        &init.q,
+        writer.n_columns(),
+        settings.num_draws as usize,
+    );
     let mut run = Run {
         device,
         request,

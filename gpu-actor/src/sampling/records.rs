@@ -26,8 +26,22 @@ pub(crate) struct RecordSettings {
     pub total: u64,
 }
 
+/// An empty trace per chain, each with room for `draws` draws and its initial point.
+pub(crate) fn empty_traces(
+    chains: &[sampler::ChainSpec],
+    init: &[Vec<f64>],
+    n_columns: usize,
+    draws: usize,
+) -> Vec<ChainTrace> {
+    chains
+        .iter()
+        .zip(init)
+        .map(|(spec, q)| empty_trace(spec.chain, n_columns, draws, q.clone()))
+        .collect()
+}
+
 /// An empty trace for a chain.
-pub(crate) fn empty_trace(
+fn empty_trace(
     chain: sampler::ChainId,
     n_columns: usize,
     draws: usize,

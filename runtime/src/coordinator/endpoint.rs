@@ -16,8 +16,7 @@ use crate::discovery::COORDINATOR;
 use crate::ids::{NodeName, job_span};
 use crate::sampling::{DevicePreference, MAX_CHAINS, WarmupMode};
 use crate::wire::{
-    self, Envelope, JobRequest, JobWire, Responder, WireDevice, WireError, WireSampleRequest,
-    WireWarmup,
+    self, JobRequest, JobWire, WireDevice, WireError, WireSampleRequest, WireWarmup,
 };
 
 /// Longest burn-in of a broadcast warmup.
@@ -57,33 +56,17 @@ impl Actor for CoordinatorEndpoint {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let JobWire::Call(bytes, port) = message;
-        let request = match Envelope::<JobRequest>::decode(&bytes) {
-            Ok(request) => request,
-            Err(error) => {
-                tracing::info!("refusing a job request of {} bytes: {error}", bytes.len());
-                wire::refuse::<JobWire>(port, &bytes, &state.me, error);
-                return Ok(());
-            }
+        let Some(call) = wire::accept::<JobWire>(&bytes, port, &state.me) else {
+            return Ok(());
         };
-        let span = match request.job {
-            Some(job) => job_span(job),
-            None => tracing::Span::none(),
-        };
+        let span = call.job.map_or_else(tracing::Span::none, job_span);
         let _entered = span.enter();
-        let responder =
-            Responder::new(port, request.request_id, state.me.clone()).with_job(request.job);
-        let sender = match request.sender_name() {
-            Ok(sender) => sender,
-            Err(error) => {
-                responder.send(Err(error));
-                return Ok(());
-            }
-        };
-        let message = match request.body {
+        let (sender, responder) = (call.sender, call.responder);
+        let message = match call.body {
             JobRequest::Submit(submitted) => match check(submitted) {
                 Ok(spec) => CoordinatorMsg::Submit {
                     client: sender,
-                    submission: request.request_id,
+                    submission: call.request_id,
                     spec,
                     responder,
                 },

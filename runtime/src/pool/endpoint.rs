@@ -14,9 +14,7 @@ use super::{PoolMsg, PreparedTask};
 use crate::discovery::{CPU_POOL, GPU_POOL};
 use crate::ids::{NodeName, job_span};
 use crate::sampling::{MAX_CHAINS, WorkerKind};
-use crate::wire::{
-    self, Envelope, PoolRequest, PoolWire, Responder, WireError, WireFault, WireTask,
-};
+use crate::wire::{self, PoolRequest, PoolWire, Responder, WireError, WireFault, WireTask};
 
 /// Decoded models kept for the next dispatch of the same job.
 const CACHED_MODELS: usize = 4;
@@ -74,29 +72,13 @@ impl Actor for PoolEndpoint {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let PoolWire::Call(bytes, port) = message;
-        let request = match Envelope::<PoolRequest>::decode(&bytes) {
-            Ok(request) => request,
-            Err(error) => {
-                tracing::debug!("refusing a pool request: {error}");
-                wire::refuse::<PoolWire>(port, &bytes, &state.me, error);
-                return Ok(());
-            }
+        let Some(call) = wire::accept::<PoolWire>(&bytes, port, &state.me) else {
+            return Ok(());
         };
-        let span = match request.job {
-            Some(job) => job_span(job),
-            None => tracing::Span::none(),
-        };
+        let span = call.job.map_or_else(tracing::Span::none, job_span);
         let _entered = span.enter();
-        let responder =
-            Responder::new(port, request.request_id, state.me.clone()).with_job(request.job);
-        let sender = match request.sender_name() {
-            Ok(sender) => sender,
-            Err(error) => {
-                responder.send(Err(error));
-                return Ok(());
-            }
-        };
-        let message = match request.body {
+        let (sender, responder) = (call.sender, call.responder);
+        let message = match call.body {
             PoolRequest::Status => PoolMsg::Status(responder),
             PoolRequest::Run(task) => match prepare(task, state.kind, &mut state.models) {
                 Ok(task) => PoolMsg::Run {
