@@ -29,17 +29,22 @@ const FU_P: u32 = 1u;
 const FU_G: u32 = 2u;
 
 var<private> fu_n: u32;
+// The chain's position, momentum and gradient during the dispatch: private (registers when
+// the model is small), read from fu_state at the start and written back at the end.
+var<private> fu_q: array<T, G_DIM>;
+var<private> fu_p: array<T, G_DIM>;
+var<private> fu_g: array<T, G_DIM>;
 
 fn fu_at(role: u32, j: u32) -> u32 {
     return (role * G_DIM + j) * fu_n + g_chain;
 }
 
 fn g_theta(j: u32) -> T {
-    return fu_state[fu_at(FU_Q, j)];
+    return fu_q[j];
 }
 
 fn g_set_grad(j: u32, value: T) {
-    fu_state[fu_at(FU_G, j)] = value;
+    fu_g[j] = value;
 }
 
 @compute @workgroup_size(G_WORKGROUP_SIZE)
@@ -63,22 +68,32 @@ fn fused_main(
     }
     let half = 0.5 * eps;
     let n_steps = fu_params.n_steps;
+    for (var j = 0u; j < G_DIM; j = j + 1u) {
+        fu_q[j] = fu_state[fu_at(FU_Q, j)];
+        fu_p[j] = fu_state[fu_at(FU_P, j)];
+        fu_g[j] = fu_state[fu_at(FU_G, j)];
+    }
     for (var k = 0u; k < n_steps; k = k + 1u) {
         for (var j = 0u; j < G_DIM; j = j + 1u) {
-            let p = fu_state[fu_at(FU_P, j)] + half * fu_state[fu_at(FU_G, j)];
-            fu_state[fu_at(FU_P, j)] = p;
-            fu_state[fu_at(FU_Q, j)] = fu_state[fu_at(FU_Q, j)] + eps * fu_consts[j] * p;
+            let p = fu_p[j] + half * fu_g[j];
+            fu_p[j] = p;
+            fu_q[j] = fu_q[j] + eps * fu_consts[j] * p;
         }
         let logp = g_logp_grad();
         let base = k * 3u * G_DIM;
         for (var j = 0u; j < G_DIM; j = j + 1u) {
-            let g = fu_state[fu_at(FU_G, j)];
-            let p = fu_state[fu_at(FU_P, j)] + half * g;
-            fu_state[fu_at(FU_P, j)] = p;
-            fu_out[((base + j) * fu_n) + chain] = fu_state[fu_at(FU_Q, j)];
+            let g = fu_g[j];
+            let p = fu_p[j] + half * g;
+            fu_p[j] = p;
+            fu_out[((base + j) * fu_n) + chain] = fu_q[j];
             fu_out[((base + G_DIM + j) * fu_n) + chain] = p;
             fu_out[((base + 2u * G_DIM + j) * fu_n) + chain] = g;
         }
         fu_out[(n_steps * 3u * G_DIM + k) * fu_n + chain] = logp;
+    }
+    for (var j = 0u; j < G_DIM; j = j + 1u) {
+        fu_state[fu_at(FU_Q, j)] = fu_q[j];
+        fu_state[fu_at(FU_P, j)] = fu_p[j];
+        fu_state[fu_at(FU_G, j)] = fu_g[j];
     }
 }

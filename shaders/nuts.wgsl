@@ -74,11 +74,12 @@ fn ns_start_subtree() {
     ns.end = select(1u, 0u, u > 0.5);
     // Stan's junction momentum on the growing side: the old trajectory's end there
     // (base_nuts.hpp: `p_bck_fwd = p_fwd_fwd` before a forward subtree).
+    // The end it grows from goes to private memory until the subtree is done.
+    ns_load_end(ns.end);
     let near_role = NS_V_J0 + ns.end;
-    let end_p_role = NS_V_P0 + 3u * ns.end;
     for (var j = 0u; j < G_DIM; j = j + 1u) {
-        ns_vec[ns_v(NS_V_RHO_NEW, j)] = 0.0;
-        ns_vec[ns_v(near_role, j)] = ns_vec[ns_v(end_p_role, j)];
+        ns_rho[j] = 0.0;
+        ns_vec[ns_v(near_role, j)] = ns_p[j];
     }
     ns.lsw_sub = sf_neg_inf();
     ns.leaf = 0u;
@@ -86,13 +87,13 @@ fn ns_start_subtree() {
 }
 
 // Stan's merge checks when leaf `n` ends a subtree made of two halves of 2^j leaves each
-// (the new leaf's momentum is in role `p_role`): the whole subtree, and for j >= 1 the first
+// (the new leaf's momentum is in ns_p): the whole subtree, and for j >= 1 the first
 // half plus the first leaf of the second, and the last leaf of the first half plus the second.
 // For j = 0 the extra checks are the whole check again. True when the trajectory may go on.
 // The merged subtree becomes a pending left half in slot_a; with `record_end` (the last merge
 // of the leaf), the leaf's momentum becomes that half's last-leaf checkpoint, once the old one
 // has been read.
-fn ns_merge_persists(n: u32, j: u32, p_role: u32, record_end: bool) -> bool {
+fn ns_merge_persists(n: u32, j: u32, record_end: bool) -> bool {
     let a = n + 1u - (2u << j);
     let slot_a = countOneBits(a);
     let slot_m = slot_a + 1u;
@@ -107,8 +108,8 @@ fn ns_merge_persists(n: u32, j: u32, p_role: u32, record_end: bool) -> bool {
         let minv = ns_minv(i);
         let p_a = ns_ckpt[ns_k(slot_a, NS_K_P_START, i)];
         let rsum_a = ns_ckpt[ns_k(slot_a, NS_K_RSUM, i)];
-        let p_n = ns_vec[ns_v(p_role, i)];
-        let rho = ns_vec[ns_v(NS_V_RHO_NEW, i)];
+        let p_n = ns_p[i];
+        let rho = ns_rho[i];
         let rho_full = rho - rsum_a;
         start_full = start_full + minv * p_a * rho_full;
         end_full = end_full + minv * p_n * rho_full;
@@ -227,7 +228,6 @@ fn ns_top_merge() {
     // three checks, direction-free: the whole trajectory, the old part plus the first new
     // leaf, and the new part plus `near`.
     let far_role = NS_V_P0 + 3u * (1u - ns.end);
-    let last_role = NS_V_P0 + 3u * ns.end;
     let near_role = NS_V_J0 + ns.end;
     var far_all: T = 0.0;
     var last_all: T = 0.0;
@@ -238,11 +238,11 @@ fn ns_top_merge() {
     for (var j = 0u; j < G_DIM; j = j + 1u) {
         let minv = ns_minv(j);
         let far = ns_vec[ns_v(far_role, j)];
-        let last = ns_vec[ns_v(last_role, j)];
+        let last = ns_p[j];
         let first = ns_ckpt[ns_k(0u, NS_K_P_START, j)];
         let near = ns_vec[ns_v(near_role, j)];
         let rho_old = ns_vec[ns_v(NS_V_RHO_OLD, j)];
-        let rho_new = ns_vec[ns_v(NS_V_RHO_NEW, j)];
+        let rho_new = ns_rho[j];
         let rho_all = rho_old + rho_new;
         far_all = far_all + minv * far * rho_all;
         last_all = last_all + minv * last * rho_all;
@@ -270,11 +270,7 @@ fn ns_leaf() {
     if (end == 1u) {
         eps = -eps;
     }
-    let logp = ns_leapfrog(end, eps);
-    let q_role = NS_V_Q0 + 3u * end;
-    let p_role = q_role + 1u;
-    let g_role = q_role + 2u;
-    let half = 0.5 * eps;
+    let logp = ns_leapfrog(eps);
     let n = ns.leaf;
     let even = (n & 1u) == 0u;
     // An even leaf starts a pending left half (of one leaf, and of 2^k leaves for each of its
@@ -283,11 +279,10 @@ fn ns_leaf() {
     let slot_start = countOneBits(n);
     var kinetic: T = 0.0;
     for (var j = 0u; j < G_DIM; j = j + 1u) {
-        let p = ns_vec[ns_v(p_role, j)] + half * ns_vec[ns_v(g_role, j)];
-        ns_vec[ns_v(p_role, j)] = p;
+        let p = ns_p[j];
         kinetic = kinetic + ns_minv(j) * p * p;
-        let rho_before = ns_vec[ns_v(NS_V_RHO_NEW, j)];
-        ns_vec[ns_v(NS_V_RHO_NEW, j)] = rho_before + p;
+        let rho_before = ns_rho[j];
+        ns_rho[j] = rho_before + p;
         if (even) {
             ns_ckpt[ns_k(slot_start, NS_K_P_START, j)] = p;
             ns_ckpt[ns_k(slot_start, NS_K_RSUM, j)] = rho_before;
@@ -326,8 +321,8 @@ fn ns_leaf() {
     let u = rng_uniform(ns_counter(NS_RNG_LEAF, ns.nleap), ns_key());
     if (u < sf_exp(delta - ns.lsw_sub)) {
         for (var j = 0u; j < G_DIM; j = j + 1u) {
-            ns_vec[ns_v(NS_V_QPROP, j)] = ns_vec[ns_v(q_role, j)];
-            ns_vec[ns_v(NS_V_GPROP, j)] = ns_vec[ns_v(g_role, j)];
+            ns_vec[ns_v(NS_V_QPROP, j)] = ns_q[j];
+            ns_vec[ns_v(NS_V_GPROP, j)] = ns_g[j];
         }
         ns.logp_prop = logp;
         ns.h_prop = h;
@@ -337,13 +332,15 @@ fn ns_leaf() {
     // The merges this leaf completes, smallest first: any U-turn discards the subtree.
     let merges = countTrailingZeros(n + 1u);
     for (var j = 0u; j < merges; j = j + 1u) {
-        if (!ns_merge_persists(n, j, p_role, j + 1u == merges)) {
+        if (!ns_merge_persists(n, j, j + 1u == merges)) {
             ns_finish();
             return;
         }
     }
     ns.leaf = n + 1u;
     if (ns.leaf == (1u << ns.depth)) {
+        // The subtree is done: its end goes back to storage for the subtrees to come.
+        ns_store_end(end);
         ns_top_merge();
     }
 }
@@ -366,6 +363,13 @@ fn nuts_main(
     ns_load();
     ns.draws = 0u;
     ns.steps = 0u;
+    if (ns.phase == NS_PHASE_LEAF) {
+        // A subtree the last dispatch left half grown.
+        ns_load_end(ns.end);
+        for (var j = 0u; j < G_DIM; j = j + 1u) {
+            ns_rho[j] = ns_vec[ns_v(NS_V_RHO_NEW, j)];
+        }
+    }
     loop {
         if (ns.phase == NS_PHASE_START) {
             if (ns.iter >= ns_params.iter_end || ns.draws >= ns_params.capacity) {
@@ -380,6 +384,12 @@ fn nuts_main(
             break;
         }
         ns_leaf();
+    }
+    if (ns.phase == NS_PHASE_LEAF) {
+        ns_store_end(ns.end);
+        for (var j = 0u; j < G_DIM; j = j + 1u) {
+            ns_vec[ns_v(NS_V_RHO_NEW, j)] = ns_rho[j];
+        }
     }
     ns_store();
 }

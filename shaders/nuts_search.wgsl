@@ -11,23 +11,22 @@
 // Both mirror sampler's adapt.rs; each try's momentum is Philox's (chain, iteration,
 // NS_RNG_SEARCH + 256 * try, block), so a search draws nothing a transition draws.
 
-// One leapfrog step of size `eps` from the current point with momentum `p_role` (copied into
-// end 0, which is free between transitions); returns H(start) - H(end).
+// One leapfrog step of size `eps` from the current point with momentum `p_role` (in the
+// private end, ns_q, ns_p, ns_g); returns H(start) - H(end).
 fn ns_search_try(eps: T, p_role: u32) -> T {
     var kinetic0: T = 0.0;
     for (var j = 0u; j < G_DIM; j = j + 1u) {
         let p = ns_vec[ns_v(p_role, j)];
-        ns_vec[ns_v(NS_V_Q0, j)] = ns_vec[ns_v(NS_V_QSAMP, j)];
-        ns_vec[ns_v(NS_V_G0, j)] = ns_vec[ns_v(NS_V_GSAMP, j)];
-        ns_vec[ns_v(NS_V_P0, j)] = p;
+        ns_q[j] = ns_vec[ns_v(NS_V_QSAMP, j)];
+        ns_g[j] = ns_vec[ns_v(NS_V_GSAMP, j)];
+        ns_p[j] = p;
         kinetic0 = kinetic0 + ns_minv(j) * p * p;
     }
     let h0 = ns_energy(ns.logp_samp, 0.5 * kinetic0);
-    let logp = ns_leapfrog(0u, eps);
+    let logp = ns_leapfrog(eps);
     var kinetic: T = 0.0;
     for (var j = 0u; j < G_DIM; j = j + 1u) {
-        let p = ns_vec[ns_v(NS_V_P0, j)] + 0.5 * eps * ns_vec[ns_v(NS_V_G0, j)];
-        kinetic = kinetic + ns_minv(j) * p * p;
+        kinetic = kinetic + ns_minv(j) * ns_p[j] * ns_p[j];
     }
     ns.search_evals = ns.search_evals + 1u;
     return h0 - ns_energy(logp, 0.5 * kinetic);

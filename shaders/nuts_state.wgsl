@@ -2,7 +2,11 @@
 // bindings, its layout in storage, and loading and storing one chain's scalars.
 //
 // Everything a chain needs between two leapfrog steps lives in storage buffers, so a
-// transition may stop after any step and go on in the next dispatch. Per-chain vectors are
+// transition may stop after any step and go on in the next dispatch. Within a dispatch, the
+// end being integrated (position, momentum, gradient) and the subtree's momentum sum live in
+// private arrays (`ns_q`, `ns_p`, `ns_g`, `ns_rho`): registers when the model is small, and
+// never a round trip through storage per leapfrog step. `ns_load_end` and `ns_store_end` move
+// them; storage's copies of that end and of NS_V_RHO_NEW are stale while a subtree grows. Per-chain vectors are
 // dim-major within a role: coordinate j of role r of chain c is `(r * G_DIM + j) * n + c`, so
 // the 32 chains of a warp touch 32 neighbouring words. gpu-actor's `kernels/layout.rs` holds
 // the same numbers; a unit test compares them with this file.
@@ -201,9 +205,12 @@ struct NsChain {
 
 var<private> ns: NsChain;
 var<private> ns_n: u32;
-// The roles `g_theta` reads and `g_set_grad` writes: the end being integrated.
-var<private> ns_qrole: u32;
-var<private> ns_grole: u32;
+// The end being integrated and the subtree's momentum sum (see the top of this file);
+// `g_theta` reads ns_q, `g_set_grad` writes ns_g.
+var<private> ns_q: array<T, G_DIM>;
+var<private> ns_p: array<T, G_DIM>;
+var<private> ns_g: array<T, G_DIM>;
+var<private> ns_rho: array<T, G_DIM>;
 
 fn ns_v(role: u32, j: u32) -> u32 {
     return (role * G_DIM + j) * ns_n + g_chain;
@@ -230,11 +237,31 @@ fn ns_const(index: u32) -> T {
 }
 
 fn g_theta(j: u32) -> T {
-    return ns_vec[ns_v(ns_qrole, j)];
+    return ns_q[j];
 }
 
 fn g_set_grad(j: u32, value: T) {
-    ns_vec[ns_v(ns_grole, j)] = value;
+    ns_g[j] = value;
+}
+
+// End `end` of the trajectory (0 forward, 1 backward) from storage into ns_q, ns_p, ns_g.
+fn ns_load_end(end: u32) {
+    let q_role = NS_V_Q0 + 3u * end;
+    for (var j = 0u; j < G_DIM; j = j + 1u) {
+        ns_q[j] = ns_vec[ns_v(q_role, j)];
+        ns_p[j] = ns_vec[ns_v(q_role + 1u, j)];
+        ns_g[j] = ns_vec[ns_v(q_role + 2u, j)];
+    }
+}
+
+// ns_q, ns_p, ns_g back into end `end` in storage.
+fn ns_store_end(end: u32) {
+    let q_role = NS_V_Q0 + 3u * end;
+    for (var j = 0u; j < G_DIM; j = j + 1u) {
+        ns_vec[ns_v(q_role, j)] = ns_q[j];
+        ns_vec[ns_v(q_role + 1u, j)] = ns_p[j];
+        ns_vec[ns_v(q_role + 2u, j)] = ns_g[j];
+    }
 }
 
 fn ns_key() -> vec2<u32> {
@@ -341,22 +368,21 @@ fn ns_store() {
     ns_uint[ns_u(NS_U_SEARCH_EVALS)] = ns.search_evals;
 }
 
-// One leapfrog step of signed size `eps` at end `end` (Stan's `expl_leapfrog`): half kick,
-// drift, the model at the new position, half kick. Returns the log density at the new
-// position; the end's momentum and gradient are those of the same, new, state.
-fn ns_leapfrog(end: u32, eps: T) -> T {
-    let q_role = NS_V_Q0 + 3u * end;
-    let p_role = q_role + 1u;
-    let g_role = q_role + 2u;
+// One leapfrog step of signed size `eps` from ns_q, ns_p, ns_g (Stan's `expl_leapfrog`): half
+// kick, drift, the model at the new position, half kick. Returns the log density at the new
+// position; ns_p and ns_g are those of the same, new, state.
+fn ns_leapfrog(eps: T) -> T {
     let half = 0.5 * eps;
     for (var j = 0u; j < G_DIM; j = j + 1u) {
-        let p = ns_vec[ns_v(p_role, j)] + half * ns_vec[ns_v(g_role, j)];
-        ns_vec[ns_v(p_role, j)] = p;
-        ns_vec[ns_v(q_role, j)] = ns_vec[ns_v(q_role, j)] + eps * ns_minv(j) * p;
+        let p = ns_p[j] + half * ns_g[j];
+        ns_p[j] = p;
+        ns_q[j] = ns_q[j] + eps * ns_minv(j) * p;
     }
-    ns_qrole = q_role;
-    ns_grole = g_role;
-    return g_logp_grad();
+    let logp = g_logp_grad();
+    for (var j = 0u; j < G_DIM; j = j + 1u) {
+        ns_p[j] = ns_p[j] + half * ns_g[j];
+    }
+    return logp;
 }
 
 // Draws a momentum from N(0, M) into role `p_role` (purpose NS_RNG_MOMENTUM, or a search

@@ -46,8 +46,11 @@
 //!
 //! The CPU keeps a value tape and an adjoint tape of `program.tape_len` values per chain.
 //! * [`TapePlacement::Private`]: two function-local arrays `array<T, G_TAPE_LEN>` in
-//!   `g_logp_grad` (zeroed by WGSL on entry). Fast for small tapes; on an NVIDIA GPU the arrays
-//!   live in per-thread local memory (cached), on lavapipe on the stack. Capped at
+//!   `g_logp_grad` (zeroed by WGSL on entry). Fast for small tapes. Loops of up to
+//!   `unroll::MAX_TRIP` iterations are unrolled with literal indices (`wgsl/unroll.rs`), so
+//!   that a small model indexes its tape only with constants and a GPU compiler can keep it
+//!   in registers; arrays indexed at run time live in per-thread local memory (cached) on an
+//!   NVIDIA GPU, on the stack on lavapipe. Capped at
 //!   [`MAX_PRIVATE_TAPE_LEN`] values: every resident invocation reserves them, and lavapipe
 //!   compiles dynamically indexed private arrays of a thousand values for over a minute.
 //! * [`TapePlacement::Storage`]: `2 * tape_len` values per chain in the scratch buffer, in
@@ -96,6 +99,7 @@ mod density;
 pub(crate) mod library;
 mod model;
 mod tape;
+mod unroll;
 
 #[cfg(test)]
 mod tests;
@@ -563,7 +567,11 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
     }
     items.push(Item::Function(stage_data_function(program, options)?));
     let tape = Tape::new(options.placement, tape_len, options.data);
-    items.push(Item::Function(model::logp_grad_function(program, &tape)));
+    let mut logp_grad = model::logp_grad_function(program, &tape);
+    if options.placement == TapePlacement::Private {
+        logp_grad.body = unroll::unroll(logp_grad.body);
+    }
+    items.push(Item::Function(logp_grad));
     Ok(Module { items })
 }
 
