@@ -160,6 +160,10 @@ pub struct GpuRun {
     pub dispatches: Vec<DispatchStats>,
     /// Wall time of warmup (initial points, searches and warmup transitions).
     pub warmup_time: Duration,
+    /// Of `warmup_time`: initial points and setting up the chains on the device.
+    pub init_time: Duration,
+    /// Of `warmup_time`: step-size searches.
+    pub search_time: Duration,
     /// Wall time of sampling.
     pub sampling_time: Duration,
 }
@@ -251,6 +255,8 @@ pub fn sample_on_device_with(
             traces: Vec::new(),
             dispatches: Vec::new(),
             warmup_time: Duration::ZERO,
+            init_time: Duration::ZERO,
+            search_time: Duration::ZERO,
             sampling_time: Duration::ZERO,
         });
     }

@@ -68,6 +68,61 @@ impl Welford {
     pub(crate) fn sum_squares(&self) -> &[f64] {
         &self.m2
     }
+
+    /// Adds the draws `other` has seen (Chan, Golub & LeVeque's pairwise update), as if they
+    /// had been added one by one (up to rounding).
+    pub(crate) fn merge(&mut self, other: &Welford) {
+        if other.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            self.clone_from(other);
+            return;
+        }
+        let (na, nb) = (self.count as f64, other.count as f64);
+        let n = na + nb;
+        for ((mean, m2), (&mean_b, &m2_b)) in self
+            .mean
+            .iter_mut()
+            .zip(&mut self.m2)
+            .zip(other.mean.iter().zip(&other.m2))
+        {
+            let delta = mean_b - *mean;
+            *mean += delta * (nb / n);
+            *m2 += m2_b + delta * delta * (na * nb / n);
+        }
+        self.count += other.count;
+    }
+}
+
+/// The pooled moments of one warmup iteration's draws over the chains: positions, and
+/// gradients where the schedule uses them. Built in parallel by merging per-chunk moments.
+#[derive(Clone, Debug)]
+pub(crate) struct IterationMoments {
+    pub q: Welford,
+    pub g: Welford,
+}
+
+impl IterationMoments {
+    pub(crate) fn new(dim: usize) -> IterationMoments {
+        IterationMoments {
+            q: Welford::new(dim),
+            g: Welford::new(dim),
+        }
+    }
+
+    /// Adds one chain's draw; `g` may be empty when the schedule does not use gradients.
+    pub(crate) fn add(&mut self, q: &[f64], g: &[f64]) {
+        self.q.add(q);
+        if !g.is_empty() {
+            self.g.add(g);
+        }
+    }
+
+    pub(crate) fn merge(&mut self, other: &IterationMoments) {
+        self.q.merge(&other.q);
+        self.g.merge(&other.g);
+    }
 }
 
 /// Stan's window schedule (`windowed_adaptation.hpp`; sampler's `Windows`).
@@ -189,16 +244,6 @@ pub(crate) struct BoundaryAction {
     pub search: Option<Search>,
 }
 
-/// One chain's draw at one warmup iteration, as the schedule sees it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct WarmupDraw<'a> {
-    pub q: &'a [f64],
-    /// The gradient at the draw (nutpie's adaptation only).
-    pub g: &'a [f64],
-    /// nutpie's rule: the chain moved (more than 4 steps, after a divergence).
-    pub usable: bool,
-}
-
 /// The pooled warmup of one run.
 #[derive(Clone, Debug)]
 pub(crate) enum Warmup {
@@ -241,12 +286,14 @@ impl Warmup {
                 // nutpie starts from 1 / |grad log p(x0)|; pooled, from the root mean square
                 // of the chains' initial gradients (the same for one chain).
                 let mut mean_square = vec![0.0; dim];
+                let mut initial = IterationMoments::new(dim);
                 for (q, g) in init_q.iter().zip(init_g) {
-                    nutpie.add(q, g);
+                    initial.add(q, g);
                     for (m, g) in mean_square.iter_mut().zip(g) {
                         *m += g * g / init_g.len() as f64;
                     }
                 }
+                nutpie.add(&initial);
                 let metric = mean_square
                     .iter()
                     .map(|m| {
@@ -328,10 +375,21 @@ impl Warmup {
     }
 
     /// Learns from the draws of all chains at warmup iteration `iteration`.
-    pub(crate) fn learn(&mut self, iteration: u64, draws: &[WarmupDraw<'_>]) {
+    /// Whether a chain's draw enters the estimates: Stan's schedule learns from every draw,
+    /// nutpie's only from usable ones (the chain moved: more than 4 steps after a divergence).
+    pub(crate) fn learns_from(&self, usable: bool) -> bool {
         match self {
-            Warmup::Stan(stan) => stan.learn(draws),
-            Warmup::Nutpie(nutpie) => nutpie.learn(iteration, draws),
+            Warmup::Stan(_) => true,
+            Warmup::Nutpie(_) => usable,
+        }
+    }
+
+    /// Learns from one iteration's draws of every chain, pooled into `moments` (the draws
+    /// [`Warmup::learns_from`] accepts).
+    pub(crate) fn learn(&mut self, iteration: u64, moments: &IterationMoments) {
+        match self {
+            Warmup::Stan(stan) => stan.learn(moments),
+            Warmup::Nutpie(nutpie) => nutpie.learn(iteration, moments),
         }
     }
 
@@ -345,11 +403,9 @@ impl Warmup {
 }
 
 impl StanPooled {
-    fn learn(&mut self, draws: &[WarmupDraw<'_>]) {
+    fn learn(&mut self, moments: &IterationMoments) {
         if self.windows.in_window() {
-            for draw in draws {
-                self.estimator.add(draw.q);
-            }
+            self.estimator.merge(&moments.q);
         }
         if self.windows.advance() {
             // Stan's regularisation, with n the pooled count.
@@ -379,11 +435,11 @@ impl StanPooled {
 }
 
 impl NutpiePooled {
-    fn add(&mut self, q: &[f64], g: &[f64]) {
-        self.draws.add(q);
-        self.grads.add(g);
-        self.draws_background.add(q);
-        self.grads_background.add(g);
+    fn add(&mut self, moments: &IterationMoments) {
+        self.draws.merge(&moments.q);
+        self.grads.merge(&moments.g);
+        self.draws_background.merge(&moments.q);
+        self.grads_background.merge(&moments.g);
     }
 
     fn next_window_size(&self, early: bool) -> u64 {
@@ -394,7 +450,7 @@ impl NutpiePooled {
         }
     }
 
-    fn learn(&mut self, draw: u64, draws: &[WarmupDraw<'_>]) {
+    fn learn(&mut self, draw: u64, moments: &IterationMoments) {
         if draw >= self.final_window_start {
             return;
         }
@@ -407,9 +463,7 @@ impl NutpiePooled {
         } else {
             self.window_size
         };
-        for d in draws.iter().filter(|d| d.usable) {
-            self.add(d.q, d.g);
-        }
+        self.add(moments);
         self.background_iterations += 1;
         let could_switch = self.background_iterations >= switch_freq;
         let next_window_size = self.next_window_size(early);
@@ -452,6 +506,39 @@ impl NutpiePooled {
         BoundaryAction {
             metric: Some(metric),
             search,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn welford(rows: &[[f64; 2]]) -> Welford {
+        let mut w = Welford::new(2);
+        for row in rows {
+            w.add(row);
+        }
+        w
+    }
+
+    #[test]
+    fn merging_equals_adding_one_by_one() {
+        let rows: Vec<[f64; 2]> = (0..23)
+            .map(|k| {
+                let x = f64::from(k);
+                [(1.7 * x).sin() * 3.0 + 10.0, x * x - 4.0]
+            })
+            .collect();
+        let all = welford(&rows);
+        for split in [0, 1, 9, 22, 23] {
+            let mut merged = welford(&rows[..split]);
+            merged.merge(&welford(&rows[split..]));
+            assert_eq!(merged.count(), all.count());
+            for j in 0..2 {
+                assert!((merged.mean[j] - all.mean[j]).abs() <= 1e-12 * all.mean[j].abs().max(1.0));
+                assert!((merged.m2[j] - all.m2[j]).abs() <= 1e-12 * all.m2[j]);
+            }
         }
     }
 }

@@ -13,11 +13,11 @@
 //! metric of `adapt.rs` at the same boundaries, and the same step-size searches, their single
 //! leapfrog steps run by the same fused kernel.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sampler::{ChainTrace, DrawStats, Observer, SampleError, Tuning};
 
-use super::adapt::{Search, Warmup, WarmupDraw};
+use super::adapt::{IterationMoments, Search, Warmup};
 use super::dual::DualAverage;
 use super::init::initial_points;
 use super::outputs::OutputWriter;
@@ -646,15 +646,13 @@ pub(super) fn run(
             driver.advance(end, Some((late, n_warm - 1)), Phase::Warmup)?;
             let finished = flush(&mut driver, &mut traces, true);
             for slot in 0..(end - iteration) as usize {
-                let draws: Vec<WarmupDraw<'_>> = finished
-                    .iter()
-                    .map(|f| WarmupDraw {
-                        q: &f[slot].q,
-                        g: &f[slot].g,
-                        usable: f[slot].usable,
-                    })
-                    .collect();
-                warmup.learn(iteration + slot as u64, &draws);
+                let mut moments = IterationMoments::new(dim);
+                for f in finished.iter().map(|f| &f[slot]) {
+                    if warmup.learns_from(f.usable) {
+                        moments.add(&f.q, &f.g);
+                    }
+                }
+                warmup.learn(iteration + slot as u64, &moments);
             }
             let action = warmup.at_boundary(iteration);
             iteration = end;
@@ -702,6 +700,8 @@ pub(super) fn run(
         traces,
         dispatches: driver.dispatches,
         warmup_time,
+        init_time: Duration::ZERO,
+        search_time: Duration::ZERO,
         sampling_time,
     })
 }

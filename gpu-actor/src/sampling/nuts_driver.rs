@@ -12,14 +12,14 @@
 //!   dispatch is sent before the draws of the last one are recorded, so the device works while
 //!   the host computes outputs.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sampler::{AdaptationKind, ChainTrace, DrawStats, Observer, SampleError, Tuning};
 
-use super::adapt::{Search, Warmup, WarmupDraw};
+use super::adapt::{IterationMoments, Search, Warmup};
 use super::init::initial_points;
 use super::outputs::OutputWriter;
-use super::records::{Draw, RecordSettings, empty_traces, record};
+use super::records::{Draw, RecordSettings, empty_traces, record, threads_for};
 use super::{DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Phase, max_log_step};
 use crate::device::nuts::{
     NutsBatch, NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsSnapshot, NutsStart, SessionId,
@@ -34,9 +34,75 @@ use crate::kernels::layout::{
     NS_U_STEPS, NsParams,
 };
 
-/// One warmup draw of a chain as the metric estimate needs it: position, gradient (empty
-/// unless recorded), usable.
-type WarmupRow = (Vec<f64>, Vec<f64>, bool);
+/// Chains per task when a warmup batch's moments are summed: a fixed size, so that the sums,
+/// and so the metric and the draws, do not depend on the machine's core count.
+const MOMENTS_CHUNK: usize = 256;
+
+/// The pooled moments of each of the `len` iterations of a warmup block in `batch`, whose
+/// draws of chain `c` are its iterations `done[c]..`: per chunk of chains on all cores, then
+/// merged in chunk order.
+fn block_moments(
+    warmup: &Warmup,
+    batch: &NutsBatch,
+    done: &[usize],
+    len: usize,
+    dim: usize,
+    with_grad: bool,
+) -> Vec<IterationMoments> {
+    let chunk_moments = |chunk: usize| {
+        let mut moments = vec![IterationMoments::new(dim); len];
+        let mut q = vec![0.0; dim];
+        let mut g = vec![0.0; if with_grad { dim } else { 0 }];
+        let chains = chunk * MOMENTS_CHUNK..((chunk + 1) * MOMENTS_CHUNK).min(done.len());
+        for c in chains {
+            for slot in 0..batch.state(NS_U_DRAWS, c) as usize {
+                let index = index_in_trajectory(batch, slot, c);
+                // nutpie's rule: the chain moved (more than 4 steps after a divergence).
+                let usable = if batch.stat_u(slot, NS_OU_DIVERGENT, c) != 0 {
+                    index.abs() > 4
+                } else {
+                    index != 0
+                };
+                if !warmup.learns_from(usable) {
+                    continue;
+                }
+                for (j, value) in q.iter_mut().enumerate() {
+                    *value = batch.value(slot, j, c);
+                }
+                for (j, value) in g.iter_mut().enumerate() {
+                    *value = batch.value(slot, dim + j, c);
+                }
+                moments[done[c] + slot].add(&q, &g);
+            }
+        }
+        moments
+    };
+    let chunks = done.len().div_ceil(MOMENTS_CHUNK);
+    let threads = threads_for(done.len()).min(chunks).max(1);
+    let per_thread = chunks.div_ceil(threads);
+    let parts: Vec<Vec<IterationMoments>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    (t * per_thread..((t + 1) * per_thread).min(chunks))
+                        .map(chunk_moments)
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|handle| handle.join().expect("a moments thread panicked"))
+            .collect()
+    });
+    let mut total = vec![IterationMoments::new(dim); len];
+    for part in &parts {
+        for (total, moments) in total.iter_mut().zip(part) {
+            total.merge(moments);
+        }
+    }
+    total
+}
 
 /// Closes a session when the run ends, however it ends.
 struct SessionGuard<'a> {
@@ -141,6 +207,7 @@ struct Run<'a> {
     traces: Vec<ChainTrace>,
     record: RecordSettings,
     dispatches: Vec<DispatchStats>,
+    search_time: Duration,
     /// Each chain's next iteration (warmup included).
     next_iteration: Vec<u64>,
 }
@@ -169,6 +236,7 @@ impl Run<'_> {
             Search::Nutpie => 1,
         };
         params.flags = if first { NS_FLAG_SEARCH_MU } else { 0 };
+        let started = Instant::now();
         let snapshot = expect_snapshot(
             self.send(NutsCommand::Search(
                 self.session,
@@ -176,6 +244,7 @@ impl Run<'_> {
             ))
             .wait()?,
         )?;
+        self.search_time += started.elapsed();
         for (c, spec) in self.request.chains.iter().enumerate() {
             let message = match snapshot.state(NS_U_ERROR, c) {
                 0 => continue,
@@ -334,6 +403,7 @@ pub(super) fn run(
             total: settings.num_warmup + settings.num_draws,
         },
         dispatches: Vec::new(),
+        search_time: Duration::ZERO,
         next_iteration: vec![0; n],
     };
     // On a software device a dispatch may only run so many steps (see software_step_budget).
@@ -372,10 +442,13 @@ pub(super) fn run(
     for (trace, evals) in run.traces.iter_mut().zip(&init.grad_evals) {
         trace.grad_evals_warmup = *evals;
     }
+    let init_time = warmup_started.elapsed();
     let mut pending_consts = Some(consts(request, &metric));
 
     // Warmup: all chains in step.
     let mut search_evals = vec![0u64; n];
+    // A warmup batch whose draws are not yet in the traces.
+    let mut unrecorded: Option<Box<NutsBatch>> = None;
     if let Some(warmup) = warmup.as_mut() {
         run.search(warmup.initial_search(), pending_consts.take(), true)?;
         let mut iteration = 0;
@@ -390,47 +463,42 @@ pub(super) fn run(
             params.with_grad = u32::from(with_grad);
             params.flags = NS_FLAG_ADAPT;
             params.late_from_iter = warmup.late_from(iteration).min(u64::from(u32::MAX)) as u32;
-            // Every chain's draws of this block, in iteration order: q, g, usable.
-            let mut block: Vec<Vec<WarmupRow>> = vec![Vec::with_capacity(len); n];
-            while block.iter().any(|rows| rows.len() < len) {
-                let batch = expect_batch(
-                    run.send(NutsCommand::Run(
-                        session,
-                        NutsDispatch {
-                            params,
-                            consts: pending_consts.take(),
-                        },
-                    ))
-                    .wait()?,
-                )?;
+            // The pooled moments of each iteration of this block, and each chain's draws so far.
+            let mut block = vec![IterationMoments::new(dim); len];
+            let mut done = vec![0usize; n];
+            while done.iter().any(|&d| d < len) {
+                let pending = run.send(NutsCommand::Run(
+                    session,
+                    NutsDispatch {
+                        params,
+                        consts: pending_consts.take(),
+                    },
+                ));
+                // The last batch's traces are written while the device runs this one.
+                if let Some(previous) = unrecorded.take() {
+                    run.record_batch(&previous, true);
+                }
+                let batch = expect_batch(pending.wait()?)?;
                 let mut made = 0;
-                for (c, rows) in block.iter_mut().enumerate() {
+                for (c, done) in done.iter().enumerate() {
                     let draws = batch.state(NS_U_DRAWS, c) as usize;
                     made += draws;
-                    if rows.len() + draws > len {
+                    if done + draws > len {
                         return Err(GpuError::Device {
                             operation: "nuts warmup",
                             message: format!(
                                 "chain {c} made {} draws in a warmup block of {len} iterations",
-                                rows.len() + draws
+                                done + draws
                             ),
                         });
                     }
-                    for slot in 0..draws {
-                        let q: Vec<f64> = (0..dim).map(|j| batch.value(slot, j, c)).collect();
-                        let g: Vec<f64> = if with_grad {
-                            (0..dim).map(|j| batch.value(slot, dim + j, c)).collect()
-                        } else {
-                            Vec::new()
-                        };
-                        let index = index_in_trajectory(&batch, slot, c);
-                        let usable = if batch.stat_u(slot, NS_OU_DIVERGENT, c) != 0 {
-                            index.abs() > 4
-                        } else {
-                            index != 0
-                        };
-                        rows.push((q, g, usable));
-                    }
+                }
+                let moments = block_moments(warmup, &batch, &done, len, dim, with_grad);
+                for (block, moments) in block.iter_mut().zip(&moments) {
+                    block.merge(moments);
+                }
+                for (c, done) in done.iter_mut().enumerate() {
+                    *done += batch.state(NS_U_DRAWS, c) as usize;
                 }
                 run.dispatches.push(dispatch_stats(
                     Phase::Warmup,
@@ -438,18 +506,10 @@ pub(super) fn run(
                     run.width,
                     made as u64,
                 ));
-                run.record_batch(&batch, true);
+                unrecorded = Some(batch);
             }
-            for slot in 0..len {
-                let draws: Vec<WarmupDraw<'_>> = block
-                    .iter()
-                    .map(|rows| WarmupDraw {
-                        q: &rows[slot].0,
-                        g: &rows[slot].1,
-                        usable: rows[slot].2,
-                    })
-                    .collect();
-                warmup.learn(iteration + slot as u64, &draws);
+            for (slot, moments) in block.iter().enumerate() {
+                warmup.learn(iteration + slot as u64, moments);
             }
             let action = warmup.at_boundary(iteration);
             iteration = end;
@@ -464,8 +524,14 @@ pub(super) fn run(
             if iteration < n_warm
                 && let Some(search) = action.search
             {
+                if let Some(previous) = unrecorded.take() {
+                    run.record_batch(&previous, true);
+                }
                 run.search(search, pending_consts.take(), false)?;
             }
+        }
+        if let Some(previous) = unrecorded.take() {
+            run.record_batch(&previous, true);
         }
         let snapshot = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
         for (c, evals) in search_evals.iter_mut().enumerate() {
@@ -567,6 +633,8 @@ pub(super) fn run(
         traces: run.traces,
         dispatches: run.dispatches,
         warmup_time,
+        init_time,
+        search_time: run.search_time,
         sampling_time,
     })
 }

@@ -69,7 +69,7 @@ fn empty_trace(
 }
 
 /// Threads for recording: the machine's cores, fewer for small batches.
-fn threads_for(n_chains: usize) -> usize {
+pub(crate) fn threads_for(n_chains: usize) -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     cores.min(n_chains.div_ceil(64)).max(1)
 }

@@ -25,6 +25,8 @@ fn run(dispatches: Vec<DispatchStats>) -> GpuRun {
         traces: Vec::new(),
         dispatches,
         warmup_time: Duration::ZERO,
+        init_time: Duration::ZERO,
+        search_time: Duration::ZERO,
         sampling_time: Duration::ZERO,
     }
 }
