@@ -80,7 +80,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     anyhow::ensure!(
         !args.gpu.given(),
-        "--chains, --kernel, --per-dispatch, --precision, --data, --workgroup-size, --json, \
+        "--chains, --kernel, --per-dispatch, --precision, --data, --tape, --workgroup-size, --json, \
          --round-trips, --no-check and --time-limit need --device gpu"
     );
     let seeds = args.seeds.unwrap_or(DEFAULT_CPU_SEEDS);

@@ -87,6 +87,9 @@ pub struct GpuBenchArgs {
     /// the adapter's limit].
     #[arg(long, value_enum)]
     data: Option<DataArg>,
+    /// GPU: where the model's tapes live [default: auto, private arrays for short tapes].
+    #[arg(long, value_enum)]
+    tape: Option<TapeArg>,
     /// GPU: chains per workgroup (1 to 1024) [default: 64].
     #[arg(long, value_name = "N")]
     workgroup_size: Option<u32>,
@@ -123,6 +126,13 @@ enum DataArg {
     Workgroup,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum TapeArg {
+    Auto,
+    Private,
+    Storage,
+}
+
 impl GpuBenchArgs {
     /// Whether any GPU-only option was given (an error without `--device gpu`).
     pub fn given(&self) -> bool {
@@ -131,6 +141,7 @@ impl GpuBenchArgs {
             || self.per_dispatch.is_some()
             || self.precision.is_some()
             || self.data.is_some()
+            || self.tape.is_some()
             || self.workgroup_size.is_some()
             || self.json.is_some()
             || self.round_trips.is_some()
@@ -164,6 +175,14 @@ impl GpuBenchArgs {
         }
     }
 
+    fn tape(&self) -> Option<TapePlacement> {
+        match self.tape {
+            None | Some(TapeArg::Auto) => None,
+            Some(TapeArg::Private) => Some(TapePlacement::Private),
+            Some(TapeArg::Storage) => Some(TapePlacement::Storage),
+        }
+    }
+
     fn chain_counts(&self) -> Vec<u32> {
         if self.chains.is_empty() {
             DEFAULT_CHAINS.to_vec()
@@ -192,6 +211,19 @@ struct Row {
     divergent: usize,
     check: Option<MeanCheck>,
     diagnostics_seconds: f64,
+    /// Where the wall time went: dispatches, their summed submit-to-readback time, and the
+    /// warmup and sampling phases' wall times.
+    timing: Timing,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Timing {
+    dispatches: usize,
+    device: f64,
+    warmup: f64,
+    init: f64,
+    search: f64,
+    sampling: f64,
 }
 
 impl Row {
@@ -342,6 +374,7 @@ pub fn run(
         });
         let options = GpuSamplingOptions {
             data: Some(data),
+            placement: args.tape(),
             workgroup_size: args.workgroup_size.unwrap_or(DEFAULT_WORKGROUP_SIZE),
             ..GpuSamplingOptions::default()
         };
@@ -357,7 +390,9 @@ pub fn run(
              {} tape{}\n",
             model.name(),
             program.dim,
-            TapePlacement::choose(program),
+            options
+                .placement
+                .unwrap_or_else(|| TapePlacement::choose(program)),
             reference
                 .as_ref()
                 .map(|(_, seconds)| format!(
@@ -520,6 +555,18 @@ fn measure(
         divergent: run.traces.iter().map(|t| t.n_divergent()).sum(),
         check: reference.map(|reference| MeanCheck::new(&stats, reference)),
         diagnostics_seconds: diagnostics_started.elapsed().as_secs_f64(),
+        timing: Timing {
+            dispatches: run.dispatches.len(),
+            device: run
+                .dispatches
+                .iter()
+                .map(|d| d.device_time.as_secs_f64())
+                .sum(),
+            warmup: run.warmup_time.as_secs_f64(),
+            init: run.init_time.as_secs_f64(),
+            search: run.search_time.as_secs_f64(),
+            sampling: run.sampling_time.as_secs_f64(),
+        },
     })
 }
 
@@ -551,6 +598,14 @@ fn median_row(rows: &[Row]) -> Row {
             .filter_map(|r| r.check.clone())
             .max_by(|a, b| a.max_z.total_cmp(&b.max_z)),
         diagnostics_seconds: of(|r| r.diagnostics_seconds),
+        timing: Timing {
+            dispatches: rows.iter().map(|r| r.timing.dispatches).max().unwrap_or(0),
+            device: of(|r| r.timing.device),
+            warmup: of(|r| r.timing.warmup),
+            init: of(|r| r.timing.init),
+            search: of(|r| r.timing.search),
+            sampling: of(|r| r.timing.sampling),
+        },
     }
 }
 
@@ -623,6 +678,12 @@ fn row_json(
     value["dispatch_lockstep_efficiency"] = json!(row.dispatch_lockstep);
     value["divergences"] = json!(row.divergent);
     value["diagnostics_s"] = json!(row.diagnostics_seconds);
+    value["dispatches"] = json!(row.timing.dispatches);
+    value["dispatch_s"] = json!(row.timing.device);
+    value["warmup_s"] = json!(row.timing.warmup);
+    value["sampling_s"] = json!(row.timing.sampling);
+    value["init_s"] = json!(row.timing.init);
+    value["search_s"] = json!(row.timing.search);
     if let Some(check) = &row.check {
         value["check_max_z"] = json!(check.max_z);
         value["check_ok"] = json!(check.passed());

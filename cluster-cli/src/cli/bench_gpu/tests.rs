@@ -4,7 +4,7 @@
 use sampler::{ChainId, ChainTrace, Tuning};
 
 use super::metrics::{ColumnStats, MeanCheck, column_stats, min_of};
-use super::{Row, median_row, rate};
+use super::{Row, Timing, median_row, rate};
 
 fn stats(mean: f64, mcse: f64) -> ColumnStats {
     ColumnStats {
@@ -52,6 +52,7 @@ fn row(wall: f64, grads: u64, bulk: f64, divergent: usize) -> Row {
         divergent,
         check: None,
         diagnostics_seconds: 0.1,
+        timing: Timing::default(),
     }
 }
 
