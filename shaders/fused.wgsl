@@ -16,9 +16,10 @@ struct FuParams {
 }
 
 @group(1) @binding(1) var<uniform> fu_params: FuParams;
-// The diagonal inverse metric (G_DIM values), then one signed step size per chain.
+// The diagonal inverse metric (G_DIM values).
 @group(1) @binding(2) var<storage, read> fu_consts: array<T>;
-// Roles FU_Q, FU_P, FU_G, dim-major: coordinate j of role r of chain c at (r * G_DIM + j) * n + c.
+// Roles FU_Q, FU_P, FU_G, dim-major: coordinate j of role r of chain c at (r * G_DIM + j) * n + c;
+// then one signed step size per chain, at 3 * G_DIM * n + c (one buffer write per run).
 @group(1) @binding(3) var<storage, read_write> fu_state: array<T>;
 // Step k's roles at ((k * 3 + r) * G_DIM + j) * n + c; its log density at
 // (n_steps * 3 * G_DIM + k) * n + c.
@@ -62,7 +63,7 @@ fn fused_main(
     }
     g_chain = chain;
     fu_n = fu_params.n_chains;
-    let eps = fu_consts[G_DIM + chain];
+    let eps = fu_state[3u * G_DIM * fu_n + chain];
     if (eps == 0.0) {
         return;
     }

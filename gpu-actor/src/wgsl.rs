@@ -389,12 +389,13 @@ pub const FUSED_PARAMS_BINDING: Binding = Binding {
     group: 1,
     binding: 1,
 };
-/// Fused kernel: the inverse metric then one signed step size per chain, `array<T>`.
+/// Fused kernel: the diagonal inverse metric, `array<T>`.
 pub const FUSED_CONSTS_BINDING: Binding = Binding {
     group: 1,
     binding: 2,
 };
-/// Fused kernel: the start points (position, momentum, gradient), `array<T>`.
+/// Fused kernel: the start points (position, momentum, gradient), then one signed step size
+/// per chain, `array<T>`.
 pub const FUSED_STATE_BINDING: Binding = Binding {
     group: 1,
     binding: 3,

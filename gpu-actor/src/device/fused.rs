@@ -114,6 +114,8 @@ pub(crate) struct FusedSession {
     pipeline: wgpu::ComputePipeline,
     grid: (u32, u32),
     params: wgpu::Buffer,
+    /// The steps per chain that `params` holds, so that it is written only when it changes.
+    params_steps: Option<usize>,
     consts: wgpu::Buffer,
     state: wgpu::Buffer,
     out: wgpu::Buffer,
@@ -169,7 +171,7 @@ impl Worker {
             TapePlacement::Storage => crate::wgsl::storage_tape_values(&program, n) * size,
         };
         for (what, needed) in [
-            ("the fused kernel's points", bytes(3 * dim * n)),
+            ("the fused kernel's points", bytes((3 * dim + 1) * n)),
             ("the fused kernel's steps", bytes(out_values)),
             ("the chains' tapes (storage placement)", scratch_bytes),
         ] {
@@ -180,16 +182,11 @@ impl Worker {
         let session = scoped(device, "fused session allocation", || {
             use wgpu::BufferUsages as U;
             let params = buffer(device, "fused params", 16, U::UNIFORM | U::COPY_DST);
-            let consts = buffer(
-                device,
-                "fused consts",
-                bytes(dim + n),
-                U::STORAGE | U::COPY_DST,
-            );
+            let consts = buffer(device, "fused consts", bytes(dim), U::STORAGE | U::COPY_DST);
             let state = buffer(
                 device,
                 "fused points",
-                bytes(3 * dim * n),
+                bytes((3 * dim + 1) * n),
                 U::STORAGE | U::COPY_DST,
             );
             let out = buffer(
@@ -225,6 +222,7 @@ impl Worker {
                 pipeline,
                 grid,
                 params,
+                params_steps: None,
                 consts,
                 state,
                 out,
@@ -241,7 +239,7 @@ impl Worker {
     fn fused_run(&mut self, id: SessionId, run: &FusedRun) -> Result<FusedBatch, GpuError> {
         let session = self
             .fused_sessions
-            .get(&id)
+            .get_mut(&id)
             .ok_or(GpuError::SessionGone { session: id.0 })?;
         let model = self
             .models
@@ -268,13 +266,14 @@ impl Worker {
         fn dim_major(values: &[f64], n: usize, dim: usize) -> impl Iterator<Item = f64> + '_ {
             (0..dim).flat_map(move |j| (0..n).map(move |c| values[c * dim + j]))
         }
+        // One write per run: the points, then the step sizes.
         let state = encode(
             dim_major(&run.q, n, dim)
                 .chain(dim_major(&run.p, n, dim))
-                .chain(dim_major(&run.g, n, dim)),
+                .chain(dim_major(&run.g, n, dim))
+                .chain(run.eps.iter().copied()),
             precision,
         );
-        let eps = encode(run.eps.iter().copied(), precision);
         let metric = run
             .metric
             .as_ref()
@@ -287,13 +286,14 @@ impl Worker {
         let out_bytes = (run.n_steps * (3 * dim + 1) * n) as u64 * size;
         let started = Instant::now();
         let submission = scoped(&self.device, "fused dispatch", || {
-            self.queue
-                .write_buffer(&session.params, 0, bytemuck::bytes_of(&params));
+            if session.params_steps != Some(run.n_steps) {
+                self.queue
+                    .write_buffer(&session.params, 0, bytemuck::bytes_of(&params));
+                session.params_steps = Some(run.n_steps);
+            }
             if let Some(metric) = &metric {
                 self.queue.write_buffer(&session.consts, 0, metric);
             }
-            self.queue
-                .write_buffer(&session.consts, dim as u64 * size, &eps);
             self.queue.write_buffer(&session.state, 0, &state);
             let mut encoder = self
                 .device

@@ -509,6 +509,10 @@ impl Worker {
     }
 
     /// Maps `staging` after `submission`, waits with the watchdog, and copies its bytes out.
+    ///
+    /// Short dispatches are waited for by polling without blocking for up to [`SPIN_WAIT`]:
+    /// a blocking wait costs a thread sleep and wake-up, tens of microseconds, which is most
+    /// of the round trip of a small dispatch. Longer ones then block as usual.
     pub(super) fn read_back(
         &self,
         staging: &wgpu::Buffer,
@@ -519,33 +523,45 @@ impl Worker {
         staging.map_async(wgpu::MapMode::Read, 0..bytes, move |result| {
             let _ = mapped_tx.send(result);
         });
-        match self.device.poll(wgpu::PollType::Wait {
-            submission_index: Some(submission),
-            timeout: Some(self.poll_timeout),
-        }) {
-            Ok(_) => {}
-            Err(wgpu::PollError::Timeout) => {
-                return Err(GpuError::Timeout {
-                    waited: self.poll_timeout,
-                });
-            }
-            Err(err) => {
-                return Err(GpuError::Device {
-                    operation: "poll",
-                    message: err.to_string(),
-                });
-            }
-        }
+        let poll_error = |err: wgpu::PollError| GpuError::Device {
+            operation: "poll",
+            message: err.to_string(),
+        };
         let map_error = |message: String| GpuError::Device {
             operation: "readback",
             message,
         };
-        mapped
-            .try_recv()
-            .map_err(|_| {
-                map_error("the buffer was not mapped after the submission finished".into())
-            })?
-            .map_err(|err| map_error(err.to_string()))?;
+        let mut outcome = None;
+        let spin_until = Instant::now() + SPIN_WAIT;
+        while Instant::now() < spin_until {
+            self.device.poll(wgpu::PollType::Poll).map_err(poll_error)?;
+            if let Ok(result) = mapped.try_recv() {
+                outcome = Some(result);
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        let outcome = match outcome {
+            Some(outcome) => outcome,
+            None => {
+                match self.device.poll(wgpu::PollType::Wait {
+                    submission_index: Some(submission),
+                    timeout: Some(self.poll_timeout),
+                }) {
+                    Ok(_) => {}
+                    Err(wgpu::PollError::Timeout) => {
+                        return Err(GpuError::Timeout {
+                            waited: self.poll_timeout,
+                        });
+                    }
+                    Err(err) => return Err(poll_error(err)),
+                }
+                mapped.try_recv().map_err(|_| {
+                    map_error("the buffer was not mapped after the submission finished".into())
+                })?
+            }
+        };
+        outcome.map_err(|err| map_error(err.to_string()))?;
         let bytes = {
             let view = staging
                 .get_mapped_range(0..bytes)
@@ -556,6 +572,9 @@ impl Worker {
         Ok(bytes)
     }
 }
+
+/// How long [`Worker::read_back`] polls without blocking before it blocks.
+const SPIN_WAIT: Duration = Duration::from_micros(500);
 
 /// Workgroups `(x, y)` for `n_chains` chains: one-dimensional up to the per-dimension limit,
 /// then two-dimensional (the kernel computes `chain = (y * n_x + x) * size + local`).
