@@ -3,7 +3,9 @@
 //! * Warmup: every chain runs exactly the same iterations per dispatch (at most M, fewer where
 //!   the pooled schedule needs the host), so that all chains' draws of an iteration are there
 //!   when the metric is estimated; dual averaging runs in the kernel after every transition;
-//!   step-size searches run in their own kernel.
+//!   step-size searches run in their own kernel. The host learns only pooled moments per
+//!   iteration (merged per chunk of chains, on all cores) before the next dispatch; a batch's
+//!   traces are written while the next one runs.
 //! * Sampling: nothing is shared between chains, so each dispatch gives every chain the same
 //!   leapfrog budget (about M transitions' worth, from the mean trajectory length seen so far)
 //!   instead of the same number of transitions. Lanes of a warp then stay busy for the whole
