@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 pub use dual_average::{DualAverage, DualAverageOptions};
 pub use grad_diag::{GradDiag, GradDiagOptions};
-pub use windowed::{WindowOptions, WindowedMetric};
+pub use windowed::{Welford, WindowOptions, WindowedMetric};
 
 use crate::chain::ChainCore;
 use crate::eval::LogDensity;

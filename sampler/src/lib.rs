@@ -23,7 +23,7 @@ pub mod stan_csv;
 pub mod summary;
 mod validate;
 
-pub use adapt::{AdaptationKind, MetricKind};
+pub use adapt::{AdaptationKind, MetricKind, Welford, WindowOptions, WindowedMetric};
 pub use builder::ModelBuilder;
 pub use eval::{Evaluator, LogDensity};
 pub use ir::{

@@ -10,7 +10,8 @@
 //! chain, as Stan and nutpie have it: it needs one number per transition, which the kernel
 //! updates itself, and lets a chain stuck in a region of high curvature shrink its own.
 //!
-//! The schedules are sampler's (`adapt/windowed.rs`, `adapt/grad_diag.rs`), run by iteration:
+//! The schedules are sampler's (`adapt/windowed.rs`, `adapt/grad_diag.rs`), run by
+//! iteration (Stan's is sampler's `WindowedMetric` itself, fed the pooled moments):
 //! * [`StanPooled`]: Stan's 75 / 25·2^k / 50 windows; at each window end the regularised
 //!   variance of the window's draws, pooled over chains; then Stan's step-size search and a
 //!   dual-averaging restart, in the kernel.
@@ -22,78 +23,10 @@
 //! Dispatches during warmup end where the schedule needs the host: at window ends, switches,
 //! and the start of the step-size-only phase ([`Warmup::boundary`]).
 
-use sampler::AdaptationKind;
+use sampler::{AdaptationKind, Welford, WindowOptions, WindowedMetric};
 
 /// The metric's lower and upper clamp (nutpie's).
 const CLAMP: (f64, f64) = (1e-20, 1e20);
-
-/// Welford's running mean and sum of squared deviations per coordinate.
-#[derive(Clone, Debug)]
-pub(crate) struct Welford {
-    count: u64,
-    mean: Vec<f64>,
-    m2: Vec<f64>,
-}
-
-impl Welford {
-    pub(crate) fn new(dim: usize) -> Welford {
-        Welford {
-            count: 0,
-            mean: vec![0.0; dim],
-            m2: vec![0.0; dim],
-        }
-    }
-
-    pub(crate) fn restart(&mut self) {
-        self.count = 0;
-        self.mean.fill(0.0);
-        self.m2.fill(0.0);
-    }
-
-    pub(crate) fn count(&self) -> u64 {
-        self.count
-    }
-
-    pub(crate) fn add(&mut self, x: &[f64]) {
-        self.count += 1;
-        let n = self.count as f64;
-        for ((mean, m2), &x) in self.mean.iter_mut().zip(&mut self.m2).zip(x) {
-            let delta = x - *mean;
-            *mean += delta / n;
-            *m2 += delta * (x - *mean);
-        }
-    }
-
-    /// Sums of squared deviations.
-    pub(crate) fn sum_squares(&self) -> &[f64] {
-        &self.m2
-    }
-
-    /// Adds the draws `other` has seen (Chan, Golub & LeVeque's pairwise update), as if they
-    /// had been added one by one (up to rounding).
-    pub(crate) fn merge(&mut self, other: &Welford) {
-        if other.count == 0 {
-            return;
-        }
-        if self.count == 0 {
-            self.clone_from(other);
-            return;
-        }
-        let (na, nb) = (self.count as f64, other.count as f64);
-        let n = na + nb;
-        for ((mean, m2), (&mean_b, &m2_b)) in self
-            .mean
-            .iter_mut()
-            .zip(&mut self.m2)
-            .zip(other.mean.iter().zip(&other.m2))
-        {
-            let delta = mean_b - *mean;
-            *mean += delta * (nb / n);
-            *m2 += m2_b + delta * delta * (na * nb / n);
-        }
-        self.count += other.count;
-    }
-}
 
 /// The pooled moments of one warmup iteration's draws over the chains: positions, and
 /// gradients where the schedule uses them. Built in parallel by merging per-chunk moments.
@@ -106,8 +39,8 @@ pub(crate) struct IterationMoments {
 impl IterationMoments {
     pub(crate) fn new(dim: usize) -> IterationMoments {
         IterationMoments {
-            q: Welford::new(dim),
-            g: Welford::new(dim),
+            q: Welford::new(dim, false),
+            g: Welford::new(dim, false),
         }
     }
 
@@ -125,80 +58,10 @@ impl IterationMoments {
     }
 }
 
-/// Stan's window schedule (`windowed_adaptation.hpp`; sampler's `Windows`).
-#[derive(Clone, Debug)]
-struct Windows {
-    num_warmup: u64,
-    init_buffer: u64,
-    term_buffer: u64,
-    window_size: u64,
-    next_window_end: u64,
-    counter: u64,
-    enabled: bool,
-}
-
-impl Windows {
-    fn new(num_warmup: u64) -> Windows {
-        let (init, base, term) = (75, 25, 50);
-        let (init_buffer, term_buffer, base_window) = if init + base + term > num_warmup {
-            let init = (0.15 * num_warmup as f64) as u64;
-            let term = (0.1 * num_warmup as f64) as u64;
-            (init, term, num_warmup.saturating_sub(init + term))
-        } else {
-            (init, term, base)
-        };
-        Windows {
-            num_warmup,
-            init_buffer,
-            term_buffer,
-            window_size: base_window,
-            next_window_end: (init_buffer + base_window).saturating_sub(1),
-            counter: 0,
-            enabled: num_warmup >= 20,
-        }
-    }
-
-    fn in_window(&self) -> bool {
-        self.enabled
-            && self.counter >= self.init_buffer
-            && self.counter < self.num_warmup - self.term_buffer
-            && self.counter != self.num_warmup
-    }
-
-    fn at_window_end(&self) -> bool {
-        self.enabled && self.counter == self.next_window_end && self.counter != self.num_warmup
-    }
-
-    fn compute_next_window(&mut self) {
-        let last_end = self.num_warmup - self.term_buffer - 1;
-        if self.next_window_end == last_end {
-            return;
-        }
-        self.window_size *= 2;
-        self.next_window_end = self.counter + self.window_size;
-        if self.next_window_end != last_end {
-            let next_boundary = self.next_window_end + 2 * self.window_size;
-            if next_boundary >= self.num_warmup - self.term_buffer {
-                self.next_window_end = last_end;
-            }
-        }
-    }
-
-    fn advance(&mut self) -> bool {
-        let ended = self.at_window_end();
-        if ended {
-            self.compute_next_window();
-        }
-        self.counter += 1;
-        ended
-    }
-}
-
 /// Stan's windowed diagonal metric, pooled over chains.
 #[derive(Clone, Debug)]
 pub(crate) struct StanPooled {
-    windows: Windows,
-    estimator: Welford,
+    metric: WindowedMetric,
     /// The estimate of a window that just ended, for the next boundary.
     pending: Option<Vec<f64>>,
 }
@@ -264,8 +127,7 @@ impl Warmup {
         match kind {
             AdaptationKind::Stan => (
                 Warmup::Stan(StanPooled {
-                    windows: Windows::new(num_warmup),
-                    estimator: Welford::new(dim),
+                    metric: WindowedMetric::new(num_warmup, WindowOptions::default(), dim, false),
                     pending: None,
                 }),
                 vec![1.0; dim],
@@ -276,10 +138,10 @@ impl Warmup {
                     early_end: (EARLY_WINDOW * num_warmup as f64) as u64,
                     final_window_start: num_warmup.saturating_sub(step_size_window),
                     window_size: SWITCH_FREQ,
-                    draws: Welford::new(dim),
-                    grads: Welford::new(dim),
-                    draws_background: Welford::new(dim),
-                    grads_background: Welford::new(dim),
+                    draws: Welford::new(dim, false),
+                    grads: Welford::new(dim, false),
+                    draws_background: Welford::new(dim, false),
+                    grads_background: Welford::new(dim, false),
                     background_iterations: 0,
                     first_update_pending: true,
                 };
@@ -319,14 +181,10 @@ impl Warmup {
     pub(crate) fn boundary(&self, start: u64, max_len: u64, num_warmup: u64) -> u64 {
         let limit = (start + max_len.max(1)).min(num_warmup);
         match self {
-            Warmup::Stan(stan) => {
-                let w = &stan.windows;
-                if w.enabled && w.next_window_end >= start && w.next_window_end < limit {
-                    w.next_window_end + 1
-                } else {
-                    limit
-                }
-            }
+            Warmup::Stan(stan) => match stan.metric.next_window_end() {
+                Some(end) if end >= start && end < limit => end + 1,
+                _ => limit,
+            },
             Warmup::Nutpie(nutpie) => {
                 let mut end = limit;
                 // Switches and phase changes happen at known iterations; stop after them.
@@ -404,21 +262,11 @@ impl Warmup {
 
 impl StanPooled {
     fn learn(&mut self, moments: &IterationMoments) {
-        if self.windows.in_window() {
-            self.estimator.merge(&moments.q);
-        }
-        if self.windows.advance() {
-            // Stan's regularisation, with n the pooled count.
-            let n = self.estimator.count() as f64;
-            let weight = n / (n + 5.0);
-            let shrink = 1e-3 * (5.0 / (n + 5.0));
-            let metric: Vec<f64> = self
-                .estimator
-                .sum_squares()
-                .iter()
-                .map(|s| weight * s / (n - 1.0) + shrink)
-                .collect();
-            self.estimator.restart();
+        // Stan's estimate and regularisation, with n the pooled count.
+        if let Some(metric) = self
+            .metric
+            .learn_with(|estimator| estimator.merge(&moments.q))
+        {
             self.pending = Some(metric);
         }
     }
@@ -506,39 +354,6 @@ impl NutpiePooled {
         BoundaryAction {
             metric: Some(metric),
             search,
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn welford(rows: &[[f64; 2]]) -> Welford {
-        let mut w = Welford::new(2);
-        for row in rows {
-            w.add(row);
-        }
-        w
-    }
-
-    #[test]
-    fn merging_equals_adding_one_by_one() {
-        let rows: Vec<[f64; 2]> = (0..23)
-            .map(|k| {
-                let x = f64::from(k);
-                [(1.7 * x).sin() * 3.0 + 10.0, x * x - 4.0]
-            })
-            .collect();
-        let all = welford(&rows);
-        for split in [0, 1, 9, 22, 23] {
-            let mut merged = welford(&rows[..split]);
-            merged.merge(&welford(&rows[split..]));
-            assert_eq!(merged.count(), all.count());
-            for j in 0..2 {
-                assert!((merged.mean[j] - all.mean[j]).abs() <= 1e-12 * all.mean[j].abs().max(1.0));
-                assert!((merged.m2[j] - all.m2[j]).abs() <= 1e-12 * all.m2[j]);
-            }
         }
     }
 }

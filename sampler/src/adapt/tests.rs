@@ -77,3 +77,34 @@ fn dual_averaging_moves_towards_the_target() {
     }
     assert!(capped.current() <= std::f64::consts::PI + 1e-12);
 }
+
+#[test]
+fn welford_merge_equals_adding_one_by_one() {
+    let rows: Vec<[f64; 2]> = (0..23)
+        .map(|k| {
+            let x = f64::from(k);
+            [(1.7 * x).sin() * 3.0 + 10.0, x * x - 4.0]
+        })
+        .collect();
+    for dense in [false, true] {
+        let welford = |rows: &[[f64; 2]]| {
+            let mut w = Welford::new(2, dense);
+            for row in rows {
+                w.add(row);
+            }
+            w
+        };
+        let all = welford(&rows);
+        for split in [0, 1, 9, 22, 23] {
+            let mut merged = welford(&rows[..split]);
+            merged.merge(&welford(&rows[split..]));
+            assert_eq!(merged.count(), all.count());
+            for (got, want) in merged.sum_squares().iter().zip(all.sum_squares()) {
+                assert!(
+                    (got - want).abs() <= 1e-12 * want.abs().max(1.0),
+                    "dense {dense}, split {split}: {got} against {want}"
+                );
+            }
+        }
+    }
+}

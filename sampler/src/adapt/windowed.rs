@@ -70,6 +70,11 @@ impl Windows {
             && self.counter != self.num_warmup
     }
 
+    /// The iteration that ends the current slow window, if the metric is adapted at all.
+    pub fn next_window_end(&self) -> Option<u64> {
+        self.enabled.then_some(self.next_window_end)
+    }
+
     /// Whether the current iteration ends a slow window.
     pub fn at_window_end(&self) -> bool {
         self.enabled && self.counter == self.next_window_end && self.counter != self.num_warmup
@@ -176,6 +181,39 @@ impl Welford {
     pub fn sum_squares(&self) -> &[f64] {
         &self.m2
     }
+
+    /// Adds every sample `other` has seen (Chan, Golub & LeVeque's pairwise update): the same
+    /// estimate as adding them one by one, up to rounding. Both must have the same shape.
+    pub fn merge(&mut self, other: &Welford) {
+        debug_assert!(self.dim == other.dim && self.dense == other.dense);
+        if other.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            self.clone_from(other);
+            return;
+        }
+        let (na, nb) = (self.count as f64, other.count as f64);
+        let n = na + nb;
+        for ((delta, mean), &mean_b) in self.delta.iter_mut().zip(&self.mean).zip(&other.mean) {
+            *delta = mean_b - mean;
+        }
+        let weight = na * nb / n;
+        if self.dense {
+            let d = self.dim;
+            for (k, (m2, m2_b)) in self.m2.iter_mut().zip(&other.m2).enumerate() {
+                *m2 += m2_b + self.delta[k / d] * self.delta[k % d] * weight;
+            }
+        } else {
+            for ((m2, m2_b), delta) in self.m2.iter_mut().zip(&other.m2).zip(&self.delta) {
+                *m2 += m2_b + delta * delta * weight;
+            }
+        }
+        for (mean, delta) in self.mean.iter_mut().zip(&self.delta) {
+            *mean += delta * (nb / n);
+        }
+        self.count += other.count;
+    }
 }
 
 /// Stan's metric learner: feeds draws through the windows and, at each window end, returns
@@ -187,6 +225,11 @@ pub struct WindowedMetric {
 }
 
 impl WindowedMetric {
+    /// The iteration that ends the current slow window, if the metric is adapted at all.
+    pub fn next_window_end(&self) -> Option<u64> {
+        self.windows.next_window_end()
+    }
+
     /// A learner for `num_warmup` iterations in `dim` dimensions.
     pub fn new(num_warmup: u64, options: WindowOptions, dim: usize, dense: bool) -> WindowedMetric {
         WindowedMetric {
@@ -198,8 +241,14 @@ impl WindowedMetric {
     /// Learns from the draw of one warmup iteration; returns a new inverse metric (diagonal or
     /// row-major dense) when a window ended.
     pub fn learn(&mut self, q: &[f64]) -> Option<Vec<f64>> {
+        self.learn_with(|estimator| estimator.add(q))
+    }
+
+    /// Learns from one warmup iteration whose draws `add` puts into the estimator (several
+    /// chains' draws pooled, for example), as [`WindowedMetric::learn`] does with one.
+    pub fn learn_with(&mut self, add: impl FnOnce(&mut Welford)) -> Option<Vec<f64>> {
         if self.windows.in_window() {
-            self.estimator.add(q);
+            add(&mut self.estimator);
         }
         if !self.windows.advance() {
             return None;
