@@ -57,7 +57,8 @@ fn fused_main(
     // First, while every invocation is here: it may copy the model's data into workgroup
     // memory and wait at a barrier (wgsl.rs, "Model data").
     g_stage_data(local);
-    let chain = (workgroup.y * n_workgroups.x + workgroup.x) * G_WORKGROUP_SIZE + local;
+    // One chain per invocation, or per G_LANES invocations (wgsl.rs, "Lanes").
+    let chain = g_chain_of((workgroup.y * n_workgroups.x + workgroup.x) * G_WORKGROUP_SIZE + local);
     if (chain >= fu_params.n_chains) {
         return;
     }

@@ -32,7 +32,11 @@
 // Starts a transition from the current point: a fresh momentum, both ends at the point.
 fn ns_start_transition() {
     let kinetic = ns_draw_momentum(NS_V_P0, NS_RNG_MOMENTUM);
-    for (var j = 0u; j < G_DIM; j = j + 1u) {
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
         let q = ns_vec[ns_v(NS_V_QSAMP, j)];
         let g = ns_vec[ns_v(NS_V_GSAMP, j)];
         let p = ns_vec[ns_v(NS_V_P0, j)];
@@ -77,9 +81,13 @@ fn ns_start_subtree() {
     // The end it grows from goes to private memory until the subtree is done.
     ns_load_end(ns.end);
     let near_role = NS_V_J0 + ns.end;
-    for (var j = 0u; j < G_DIM; j = j + 1u) {
-        ns_rho[j] = 0.0;
-        ns_vec[ns_v(near_role, j)] = ns_p[j];
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
+        ns_rho[k] = 0.0;
+        ns_vec[ns_v(near_role, j)] = ns_p[k];
     }
     ns.lsw_sub = sf_neg_inf();
     ns.leaf = 0u;
@@ -104,12 +112,16 @@ fn ns_merge_persists(n: u32, j: u32, record_end: bool) -> bool {
     var end_left: T = 0.0;
     var start_right: T = 0.0;
     var end_right: T = 0.0;
-    for (var i = 0u; i < G_DIM; i = i + 1u) {
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let i = ns_j(k);
+        if (i >= G_DIM) {
+            break;
+        }
         let minv = ns_minv(i);
         let p_a = ns_ckpt[ns_k(slot_a, NS_K_P_START, i)];
         let rsum_a = ns_ckpt[ns_k(slot_a, NS_K_RSUM, i)];
-        let p_n = ns_p[i];
-        let rho = ns_rho[i];
+        let p_n = ns_p[k];
+        let rho = ns_rho[k];
         let rho_full = rho - rsum_a;
         start_full = start_full + minv * p_a * rho_full;
         end_full = end_full + minv * p_n * rho_full;
@@ -133,6 +145,14 @@ fn ns_merge_persists(n: u32, j: u32, record_end: bool) -> bool {
             end_right = end_right + minv * p_n * rho_right;
         }
     }
+    start_full = g_lane_sum(start_full);
+    end_full = g_lane_sum(end_full);
+    if (extra) {
+        start_left = g_lane_sum(start_left);
+        end_left = g_lane_sum(end_left);
+        start_right = g_lane_sum(start_right);
+        end_right = g_lane_sum(end_right);
+    }
     var persist = start_full > 0.0 && end_full > 0.0;
     if (extra) {
         persist = persist && start_left > 0.0 && end_left > 0.0;
@@ -149,7 +169,11 @@ fn ns_finish() {
     let accept_sym = ns.sum_sym / n_leap;
     let slot = ns.draws;
     let width = G_DIM * (1u + ns_params.with_grad);
-    for (var j = 0u; j < G_DIM; j = j + 1u) {
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
         ns_out[(slot * width + j) * ns_n + g_chain] = ns_vec[ns_v(NS_V_QSAMP, j)];
         if (ns_params.with_grad == 1u) {
             ns_out[(slot * width + G_DIM + j) * ns_n + g_chain] = ns_vec[ns_v(NS_V_GSAMP, j)];
@@ -213,7 +237,11 @@ fn ns_top_merge() {
         take = u < sf_exp(ns.lsw_sub - ns.lsw);
     }
     if (take) {
-        for (var j = 0u; j < G_DIM; j = j + 1u) {
+        for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+            let j = ns_j(k);
+            if (j >= G_DIM) {
+                break;
+            }
             ns_vec[ns_v(NS_V_QSAMP, j)] = ns_vec[ns_v(NS_V_QPROP, j)];
             ns_vec[ns_v(NS_V_GSAMP, j)] = ns_vec[ns_v(NS_V_GPROP, j)];
         }
@@ -235,14 +263,18 @@ fn ns_top_merge() {
     var first_old: T = 0.0;
     var near_new: T = 0.0;
     var last_new: T = 0.0;
-    for (var j = 0u; j < G_DIM; j = j + 1u) {
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
         let minv = ns_minv(j);
         let far = ns_vec[ns_v(far_role, j)];
-        let last = ns_p[j];
+        let last = ns_p[k];
         let first = ns_ckpt[ns_k(0u, NS_K_P_START, j)];
         let near = ns_vec[ns_v(near_role, j)];
         let rho_old = ns_vec[ns_v(NS_V_RHO_OLD, j)];
-        let rho_new = ns_rho[j];
+        let rho_new = ns_rho[k];
         let rho_all = rho_old + rho_new;
         far_all = far_all + minv * far * rho_all;
         last_all = last_all + minv * last * rho_all;
@@ -254,6 +286,12 @@ fn ns_top_merge() {
         last_new = last_new + minv * last * rho_near_new;
         ns_vec[ns_v(NS_V_RHO_OLD, j)] = rho_all;
     }
+    far_all = g_lane_sum(far_all);
+    last_all = g_lane_sum(last_all);
+    far_old = g_lane_sum(far_old);
+    first_old = g_lane_sum(first_old);
+    near_new = g_lane_sum(near_new);
+    last_new = g_lane_sum(last_new);
     let persist = far_all > 0.0 && last_all > 0.0 && far_old > 0.0 && first_old > 0.0
         && near_new > 0.0 && last_new > 0.0;
     if (!persist || ns.depth >= ns_params.max_depth) {
@@ -278,17 +316,22 @@ fn ns_leaf() {
     // leaf's merges free the slot where its own half's last leaf goes (ns_merge_persists).
     let slot_start = countOneBits(n);
     var kinetic: T = 0.0;
-    for (var j = 0u; j < G_DIM; j = j + 1u) {
-        let p = ns_p[j];
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
+        let p = ns_p[k];
         kinetic = kinetic + ns_minv(j) * p * p;
-        let rho_before = ns_rho[j];
-        ns_rho[j] = rho_before + p;
+        let rho_before = ns_rho[k];
+        ns_rho[k] = rho_before + p;
         if (even) {
             ns_ckpt[ns_k(slot_start, NS_K_P_START, j)] = p;
             ns_ckpt[ns_k(slot_start, NS_K_RSUM, j)] = rho_before;
             ns_ckpt[ns_k(slot_start, NS_K_P_END, j)] = p;
         }
     }
+    kinetic = g_lane_sum(kinetic);
     var index: i32;
     if (end == 0u) {
         ns.logp0 = logp;
@@ -320,9 +363,13 @@ fn ns_leaf() {
     // Progressive multinomial sampling within the subtree.
     let u = rng_uniform(ns_counter(NS_RNG_LEAF, ns.nleap), ns_key());
     if (u < sf_exp(delta - ns.lsw_sub)) {
-        for (var j = 0u; j < G_DIM; j = j + 1u) {
-            ns_vec[ns_v(NS_V_QPROP, j)] = ns_q[j];
-            ns_vec[ns_v(NS_V_GPROP, j)] = ns_g[j];
+        for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+            let j = ns_j(k);
+            if (j >= G_DIM) {
+                break;
+            }
+            ns_vec[ns_v(NS_V_QPROP, j)] = ns_q[k];
+            ns_vec[ns_v(NS_V_GPROP, j)] = ns_g[k];
         }
         ns.logp_prop = logp;
         ns.h_prop = h;
@@ -354,7 +401,8 @@ fn nuts_main(
     // First, while every invocation is here: it may copy the model's data into workgroup
     // memory and wait at a barrier (wgsl.rs, "Model data").
     g_stage_data(local);
-    let chain = (workgroup.y * n_workgroups.x + workgroup.x) * G_WORKGROUP_SIZE + local;
+    // One chain per invocation, or per G_LANES invocations (wgsl.rs, "Lanes").
+    let chain = g_chain_of((workgroup.y * n_workgroups.x + workgroup.x) * G_WORKGROUP_SIZE + local);
     if (chain >= ns_params.n_chains) {
         return;
     }
@@ -366,8 +414,12 @@ fn nuts_main(
     if (ns.phase == NS_PHASE_LEAF) {
         // A subtree the last dispatch left half grown.
         ns_load_end(ns.end);
-        for (var j = 0u; j < G_DIM; j = j + 1u) {
-            ns_rho[j] = ns_vec[ns_v(NS_V_RHO_NEW, j)];
+        for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+            let j = ns_j(k);
+            if (j >= G_DIM) {
+                break;
+            }
+            ns_rho[k] = ns_vec[ns_v(NS_V_RHO_NEW, j)];
         }
     }
     loop {
@@ -387,8 +439,12 @@ fn nuts_main(
     }
     if (ns.phase == NS_PHASE_LEAF) {
         ns_store_end(ns.end);
-        for (var j = 0u; j < G_DIM; j = j + 1u) {
-            ns_vec[ns_v(NS_V_RHO_NEW, j)] = ns_rho[j];
+        for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+            let j = ns_j(k);
+            if (j >= G_DIM) {
+                break;
+            }
+            ns_vec[ns_v(NS_V_RHO_NEW, j)] = ns_rho[k];
         }
     }
     ns_store();

@@ -15,21 +15,29 @@
 // private end, ns_q, ns_p, ns_g); returns H(start) - H(end).
 fn ns_search_try(eps: T, p_role: u32) -> T {
     var kinetic0: T = 0.0;
-    for (var j = 0u; j < G_DIM; j = j + 1u) {
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
         let p = ns_vec[ns_v(p_role, j)];
-        ns_q[j] = ns_vec[ns_v(NS_V_QSAMP, j)];
-        ns_g[j] = ns_vec[ns_v(NS_V_GSAMP, j)];
-        ns_p[j] = p;
+        ns_q[k] = ns_vec[ns_v(NS_V_QSAMP, j)];
+        ns_g[k] = ns_vec[ns_v(NS_V_GSAMP, j)];
+        ns_p[k] = p;
         kinetic0 = kinetic0 + ns_minv(j) * p * p;
     }
-    let h0 = ns_energy(ns.logp_samp, 0.5 * kinetic0);
+    let h0 = ns_energy(ns.logp_samp, 0.5 * g_lane_sum(kinetic0));
     let logp = ns_leapfrog(eps);
     var kinetic: T = 0.0;
-    for (var j = 0u; j < G_DIM; j = j + 1u) {
-        kinetic = kinetic + ns_minv(j) * ns_p[j] * ns_p[j];
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
+        kinetic = kinetic + ns_minv(j) * ns_p[k] * ns_p[k];
     }
     ns.search_evals = ns.search_evals + 1u;
-    return h0 - ns_energy(logp, 0.5 * kinetic);
+    return h0 - ns_energy(logp, 0.5 * g_lane_sum(kinetic));
 }
 
 fn ns_search_purpose(attempt: u32) -> u32 {
@@ -125,7 +133,8 @@ fn nuts_search_main(
     // First, while every invocation is here: it may copy the model's data into workgroup
     // memory and wait at a barrier (wgsl.rs, "Model data").
     g_stage_data(local);
-    let chain = (workgroup.y * n_workgroups.x + workgroup.x) * G_WORKGROUP_SIZE + local;
+    // One chain per invocation, or per G_LANES invocations (wgsl.rs, "Lanes").
+    let chain = g_chain_of((workgroup.y * n_workgroups.x + workgroup.x) * G_WORKGROUP_SIZE + local);
     if (chain >= ns_params.n_chains) {
         return;
     }

@@ -207,10 +207,22 @@ var<private> ns: NsChain;
 var<private> ns_n: u32;
 // The end being integrated and the subtree's momentum sum (see the top of this file);
 // `g_theta` reads ns_q, `g_set_grad` writes ns_g.
-var<private> ns_q: array<T, G_DIM>;
-var<private> ns_p: array<T, G_DIM>;
-var<private> ns_g: array<T, G_DIM>;
-var<private> ns_rho: array<T, G_DIM>;
+//
+// A chain split across G_LANES invocations (wgsl.rs, "Lanes") splits these vectors too:
+// coordinate j is element j / G_LANES of lane j % G_LANES, so each loop over coordinates runs
+// over a lane's own (`ns_j`), storage holds each coordinate where it always was, and every sum
+// over coordinates ends with `g_lane_sum`, which gives all lanes the same bits. With one
+// invocation per chain, NS_LOCAL = G_DIM and lane 0 holds everything.
+const NS_LOCAL: u32 = (G_DIM + G_LANES - 1u) / G_LANES;
+var<private> ns_q: array<T, NS_LOCAL>;
+var<private> ns_p: array<T, NS_LOCAL>;
+var<private> ns_g: array<T, NS_LOCAL>;
+var<private> ns_rho: array<T, NS_LOCAL>;
+
+// The coordinate of this lane's element k.
+fn ns_j(k: u32) -> u32 {
+    return k * G_LANES + g_lane;
+}
 
 fn ns_v(role: u32, j: u32) -> u32 {
     return (role * G_DIM + j) * ns_n + g_chain;
@@ -236,31 +248,42 @@ fn ns_const(index: u32) -> T {
     return ns_consts[index];
 }
 
+// Every lane of the chain calls these with the same j: the model is replicated.
 fn g_theta(j: u32) -> T {
-    return ns_q[j];
+    return g_lane_get(ns_q[j / G_LANES], j % G_LANES);
 }
 
 fn g_set_grad(j: u32, value: T) {
-    ns_g[j] = value;
+    if (j % G_LANES == g_lane) {
+        ns_g[j / G_LANES] = value;
+    }
 }
 
 // End `end` of the trajectory (0 forward, 1 backward) from storage into ns_q, ns_p, ns_g.
 fn ns_load_end(end: u32) {
     let q_role = NS_V_Q0 + 3u * end;
-    for (var j = 0u; j < G_DIM; j = j + 1u) {
-        ns_q[j] = ns_vec[ns_v(q_role, j)];
-        ns_p[j] = ns_vec[ns_v(q_role + 1u, j)];
-        ns_g[j] = ns_vec[ns_v(q_role + 2u, j)];
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
+        ns_q[k] = ns_vec[ns_v(q_role, j)];
+        ns_p[k] = ns_vec[ns_v(q_role + 1u, j)];
+        ns_g[k] = ns_vec[ns_v(q_role + 2u, j)];
     }
 }
 
 // ns_q, ns_p, ns_g back into end `end` in storage.
 fn ns_store_end(end: u32) {
     let q_role = NS_V_Q0 + 3u * end;
-    for (var j = 0u; j < G_DIM; j = j + 1u) {
-        ns_vec[ns_v(q_role, j)] = ns_q[j];
-        ns_vec[ns_v(q_role + 1u, j)] = ns_p[j];
-        ns_vec[ns_v(q_role + 2u, j)] = ns_g[j];
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
+        ns_vec[ns_v(q_role, j)] = ns_q[k];
+        ns_vec[ns_v(q_role + 1u, j)] = ns_p[k];
+        ns_vec[ns_v(q_role + 2u, j)] = ns_g[k];
     }
 }
 
@@ -373,14 +396,22 @@ fn ns_store() {
 // position; ns_p and ns_g are those of the same, new, state.
 fn ns_leapfrog(eps: T) -> T {
     let half = 0.5 * eps;
-    for (var j = 0u; j < G_DIM; j = j + 1u) {
-        let p = ns_p[j] + half * ns_g[j];
-        ns_p[j] = p;
-        ns_q[j] = ns_q[j] + eps * ns_minv(j) * p;
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
+        let p = ns_p[k] + half * ns_g[k];
+        ns_p[k] = p;
+        ns_q[k] = ns_q[k] + eps * ns_minv(j) * p;
     }
     let logp = g_logp_grad();
-    for (var j = 0u; j < G_DIM; j = j + 1u) {
-        ns_p[j] = ns_p[j] + half * ns_g[j];
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
+        ns_p[k] = ns_p[k] + half * ns_g[k];
     }
     return logp;
 }
@@ -389,16 +420,34 @@ fn ns_leapfrog(eps: T) -> T {
 // try's), two coordinates per Philox block, and returns its kinetic energy p' M^-1 p / 2.
 fn ns_draw_momentum(p_role: u32, purpose: u32) -> T {
     var kinetic: T = 0.0;
-    for (var j = 0u; j < G_DIM; j = j + 2u) {
-        let pair = rng_normal2(ns_counter(purpose, j / 2u), ns_key());
-        let p0 = pair.a / sqrt(ns_minv(j));
-        ns_vec[ns_v(p_role, j)] = p0;
-        kinetic = kinetic + ns_minv(j) * p0 * p0;
-        if (j + 1u < G_DIM) {
-            let p1 = pair.b / sqrt(ns_minv(j + 1u));
-            ns_vec[ns_v(p_role, j + 1u)] = p1;
-            kinetic = kinetic + ns_minv(j + 1u) * p1 * p1;
+    if (G_LANES == 1u) {
+        for (var j = 0u; j < G_DIM; j = j + 2u) {
+            let pair = rng_normal2(ns_counter(purpose, j / 2u), ns_key());
+            let p0 = pair.a / sqrt(ns_minv(j));
+            ns_vec[ns_v(p_role, j)] = p0;
+            kinetic = kinetic + ns_minv(j) * p0 * p0;
+            if (j + 1u < G_DIM) {
+                let p1 = pair.b / sqrt(ns_minv(j + 1u));
+                ns_vec[ns_v(p_role, j + 1u)] = p1;
+                kinetic = kinetic + ns_minv(j + 1u) * p1 * p1;
+            }
         }
+        return 0.5 * kinetic;
     }
-    return 0.5 * kinetic;
+    // Split: each lane draws its coordinates' blocks (a neighbour draws the same block).
+    for (var k = 0u; k < NS_LOCAL; k = k + 1u) {
+        let j = ns_j(k);
+        if (j >= G_DIM) {
+            break;
+        }
+        let pair = rng_normal2(ns_counter(purpose, j / 2u), ns_key());
+        var z = pair.a;
+        if ((j & 1u) == 1u) {
+            z = pair.b;
+        }
+        let p = z / sqrt(ns_minv(j));
+        ns_vec[ns_v(p_role, j)] = p;
+        kinetic = kinetic + ns_minv(j) * p * p;
+    }
+    return 0.5 * g_lane_sum(kinetic);
 }

@@ -102,6 +102,20 @@ impl fmt::Display for ModelKey {
     }
 }
 
+/// Invocations per chain on this adapter when a request leaves it open:
+/// [`crate::wgsl::choose_lanes`] with the adapter's subgroup support and smallest subgroup,
+/// and 1 when the request asks for a storage tape (split chains need a private one).
+pub(crate) fn default_lanes(
+    report: &AdapterReport,
+    program: &sampler::Program,
+    placement: Option<TapePlacement>,
+) -> u32 {
+    if placement == Some(TapePlacement::Storage) {
+        return 1;
+    }
+    crate::wgsl::choose_lanes(program, report.features.subgroup, report.subgroup_sizes.0)
+}
+
 /// Log densities and gradients of many chains at once.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LogpGradRequest {
@@ -112,6 +126,8 @@ pub struct LogpGradRequest {
     pub points: Vec<f64>,
     /// Where tapes live; `None` for [`TapePlacement::choose`].
     pub placement: Option<TapePlacement>,
+    /// Invocations per chain; `None` for the adapter's default (`wgsl::choose_lanes`).
+    pub lanes: Option<u32>,
 }
 
 /// The answer to a [`LogpGradRequest`], in f64 whatever the precision.
@@ -207,6 +223,16 @@ impl GpuDevice {
             report: Arc::new(report),
             thread: Arc::new(Mutex::new(Some(thread))),
         })
+    }
+
+    /// Invocations per chain that kernels over `program` get on this device when a request
+    /// leaves it open (see [`crate::wgsl::choose_lanes`]); 1 with a storage `placement`.
+    pub fn default_lanes(
+        &self,
+        program: &sampler::Program,
+        placement: Option<TapePlacement>,
+    ) -> u32 {
+        default_lanes(&self.report, program, placement)
     }
 
     /// The adapter this device runs on.

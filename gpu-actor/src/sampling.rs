@@ -106,9 +106,11 @@ pub struct GpuSamplingOptions {
     /// Where the kernels read the model's data; `None` for workgroup memory when it fits
     /// the adapter (`DataPlacement::choose`).
     pub data: Option<DataPlacement>,
-    /// Lanes that execute in lockstep, for the lockstep statistics; `None` for the adapter's
-    /// largest subgroup size.
+    /// Chains that execute in lockstep, for the lockstep statistics; `None` for the
+    /// adapter's largest subgroup size over the invocations per chain.
     pub lockstep_width: Option<u32>,
+    /// Invocations per chain (`wgsl::choose_lanes`); `None` for the adapter's default.
+    pub lanes: Option<u32>,
 }
 
 impl Default for GpuSamplingOptions {
@@ -118,6 +120,7 @@ impl Default for GpuSamplingOptions {
             workgroup_size: DEFAULT_WORKGROUP_SIZE,
             data: None,
             lockstep_width: None,
+            lanes: None,
         }
     }
 }
@@ -263,10 +266,18 @@ pub fn sample_on_device_with(
     let key = device
         .upload_model(&request.model, request.precision)
         .wait()?;
+    let report = device.report();
+    let lanes = options.lanes.unwrap_or_else(|| {
+        crate::device::default_lanes(report, request.model.program(), options.placement)
+    });
     let width = options
         .lockstep_width
-        .unwrap_or(device.report().subgroup_sizes.1)
+        .unwrap_or(report.subgroup_sizes.1 / lanes.max(1))
         .max(1);
+    let options = &GpuSamplingOptions {
+        lanes: Some(lanes),
+        ..*options
+    };
     match request.kernel {
         GpuKernel::Nuts {
             transitions_per_dispatch,

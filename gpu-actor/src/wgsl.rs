@@ -83,6 +83,20 @@
 //! under the H100's 48 KiB but over lavapipe's 32 KiB, and 84 000 bytes in f64, which fits
 //! neither. With [`DataPlacement::Storage`] `g_stage_data` is empty.
 //!
+//! # Lanes
+//!
+//! [`ShaderOptions::lanes`] invocations run each chain: 1, or a power of two up to the
+//! adapter's smallest subgroup ([`choose_lanes`] picks the subgroup size, at most
+//! [`MAX_LANES`], for programs with a vector of at least [`SPLIT_MIN_PER_LANE`] elements per
+//! lane, such as the logistic model's 500 observations). The kernels find their chain with
+//! the generated `g_chain_of(invocation)`, which also sets `g_lane`; a chain's lanes are
+//! neighbouring invocations, an aligned run of one subgroup. The model's long vectors are
+//! split across the lanes (`wgsl/split.rs`), and the NUTS kernels split the chain's vectors
+//! (`shaders/nuts_state.wgsl`). Sums over lanes go through the generated `g_lane_sum`, a
+//! butterfly of `subgroupShuffleXor` that leaves the same bits on every lane, and
+//! `g_lane_get(x, source)` reads another lane's value; with one lane both are the identity,
+//! so such kernels need no subgroup operations. Split chains need the private tape.
+//!
 //! # Precision
 //!
 //! f32 uses the GPU's `exp`/`log`; f64 uses `sf_exp`/`sf_log` built from arithmetic
@@ -98,6 +112,7 @@ mod cost;
 mod density;
 pub(crate) mod library;
 mod model;
+mod split;
 mod tape;
 mod unroll;
 
@@ -109,9 +124,11 @@ use std::fmt;
 use sampler::Program;
 
 pub use cost::{SOFTWARE_LOOP_LIMIT, model_loop_iterations};
+pub use split::SplitRefusal;
 
 use ast::{
-    Access, Builtin, Element, Expr, Function, Global, Hook, Ident, Item, Module, ModuleConst, Stmt,
+    Access, BinOp, Builtin, Element, Expr, Function, Global, Hook, Ident, Item, Module,
+    ModuleConst, Stmt, Ty,
 };
 use tape::Tape;
 
@@ -222,6 +239,26 @@ impl DataPlacement {
     }
 }
 
+impl DataPlacement {
+    /// The default for kernels with `lanes` invocations per chain: [`DataPlacement::choose`]
+    /// with one, storage with more. A split chain's lanes read neighbouring rows, and on an
+    /// H100 the logistic model's dispatches ran 1.4x to 1.8x faster reading its matrix through
+    /// the cache than from workgroup memory (BENCHMARKS.md), whose 42 KB per workgroup also
+    /// caps the workgroups resident per multiprocessor.
+    pub fn choose_for_lanes(
+        program: &Program,
+        precision: Precision,
+        max_workgroup_storage: u32,
+        lanes: u32,
+    ) -> DataPlacement {
+        if lanes > 1 {
+            DataPlacement::Storage
+        } else {
+            DataPlacement::choose(program, precision, max_workgroup_storage)
+        }
+    }
+}
+
 impl fmt::Display for DataPlacement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -287,6 +324,9 @@ pub struct ShaderOptions {
     pub workgroup_size: u32,
     /// Where the model's data is read from.
     pub data: DataPlacement,
+    /// Invocations per chain: 1, or a power of two up to the adapter's smallest subgroup
+    /// size whose invocations split the model's long vectors (module documentation, "Lanes").
+    pub lanes: u32,
 }
 
 /// The default workgroup size: two NVIDIA warps, eight lavapipe SIMD lanes.
@@ -302,8 +342,37 @@ impl ShaderOptions {
             placement: TapePlacement::choose(program),
             workgroup_size: DEFAULT_WORKGROUP_SIZE,
             data: DataPlacement::Storage,
+            lanes: 1,
         }
     }
+}
+
+/// The most invocations per chain: a subgroup of NVIDIA's.
+pub const MAX_LANES: u32 = 32;
+
+/// A split vector must have at least this many elements per lane for
+/// [`choose_lanes`] to split a chain.
+pub const SPLIT_MIN_PER_LANE: u32 = 4;
+
+/// The default invocations per chain for `program`: the adapter's smallest subgroup size
+/// (at most [`MAX_LANES`]) when the adapter has subgroup operations and the program has a
+/// vector that splits into at least [`SPLIT_MIN_PER_LANE`] elements per lane (the logistic
+/// model's 500 observations), else 1.
+pub fn choose_lanes(program: &Program, subgroup: bool, min_subgroup_size: u32) -> u32 {
+    let lanes = min_subgroup_size.min(MAX_LANES);
+    if !subgroup || lanes < 2 || !lanes.is_power_of_two() || check::check(program).is_err() {
+        return 1;
+    }
+    match split::plan(program, lanes) {
+        Ok(plan) if plan.longest_split(program) >= SPLIT_MIN_PER_LANE * lanes => lanes,
+        _ => 1,
+    }
+}
+
+/// The longest vector of `program` that `lanes` invocations per chain split (0: none), or
+/// why the program cannot run that way.
+pub fn longest_split(program: &Program, lanes: u32) -> Result<u32, SplitRefusal> {
+    split::plan(program, lanes).map(|plan| plan.longest_split(program))
 }
 
 /// A `@group(g) @binding(b)` slot of the kernels' bind groups.
@@ -465,6 +534,28 @@ pub enum CodegenError {
         /// The size asked for.
         size: u32,
     },
+    /// Invocations per chain that are not a power of two up to [`MAX_LANES`] dividing the
+    /// workgroup size.
+    #[error(
+        "{lanes} invocations per chain: need a power of two up to {MAX_LANES} that divides the workgroup size {workgroup_size}"
+    )]
+    Lanes {
+        /// The lanes asked for.
+        lanes: u32,
+        /// The workgroup size.
+        workgroup_size: u32,
+    },
+    /// The program cannot be split across lanes.
+    #[error("this model cannot split a chain across {lanes} invocations: {refusal}")]
+    Unsplittable {
+        /// The lanes asked for.
+        lanes: u32,
+        /// Which instruction is in the way.
+        refusal: SplitRefusal,
+    },
+    /// Lanes need the private tape.
+    #[error("a chain split across invocations needs private tape placement")]
+    LanesNeedPrivateTape,
 }
 
 /// The WGSL module of `kernel` for `program`.
@@ -517,14 +608,30 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
             size: options.workgroup_size,
         });
     }
-    if options.placement == TapePlacement::Private && program.tape_len > MAX_PRIVATE_TAPE_LEN {
+    let lanes = options.lanes;
+    if lanes == 0
+        || lanes > MAX_LANES
+        || !lanes.is_power_of_two()
+        || !options.workgroup_size.is_multiple_of(lanes)
+    {
+        return Err(CodegenError::Lanes {
+            lanes,
+            workgroup_size: options.workgroup_size,
+        });
+    }
+    if lanes > 1 && options.placement != TapePlacement::Private {
+        return Err(CodegenError::LanesNeedPrivateTape);
+    }
+    let plan = split::plan(program, lanes)
+        .map_err(|refusal| CodegenError::Unsplittable { lanes, refusal })?;
+    // `check` bounds both by u32.
+    let tape_len = plan.tape_len;
+    if options.placement == TapePlacement::Private && tape_len as usize > MAX_PRIVATE_TAPE_LEN {
         return Err(CodegenError::PrivateTapeTooLong {
-            tape_len: program.tape_len,
+            tape_len: tape_len as usize,
             limit: MAX_PRIVATE_TAPE_LEN,
         });
     }
-    // `check` bounds both by u32.
-    let tape_len = program.tape_len.max(1) as u32;
     let dim = program.dim as u32;
     let storage = |binding: Binding, global, access, element| Item::Storage {
         group: binding.group,
@@ -545,6 +652,7 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
         Item::ConstU32(ModuleConst::TapeLen, tape_len),
         Item::ConstU32(ModuleConst::WorkgroupSize, options.workgroup_size),
         Item::ConstU32(ModuleConst::TapeBlock, TAPE_BLOCK),
+        Item::ConstU32(ModuleConst::Lanes, lanes),
         storage(DATA_BINDING, Global::Data, Access::Read, Element::Real),
         storage(INDEX_BINDING, Global::Index, Access::Read, Element::U32),
         storage(
@@ -554,6 +662,10 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
             Element::Real,
         ),
         Item::PrivateU32(Global::Chain),
+        Item::PrivateU32(Global::Lane),
+        Item::Function(chain_of_function()),
+        Item::Function(lane_sum_function(lanes)),
+        Item::Function(lane_get_function(lanes)),
     ];
     items.extend(
         library::model_library(options.precision)
@@ -566,8 +678,16 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
         }
         items.push(Item::WorkgroupReals(Global::SharedData, data_len(program)?));
     }
-    items.push(Item::Function(stage_data_function(program, options)?));
-    let tape = Tape::new(options.placement, tape_len, options.data);
+    let transposed = match options.data {
+        DataPlacement::Workgroup => plan.split_matrices.clone(),
+        DataPlacement::Storage => Vec::new(),
+    };
+    items.push(Item::Function(stage_data_function(
+        program,
+        options,
+        &transposed,
+    )?));
+    let tape = Tape::new(options.placement, options.data, plan, transposed);
     let mut logp_grad = model::logp_grad_function(program, &tape);
     if options.placement == TapePlacement::Private {
         logp_grad.body = unroll::unroll(logp_grad.body);
@@ -592,6 +712,7 @@ fn data_len(program: &Program) -> Result<u32, CodegenError> {
 fn stage_data_function(
     program: &Program,
     options: &ShaderOptions,
+    transposed: &[sampler::MatrixRef],
 ) -> Result<Function, CodegenError> {
     let local = Ident::new("local");
     let mut body = Vec::new();
@@ -600,10 +721,28 @@ fn stage_data_function(
         let rounds = len.div_ceil(options.workgroup_size);
         let round = Ident::new("round");
         let at = Ident::new("at");
-        let copy = Stmt::Assign(
-            Expr::Global(Global::SharedData).index(Expr::local(&at)),
+        // A matrix that split products read goes in column-major (`Tape::matrix`): element
+        // `k` of its row-major run lands at `(k % cols) * rows + k / cols`.
+        let to = Ident::new("to");
+        let mut copy = vec![Stmt::Var(to.clone(), Ty::U32, Some(Expr::local(&at)))];
+        for m in transposed {
+            let k = Ident::new("k");
+            let ke = || Expr::local(&k);
+            let moved = (ke() % Expr::U32(m.cols)) * Expr::U32(m.rows) + ke() / Expr::U32(m.cols);
+            copy.push(Stmt::Block(vec![
+                // Wraps around below the matrix, so one comparison bounds both sides.
+                Stmt::let_(&k, Expr::local(&at) - Expr::U32(m.offset)),
+                Stmt::If(
+                    Expr::U32(m.rows * m.cols).gt(ke()),
+                    vec![Stmt::Assign(Expr::local(&to), moved.plus_u32(m.offset))],
+                    Vec::new(),
+                ),
+            ]));
+        }
+        copy.push(Stmt::Assign(
+            Expr::Global(Global::SharedData).index(Expr::local(&to)),
             Expr::Global(Global::Data).index(Expr::local(&at)),
-        );
+        ));
         body.push(Stmt::for_(
             &round,
             Expr::U32(rounds),
@@ -613,7 +752,7 @@ fn stage_data_function(
                     Expr::local(&round) * Expr::Const(ModuleConst::WorkgroupSize)
                         + Expr::local(&local),
                 ),
-                Stmt::If(Expr::U32(len).gt(Expr::local(&at)), vec![copy], Vec::new()),
+                Stmt::If(Expr::U32(len).gt(Expr::local(&at)), copy, Vec::new()),
             ],
         ));
         body.push(Stmt::Call(Expr::builtin(
@@ -623,8 +762,83 @@ fn stage_data_function(
     }
     Ok(Function {
         name: Hook::StageData,
-        params: vec![local],
+        params: vec![(local, Ty::U32)],
         ret: None,
         body,
     })
+}
+
+/// `g_chain_of(invocation) -> u32`: the chain of a global invocation index, `invocation /
+/// G_LANES`; sets `g_lane` to `invocation % G_LANES`. The lanes of a chain are neighbouring
+/// invocations of one subgroup (subgroups are runs of neighbouring invocations, and
+/// `G_LANES` divides both the workgroup size and the subgroup size).
+fn chain_of_function() -> Function {
+    let invocation = Ident::new("invocation");
+    let lanes = || Expr::Const(ModuleConst::Lanes);
+    Function {
+        name: Hook::ChainOf,
+        params: vec![(invocation.clone(), Ty::U32)],
+        ret: Some(Ty::U32),
+        body: vec![
+            Stmt::Assign(
+                Expr::Global(Global::Lane),
+                Expr::local(&invocation) % lanes(),
+            ),
+            Stmt::Return(Expr::local(&invocation) / lanes()),
+        ],
+    }
+}
+
+/// `g_lane_sum(x) -> T`: a butterfly of `subgroupShuffleXor` over the chain's `lanes`
+/// (`Tape::lane_sum`); `x` itself with one lane, so that such kernels need no subgroup
+/// operations.
+fn lane_sum_function(lanes: u32) -> Function {
+    let x = Ident::new("x");
+    let s = Ident::new("s");
+    let mut body = vec![Stmt::Var(s.clone(), Ty::Real, Some(Expr::local(&x)))];
+    let mut mask = 1;
+    while mask < lanes {
+        body.push(Stmt::Assign(
+            Expr::local(&s),
+            Expr::local(&s)
+                + Expr::builtin(
+                    Builtin::SubgroupShuffleXor,
+                    vec![Expr::local(&s), Expr::U32(mask)],
+                ),
+        ));
+        mask <<= 1;
+    }
+    body.push(Stmt::Return(Expr::local(&s)));
+    Function {
+        name: Hook::LaneSum,
+        params: vec![(x, Ty::Real)],
+        ret: Some(Ty::Real),
+        body,
+    }
+}
+
+/// `g_lane_get(x, source) -> T`: `x` of the chain's lane `source`, `subgroupShuffleXor(x,
+/// g_lane ^ source)` (the partner of this invocation under that mask is the chain's lane `source`,
+/// because the chain's lanes are an aligned run of the subgroup); `x` with one lane.
+fn lane_get_function(lanes: u32) -> Function {
+    let x = Ident::new("x");
+    // Not `g_lane`: that is the global.
+    let lane = Ident::new("source");
+    let value = if lanes > 1 {
+        Expr::builtin(
+            Builtin::SubgroupShuffleXor,
+            vec![
+                Expr::local(&x),
+                Expr::binary(BinOp::Xor, Expr::Global(Global::Lane), Expr::local(&lane)),
+            ],
+        )
+    } else {
+        Expr::local(&x)
+    };
+    Function {
+        name: Hook::LaneGet,
+        params: vec![(x, Ty::Real), (lane, Ty::U32)],
+        ret: Some(Ty::Real),
+        body: vec![Stmt::Return(value)],
+    }
 }

@@ -84,15 +84,20 @@ pub struct GpuBenchArgs {
     #[arg(long, value_enum)]
     precision: Option<PrecisionArg>,
     /// GPU: where the kernels read model data [default: auto, workgroup memory when it fits
-    /// the adapter's limit].
+    /// the adapter's limit and chains are not split across lanes].
     #[arg(long, value_enum)]
     data: Option<DataArg>,
     /// GPU: where the model's tapes live [default: auto, private arrays for short tapes].
     #[arg(long, value_enum)]
     tape: Option<TapeArg>,
-    /// GPU: chains per workgroup (1 to 1024) [default: 64].
+    /// GPU: invocations per workgroup (1 to 1024) [default: 64].
     #[arg(long, value_name = "N")]
     workgroup_size: Option<u32>,
+    /// GPU: invocations per chain, which split the model's long vectors: 1, or a power of
+    /// two up to the adapter's subgroup size [default: auto, the subgroup size for models
+    /// with long observation vectors].
+    #[arg(long, value_name = "N")]
+    lanes: Option<u32>,
     /// GPU: also write one JSON object per row to this file (JSON lines).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -143,6 +148,7 @@ impl GpuBenchArgs {
             || self.data.is_some()
             || self.tape.is_some()
             || self.workgroup_size.is_some()
+            || self.lanes.is_some()
             || self.json.is_some()
             || self.round_trips.is_some()
             || self.no_check
@@ -365,19 +371,26 @@ pub fn run(
     for path in &models {
         let model = load_model(path)?;
         let program = model.program();
+        let lanes = args
+            .lanes
+            .unwrap_or_else(|| device.default_lanes(program, args.tape()));
         let data = args.data().unwrap_or_else(|| {
-            DataPlacement::choose(
+            DataPlacement::choose_for_lanes(
                 program,
                 precision,
                 report.limits.max_compute_workgroup_storage_size,
+                lanes,
             )
         });
         let options = GpuSamplingOptions {
             data: Some(data),
             placement: args.tape(),
             workgroup_size: args.workgroup_size.unwrap_or(DEFAULT_WORKGROUP_SIZE),
+            lanes: Some(lanes),
             ..GpuSamplingOptions::default()
         };
+        let mut context = context.clone();
+        context["lanes"] = json!(lanes);
         let setup = warm_up(&device, &model, &settings, kernel, precision, &options)
             .with_context(|| format!("{}: the warm-up run failed", model.name()))?;
         let reference = if args.no_check {
@@ -387,12 +400,14 @@ pub fn run(
         };
         println!(
             "{} (d = {}): setup (upload, compile, first draw) {setup:.2} s; data in {data} memory, \
-             {} tape{}\n",
+             {} tape, {lanes} lanes per chain{}\n",
             model.name(),
             program.dim,
-            options
-                .placement
-                .unwrap_or_else(|| TapePlacement::choose(program)),
+            options.placement.unwrap_or(if lanes > 1 {
+                TapePlacement::Private
+            } else {
+                TapePlacement::choose(program)
+            }),
             reference
                 .as_ref()
                 .map(|(_, seconds)| format!(
@@ -724,6 +739,7 @@ fn round_trip(
             model: key,
             points: q.clone(),
             placement: None,
+            lanes: None,
         })
         .wait()?
         .grad;

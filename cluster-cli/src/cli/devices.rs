@@ -206,6 +206,7 @@ fn check_model(
         model: key,
         points: points.clone(),
         placement: None,
+        lanes: None,
     };
     // The first batch compiles the pipeline; the second is timed.
     device.logp_grad(request.clone()).wait()?;

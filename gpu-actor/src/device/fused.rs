@@ -24,6 +24,8 @@ pub(crate) struct FusedOpen {
     pub workgroup_size: u32,
     /// Where the model's data is read from; `None` for [`DataPlacement::choose`].
     pub data: Option<DataPlacement>,
+    /// Invocations per chain; `None` for the adapter's default (`worker::default_lanes`).
+    pub lanes: Option<u32>,
 }
 
 /// One dispatch: every chain integrates `n_steps` steps from its point (chain after chain:
@@ -145,8 +147,13 @@ impl Worker {
     }
 
     fn fused_open(&mut self, open: &FusedOpen) -> Result<SessionId, GpuError> {
-        let (program, options) =
-            self.shader_options(open.model, open.placement, open.workgroup_size, open.data)?;
+        let (program, options) = self.shader_options(
+            open.model,
+            open.placement,
+            open.workgroup_size,
+            open.data,
+            open.lanes,
+        )?;
         let precision = open.model.precision;
         let key = PipelineKey {
             model: open.model.hash,
@@ -159,7 +166,7 @@ impl Worker {
             .clone();
         let (n, dim, max_steps) = (open.n_chains, program.dim, open.max_steps.max(1));
         let grid = dispatch_grid(
-            n,
+            n * options.lanes as usize,
             options.workgroup_size,
             self.limits.max_compute_workgroups_per_dimension,
         )?;

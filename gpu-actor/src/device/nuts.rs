@@ -34,6 +34,8 @@ pub(crate) struct NutsOpen {
     pub workgroup_size: u32,
     /// Where the model's data is read from; `None` for [`DataPlacement::choose`].
     pub data: Option<DataPlacement>,
+    /// Invocations per chain; `None` for the adapter's default (`worker::default_lanes`).
+    pub lanes: Option<u32>,
 }
 
 /// The starting state of every chain, chain after chain (`q[c * dim + j]`).
@@ -193,8 +195,13 @@ impl Worker {
     }
 
     fn nuts_open(&mut self, open: &NutsOpen) -> Result<SessionId, GpuError> {
-        let (program, options) =
-            self.shader_options(open.model, open.placement, open.workgroup_size, open.data)?;
+        let (program, options) = self.shader_options(
+            open.model,
+            open.placement,
+            open.workgroup_size,
+            open.data,
+            open.lanes,
+        )?;
         let precision = open.model.precision;
         let key = |kernel| PipelineKey {
             model: open.model.hash,
@@ -222,7 +229,7 @@ impl Worker {
             with_grad: open.with_grad,
         };
         let grid = dispatch_grid(
-            open.n_chains,
+            open.n_chains * options.lanes as usize,
             options.workgroup_size,
             self.limits.max_compute_workgroups_per_dimension,
         )?;

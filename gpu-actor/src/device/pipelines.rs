@@ -33,11 +33,12 @@ impl fmt::Display for PipelineKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} ({}, {} tape, workgroup {}) of model {}",
+            "{} ({}, {} tape, workgroup {}, {} lanes) of model {}",
             self.kernel,
             self.options.precision,
             self.options.placement,
             self.options.workgroup_size,
+            self.options.lanes,
             self.model
         )
     }

@@ -109,6 +109,7 @@ impl Worker {
         placement: Option<TapePlacement>,
         workgroup_size: u32,
         data: Option<DataPlacement>,
+        lanes: Option<u32>,
     ) -> Result<(Arc<sampler::Program>, ShaderOptions), GpuError> {
         let program = self
             .models
@@ -117,15 +118,30 @@ impl Worker {
             .program
             .clone();
         let precision = model.precision;
+        let lanes =
+            lanes.unwrap_or_else(|| super::default_lanes(&self.report, &program, placement));
+        if lanes > 1 && !self.report.features.subgroup {
+            return Err(GpuError::SubgroupUnsupported {
+                adapter: self.report.name.clone(),
+            });
+        }
         let options = ShaderOptions {
             precision,
-            placement: placement.unwrap_or_else(|| TapePlacement::choose(&program)),
+            lanes,
+            placement: placement.unwrap_or_else(|| {
+                if lanes > 1 {
+                    TapePlacement::Private
+                } else {
+                    TapePlacement::choose(&program)
+                }
+            }),
             workgroup_size,
             data: data.unwrap_or_else(|| {
-                DataPlacement::choose(
+                DataPlacement::choose_for_lanes(
                     &program,
                     precision,
                     self.limits.max_compute_workgroup_storage_size,
+                    lanes,
                 )
             }),
         };
@@ -370,6 +386,7 @@ impl Worker {
             request.placement,
             DEFAULT_WORKGROUP_SIZE,
             None,
+            request.lanes,
         )?;
         let dim = program.dim;
         let len = request.points.len();
@@ -384,7 +401,7 @@ impl Worker {
             options,
         };
         let grid = dispatch_grid(
-            n_chains,
+            n_chains * options.lanes as usize,
             options.workgroup_size,
             self.limits.max_compute_workgroups_per_dimension,
         )?;
@@ -576,18 +593,19 @@ impl Worker {
 /// How long [`Worker::read_back`] polls without blocking before it blocks.
 const SPIN_WAIT: Duration = Duration::from_micros(500);
 
-/// Workgroups `(x, y)` for `n_chains` chains: one-dimensional up to the per-dimension limit,
-/// then two-dimensional (the kernel computes `chain = (y * n_x + x) * size + local`).
+/// Workgroups `(x, y)` for `invocations` invocations (chains times lanes):
+/// one-dimensional up to the per-dimension limit, then two-dimensional (the kernel computes
+/// the invocation `(y * n_x + x) * size + local`, and its chain from that).
 pub(crate) fn dispatch_grid(
-    n_chains: usize,
+    invocations: usize,
     workgroup_size: u32,
     max_per_dimension: u32,
 ) -> Result<(u32, u32), GpuError> {
-    let groups = (n_chains as u64).div_ceil(u64::from(workgroup_size.max(1)));
+    let groups = (invocations as u64).div_ceil(u64::from(workgroup_size.max(1)));
     let max = u64::from(max_per_dimension.max(1));
     let x = groups.clamp(1, max);
     let y = groups.div_ceil(x).max(1);
-    if y > max || n_chains > u32::MAX as usize {
+    if y > max || invocations > u32::MAX as usize {
         return Err(GpuError::TooLarge {
             what: "a dispatch of that many chains",
             needed: groups,

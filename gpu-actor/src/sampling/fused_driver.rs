@@ -536,6 +536,7 @@ pub(super) fn run(
             placement: options.placement,
             workgroup_size: options.workgroup_size,
             data: options.data,
+            lanes: options.lanes,
         }))
         .wait()?
     {

@@ -75,6 +75,7 @@ pub(crate) fn initial_points(
                     .flat_map(|&c| points.q[c].iter().copied())
                     .collect(),
                 placement: None,
+                lanes: None,
             })
             .wait()?;
         let mut failed = Vec::new();

@@ -365,6 +365,7 @@ pub(super) fn run(
         placement: options.placement,
         workgroup_size: options.workgroup_size,
         data: options.data,
+        lanes: options.lanes,
     };
     let session = match device.nuts(NutsCommand::Open(open)).wait()? {
         NutsReply::Opened(id) => id,

@@ -76,6 +76,7 @@ impl<'a> FusedLeapfrog<'a> {
                 placement: None,
                 workgroup_size: DEFAULT_WORKGROUP_SIZE,
                 data: None,
+                lanes: None,
             }))
             .wait()?;
         match reply {

@@ -50,6 +50,9 @@ pub(crate) enum Global {
     SharedData,
     /// The chain this invocation evaluates (`var<private> u32`), set by the kernel.
     Chain,
+    /// This invocation's lane within its chain's group (`var<private> u32`, 0 with one
+    /// invocation per chain), set by `g_chain_of`.
+    Lane,
 }
 
 impl Global {
@@ -60,6 +63,7 @@ impl Global {
             Global::Scratch => "g_scratch",
             Global::SharedData => "g_shared_data",
             Global::Chain => "g_chain",
+            Global::Lane => "g_lane",
         }
     }
 }
@@ -75,6 +79,8 @@ pub(crate) enum ModuleConst {
     WorkgroupSize,
     /// Chains per block of the storage tape layout.
     TapeBlock,
+    /// Invocations per chain (`split.rs`).
+    Lanes,
 }
 
 impl ModuleConst {
@@ -84,6 +90,7 @@ impl ModuleConst {
             ModuleConst::TapeLen => "G_TAPE_LEN",
             ModuleConst::WorkgroupSize => "G_WORKGROUP_SIZE",
             ModuleConst::TapeBlock => "G_TAPE_BLOCK",
+            ModuleConst::Lanes => "G_LANES",
         }
     }
 }
@@ -100,6 +107,14 @@ pub(crate) enum Hook {
     /// `g_stage_data(local: u32)`: copies the model's data into workgroup memory, or does
     /// nothing (generator). Every kernel calls it first, in uniform control flow.
     StageData,
+    /// `g_chain_of(invocation: u32) -> u32`: the chain of a global invocation index; sets
+    /// `g_lane` (generator). Every kernel calls it after `g_stage_data`.
+    ChainOf,
+    /// `g_lane_sum(x: T) -> T`: the sum of `x` over the chain's lanes, the same bits on each
+    /// (generator; `x` itself with one lane).
+    LaneSum,
+    /// `g_lane_get(x: T, source: u32) -> T`: `x` of lane `source` of the chain (generator).
+    LaneGet,
 }
 
 impl Hook {
@@ -109,6 +124,9 @@ impl Hook {
             Hook::SetGrad => "g_set_grad",
             Hook::LogpGrad => "g_logp_grad",
             Hook::StageData => "g_stage_data",
+            Hook::ChainOf => "g_chain_of",
+            Hook::LaneSum => "g_lane_sum",
+            Hook::LaneGet => "g_lane_get",
         }
     }
 }
@@ -121,6 +139,8 @@ pub(crate) enum Builtin {
     Sqrt,
     /// `workgroupBarrier()`: only in uniform control flow.
     WorkgroupBarrier,
+    /// `subgroupShuffleXor(value, mask)`: needs `wgpu::Features::SUBGROUP`.
+    SubgroupShuffleXor,
 }
 
 impl Builtin {
@@ -129,6 +149,7 @@ impl Builtin {
             Builtin::Abs => "abs",
             Builtin::Sqrt => "sqrt",
             Builtin::WorkgroupBarrier => "workgroupBarrier",
+            Builtin::SubgroupShuffleXor => "subgroupShuffleXor",
         }
     }
 }
@@ -168,6 +189,8 @@ pub(crate) enum Ty {
     Real,
     /// `array<T, G_TAPE_LEN>`.
     TapeArray,
+    /// `u32`.
+    U32,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -180,6 +203,7 @@ pub(crate) enum BinOp {
     Gt,
     Ne,
     And,
+    Xor,
 }
 
 impl BinOp {
@@ -193,6 +217,7 @@ impl BinOp {
             BinOp::Gt => ">",
             BinOp::Ne => "!=",
             BinOp::And => "&&",
+            BinOp::Xor => "^",
         }
     }
 }
@@ -347,8 +372,8 @@ impl Stmt {
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Function {
     pub name: Hook,
-    /// Parameters, all `u32`.
-    pub params: Vec<Ident>,
+    /// Parameters and their types.
+    pub params: Vec<(Ident, Ty)>,
     /// `None` for no result.
     pub ret: Option<Ty>,
     pub body: Vec<Stmt>,
@@ -460,6 +485,7 @@ impl Printer {
         match ty {
             Ty::Real => "T",
             Ty::TapeArray => "array<T, G_TAPE_LEN>",
+            Ty::U32 => "u32",
         }
     }
 
@@ -514,7 +540,7 @@ impl Printer {
                 let params = function
                     .params
                     .iter()
-                    .map(|param| format!("{}: u32", param.as_str()))
+                    .map(|(param, ty)| format!("{}: {}", param.as_str(), self.ty(*ty)))
                     .collect::<Vec<_>>()
                     .join(", ");
                 let ret = function

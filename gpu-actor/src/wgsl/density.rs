@@ -95,9 +95,11 @@ fn ie() -> Expr {
 }
 
 /// `lp += sum_i log p(x_i | params_i)` with partial derivatives into the adjoint tape.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn density(
     program: &Program,
     tape: &Tape,
+    split: bool,
     lp: &Ident,
     kind: DensityKind,
     x: Operand,
@@ -105,10 +107,10 @@ pub(crate) fn density(
     len: u32,
 ) -> Vec<Stmt> {
     let args = [
-        Arg::new(program, x),
-        Arg::new(program, params[0]),
-        Arg::new(program, params[1]),
-        Arg::new(program, params[2]),
+        Arg::new(program, tape, x),
+        Arg::new(program, tape, params[0]),
+        Arg::new(program, tape, params[1]),
+        Arg::new(program, tape, params[2]),
     ];
     let arg = |pos: Pos| -> &Arg {
         match pos {
@@ -122,9 +124,9 @@ pub(crate) fn density(
     let mut body = vec![Stmt::zero(&dens)];
     for part in parts(kind) {
         let stmts = match *part {
-            Part::One(a, term) => term1(tape, len, arg(a), term, &dens),
-            Part::Two(a, b, term) => term2(tape, len, arg(a), arg(b), term, &dens),
-            Part::Kernel => kernel(tape, len, kind, &args, &dens),
+            Part::One(a, term) => term1(tape, split, len, arg(a), term, &dens),
+            Part::Two(a, b, term) => term2(tape, split, len, arg(a), arg(b), term, &dens),
+            Part::Kernel => kernel(tape, split, len, kind, &args, &dens),
         };
         if !stmts.is_empty() {
             body.push(Stmt::Block(stmts));
@@ -138,7 +140,7 @@ pub(crate) fn density(
 }
 
 /// dist.rs's `term1`.
-fn term1(tape: &Tape, n: u32, a: &Arg, term: TermFn, dens: &Ident) -> Vec<Stmt> {
+fn term1(tape: &Tape, split: bool, n: u32, a: &Arg, term: TermFn, dens: &Ident) -> Vec<Stmt> {
     if !a.is_param() {
         return Vec::new();
     }
@@ -157,23 +159,34 @@ fn term1(tape: &Tape, n: u32, a: &Arg, term: TermFn, dens: &Ident) -> Vec<Stmt> 
         ];
     }
     let t = Ident::new("t");
-    vec![
+    let mut out = vec![
         Stmt::zero(&t),
-        Stmt::for_(
+        tape.each(
+            split,
             &i(),
-            Expr::U32(n),
+            n,
             vec![
                 Stmt::let_(&r, Expr::lib(LibFn::Term(term), vec![a.at(tape, &ie())])),
                 Stmt::add_to(a.adjoint_at(tape, &ie()), re().field(Field::D)),
                 Stmt::add_to(Expr::local(&t), re().field(Field::Value)),
             ],
         ),
-        Stmt::add_to(Expr::local(dens), Expr::local(&t)),
-    ]
+    ];
+    out.extend(tape.lane_sum(split, &t));
+    out.push(Stmt::add_to(Expr::local(dens), Expr::local(&t)));
+    out
 }
 
 /// dist.rs's `term2`.
-fn term2(tape: &Tape, n: u32, a: &Arg, b: &Arg, term: TermFn, dens: &Ident) -> Vec<Stmt> {
+fn term2(
+    tape: &Tape,
+    split: bool,
+    n: u32,
+    a: &Arg,
+    b: &Arg,
+    term: TermFn,
+    dens: &Ident,
+) -> Vec<Stmt> {
     if !a.is_param() && !b.is_param() {
         return Vec::new();
     }
@@ -218,16 +231,24 @@ fn term2(tape: &Tape, n: u32, a: &Arg, b: &Arg, term: TermFn, dens: &Ident) -> V
         body.push(acc.add(tape, &ie(), re().field(Field::Db)));
     }
     body.push(Stmt::add_to(Expr::local(&t), re().field(Field::Value)));
-    out.push(Stmt::for_(&i(), Expr::U32(n), body));
+    out.push(tape.each(split, &i(), n, body));
     for acc in acc_a.iter().chain(&acc_b) {
-        out.extend(acc.flush(tape));
+        out.extend(acc.flush(tape, split));
     }
+    out.extend(tape.lane_sum(split, &t));
     out.push(Stmt::add_to(Expr::local(dens), Expr::local(&t)));
     out
 }
 
 /// dist.rs's `kernel`: the per-element part, over `x` and the distribution's parameters.
-fn kernel(tape: &Tape, n: u32, kind: DensityKind, args: &[Arg; 4], dens: &Ident) -> Vec<Stmt> {
+fn kernel(
+    tape: &Tape,
+    split: bool,
+    n: u32,
+    kind: DensityKind,
+    args: &[Arg; 4],
+    dens: &Ident,
+) -> Vec<Stmt> {
     let n_args = 1 + kind.n_params();
     let mut used: Vec<Arg> = args[..n_args].to_vec();
     if used.iter().all(|arg| !arg.is_param()) {
@@ -259,10 +280,11 @@ fn kernel(tape: &Tape, n: u32, kind: DensityKind, args: &[Arg; 4], dens: &Ident)
             body.push(acc.add(tape, &ie(), Expr::local(&r).field(field)));
         }
     }
-    out.push(Stmt::for_(&i(), Expr::U32(n), body));
+    out.push(tape.each(split, &i(), n, body));
     for acc in accumulators.iter().flatten() {
-        out.extend(acc.flush(tape));
+        out.extend(acc.flush(tape, split));
     }
+    out.extend(tape.lane_sum(split, &t));
     out.push(Stmt::add_to(Expr::local(dens), Expr::local(&t)));
     out
 }
@@ -276,8 +298,8 @@ pub(crate) fn random_walk(
     x: Operand,
     params: [Operand; 4],
 ) -> Vec<Stmt> {
-    let x = Arg::new(program, x);
-    let [sigma, drift, init_mu, init_sigma] = params.map(|p| Arg::new(program, p));
+    let x = Arg::new(program, tape, x);
+    let [sigma, drift, init_mu, init_sigma] = params.map(|p| Arg::new(program, tape, p));
     let zero = Expr::U32(0);
     let names = ["s", "d", "m0", "s0"].map(Ident::new);
     let [s, d, m0, s0] = names.clone().map(|name| move || Expr::local(&name));

@@ -22,7 +22,7 @@ pub(crate) fn logp_grad_function(program: &Program, tape: &Tape) -> Function {
     body.extend(tape.declarations());
     body.push(Stmt::Comment("forward sweep".into()));
     for (k, inst) in program.insts.iter().enumerate() {
-        let block = forward(program, tape, &lp, inst);
+        let block = forward(program, tape, &lp, k, inst);
         if !block.is_empty() {
             body.push(Stmt::Comment(format!(
                 "instruction {k}: {}",
@@ -33,7 +33,7 @@ pub(crate) fn logp_grad_function(program: &Program, tape: &Tape) -> Function {
     }
     body.push(Stmt::Comment("backward sweep".into()));
     for (k, inst) in program.insts.iter().enumerate().rev() {
-        let block = backward(program, tape, inst);
+        let block = backward(program, tape, k, inst);
         if !block.is_empty() {
             body.push(Stmt::Comment(format!(
                 "instruction {k}: {}",
@@ -75,23 +75,21 @@ fn ie() -> Expr {
     Expr::local(&i())
 }
 
-fn slot_arg(program: &Program, dst: SlotId) -> Arg {
-    Arg::new(program, Operand::Slot(dst))
+fn slot_arg(program: &Program, tape: &Tape, dst: SlotId) -> Arg {
+    Arg::new(program, tape, Operand::Slot(dst))
 }
 
-/// `for i in 0..len { body }`.
-fn each(len: u32, body: Vec<Stmt>) -> Stmt {
-    Stmt::for_(&i(), Expr::U32(len), body)
-}
-
-fn forward(program: &Program, tape: &Tape, lp: &Ident, inst: &Inst) -> Vec<Stmt> {
+fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) -> Vec<Stmt> {
+    let split = tape.inst_split(k);
+    // `for i in 0..len { body }`, over this lane's elements when the instruction is split.
+    let each = |len: u32, body: Vec<Stmt>| tape.each(split, &i(), len, body);
     match *inst {
         Inst::Constrain {
             transform,
             theta,
             dst,
         } => {
-            let dst = slot_arg(program, dst);
+            let dst = slot_arg(program, tape, dst);
             let u = Ident::new("u");
             let ue = || Expr::local(&u);
             let (value, log_jacobian) = match transform {
@@ -132,8 +130,8 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, inst: &Inst) -> Vec<Stmt>
             ]
         }
         Inst::Map { op, a, dst } => {
-            let dst = slot_arg(program, dst);
-            let mut a = Arg::new(program, a);
+            let dst = slot_arg(program, tape, dst);
+            let mut a = Arg::new(program, tape, a);
             let mut out = Vec::new();
             out.extend(a.hoist(tape, Ident::new("a")));
             let x = a.at(tape, &ie());
@@ -152,9 +150,9 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, inst: &Inst) -> Vec<Stmt>
             out
         }
         Inst::Zip { op, a, b, dst } => {
-            let dst = slot_arg(program, dst);
-            let mut a = Arg::new(program, a);
-            let mut b = Arg::new(program, b);
+            let dst = slot_arg(program, tape, dst);
+            let mut a = Arg::new(program, tape, a);
+            let mut b = Arg::new(program, tape, b);
             let mut out = Vec::new();
             out.extend(a.hoist(tape, Ident::new("a")));
             out.extend(b.hoist(tape, Ident::new("b")));
@@ -170,8 +168,8 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, inst: &Inst) -> Vec<Stmt>
             out
         }
         Inst::Sum { a, dst } => {
-            let dst = slot_arg(program, dst);
-            let a = Arg::new(program, a);
+            let dst = slot_arg(program, tape, dst);
+            let a = Arg::new(program, tape, a);
             let s = Ident::new("s");
             let mut out = vec![
                 Stmt::zero(&s),
@@ -180,12 +178,13 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, inst: &Inst) -> Vec<Stmt>
                     vec![Stmt::add_to(Expr::local(&s), a.at(tape, &ie()))],
                 ),
             ];
+            out.extend(tape.lane_sum(split, &s));
             out.extend(set(tape, &dst, &Expr::U32(0), Expr::local(&s)));
             out
         }
         Inst::Cumsum { a, dst } => {
-            let dst = slot_arg(program, dst);
-            let a = Arg::new(program, a);
+            let dst = slot_arg(program, tape, dst);
+            let a = Arg::new(program, tape, a);
             let s = Ident::new("s");
             vec![
                 Stmt::zero(&s),
@@ -199,8 +198,8 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, inst: &Inst) -> Vec<Stmt>
             ]
         }
         Inst::Dot { a, b, dst } => {
-            let dst = slot_arg(program, dst);
-            let (a, b) = (Arg::new(program, a), Arg::new(program, b));
+            let dst = slot_arg(program, tape, dst);
+            let (a, b) = (Arg::new(program, tape, a), Arg::new(program, tape, b));
             let s = Ident::new("s");
             let mut out = vec![
                 Stmt::zero(&s),
@@ -212,35 +211,39 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, inst: &Inst) -> Vec<Stmt>
                     )],
                 ),
             ];
+            out.extend(tape.lane_sum(split, &s));
             out.extend(set(tape, &dst, &Expr::U32(0), Expr::local(&s)));
             out
         }
         Inst::Matvec { m, v, dst } => {
-            let dst = slot_arg(program, dst);
-            let v = Arg::new(program, v);
+            let dst = slot_arg(program, tape, dst);
+            let v = Arg::new(program, tape, v);
             let (r, c, s) = (Ident::new("r"), Ident::new("c"), Ident::new("s"));
-            vec![Stmt::for_(
-                &r,
-                Expr::U32(m.rows),
-                [
-                    Stmt::zero(&s),
-                    Stmt::for_(
-                        &c,
-                        Expr::U32(m.cols),
-                        vec![Stmt::add_to(
-                            Expr::local(&s),
-                            matrix_at(tape, m, &r, &c) * v.at(tape, &Expr::local(&c)),
-                        )],
-                    ),
-                ]
-                .into_iter()
-                .chain(set(tape, &dst, &Expr::local(&r), Expr::local(&s)))
-                .collect(),
-            )]
+            vec![
+                tape.each(
+                    split,
+                    &r,
+                    m.rows,
+                    [
+                        Stmt::zero(&s),
+                        Stmt::for_(
+                            &c,
+                            Expr::U32(m.cols),
+                            vec![Stmt::add_to(
+                                Expr::local(&s),
+                                matrix_at(tape, m, &r, &c) * v.at(tape, &Expr::local(&c)),
+                            )],
+                        ),
+                    ]
+                    .into_iter()
+                    .chain(set(tape, &dst, &Expr::local(&r), Expr::local(&s)))
+                    .collect(),
+                ),
+            ]
         }
         Inst::Gather { a, idx, dst } => {
-            let dst = slot_arg(program, dst);
-            let a = Arg::new(program, a);
+            let dst = slot_arg(program, tape, dst);
+            let a = Arg::new(program, tape, a);
             let j = Ident::new("j");
             vec![each(
                 idx.len,
@@ -259,7 +262,7 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, inst: &Inst) -> Vec<Stmt>
             params,
             len,
             ..
-        } => density::density(program, tape, lp, kind, x, params, len),
+        } => density::density(program, tape, split, lp, kind, x, params, len),
         Inst::RandomWalk {
             x,
             sigma,
@@ -269,17 +272,16 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, inst: &Inst) -> Vec<Stmt>
             ..
         } => density::random_walk(program, tape, lp, x, [sigma, drift, init_mu, init_sigma]),
         Inst::Factor { a, .. } => {
-            let a = Arg::new(program, a);
+            let a = Arg::new(program, tape, a);
             let s = Ident::new("s");
             let mut body = vec![Stmt::add_to(Expr::local(&s), a.at(tape, &ie()))];
             if a.is_param() {
                 body.push(Stmt::add_to(a.adjoint_at(tape, &ie()), Expr::Real(1.0)));
             }
-            vec![
-                Stmt::zero(&s),
-                each(a.len(), body),
-                Stmt::add_to(Expr::local(lp), Expr::local(&s)),
-            ]
+            let mut out = vec![Stmt::zero(&s), each(a.len(), body)];
+            out.extend(tape.lane_sum(split, &s));
+            out.push(Stmt::add_to(Expr::local(lp), Expr::local(&s)));
+            out
         }
     }
 }
@@ -296,20 +298,21 @@ fn set(tape: &Tape, dst: &Arg, i: &Expr, value: Expr) -> Vec<Stmt> {
     out
 }
 
-/// Element `(r, c)` of a row-major data matrix.
+/// Element `(r, c)` of a data matrix.
 fn matrix_at(tape: &Tape, m: MatrixRef, r: &Ident, c: &Ident) -> Expr {
-    let row = Expr::local(r) * Expr::U32(m.cols);
-    tape.data((row + Expr::local(c)).plus_u32(m.offset))
+    tape.matrix(m, Expr::local(r), Expr::local(c))
 }
 
-fn backward(program: &Program, tape: &Tape, inst: &Inst) -> Vec<Stmt> {
+fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> {
+    let split = tape.inst_split(k);
+    let each = |len: u32, body: Vec<Stmt>| tape.each(split, &i(), len, body);
     match *inst {
         Inst::Constrain {
             transform,
             theta,
             dst,
         } => {
-            let dst = slot_arg(program, dst);
+            let dst = slot_arg(program, tape, dst);
             let (u, a, x) = (Ident::new("u"), Ident::new("a"), Ident::new("x"));
             let (ue, ae, xe) = (|| Expr::local(&u), || Expr::local(&a), || Expr::local(&x));
             // The CPU adds the log-Jacobian's derivative in the forward sweep and the adjoint
@@ -352,11 +355,11 @@ fn backward(program: &Program, tape: &Tape, inst: &Inst) -> Vec<Stmt> {
             vec![each(theta.len, body)]
         }
         Inst::Map { op, a, dst } => {
-            let a = Arg::new(program, a);
+            let a = Arg::new(program, tape, a);
             if !a.is_param() {
                 return Vec::new();
             }
-            let dst = slot_arg(program, dst);
+            let dst = slot_arg(program, tape, dst);
             let (g, x, out) = (Ident::new("g"), Ident::new("x"), Ident::new("out"));
             let (xe, oe) = (|| Expr::local(&x), || Expr::local(&out));
             let derivative = match op {
@@ -388,12 +391,12 @@ fn backward(program: &Program, tape: &Tape, inst: &Inst) -> Vec<Stmt> {
             )]
         }
         Inst::Zip { op, a, b, dst } => {
-            let mut a = Arg::new(program, a);
-            let mut b = Arg::new(program, b);
+            let mut a = Arg::new(program, tape, a);
+            let mut b = Arg::new(program, tape, b);
             if !a.is_param() && !b.is_param() {
                 return Vec::new();
             }
-            let dst = slot_arg(program, dst);
+            let dst = slot_arg(program, tape, dst);
             let mut out = Vec::new();
             let acc_a = Accumulator::new(&a, Ident::new("acc_a"));
             let acc_b = Accumulator::new(&b, Ident::new("acc_b"));
@@ -428,16 +431,16 @@ fn backward(program: &Program, tape: &Tape, inst: &Inst) -> Vec<Stmt> {
             }
             out.push(each(dst.len(), body));
             for acc in acc_a.iter().chain(&acc_b) {
-                out.extend(acc.flush(tape));
+                out.extend(acc.flush(tape, split));
             }
             out
         }
         Inst::Sum { a, dst } => {
-            let a = Arg::new(program, a);
+            let a = Arg::new(program, tape, a);
             if !a.is_param() {
                 return Vec::new();
             }
-            let dst = slot_arg(program, dst);
+            let dst = slot_arg(program, tape, dst);
             let g = Ident::new("g");
             vec![
                 Stmt::let_(&g, dst.adjoint_at(tape, &Expr::U32(0))),
@@ -448,11 +451,11 @@ fn backward(program: &Program, tape: &Tape, inst: &Inst) -> Vec<Stmt> {
             ]
         }
         Inst::Cumsum { a, dst } => {
-            let a = Arg::new(program, a);
+            let a = Arg::new(program, tape, a);
             if !a.is_param() {
                 return Vec::new();
             }
-            let dst = slot_arg(program, dst);
+            let dst = slot_arg(program, tape, dst);
             // Last element first: i = len - 1 - k.
             let (k, running, j) = (Ident::new("k"), Ident::new("running"), Ident::new("j"));
             let je = || Expr::local(&j);
@@ -470,11 +473,11 @@ fn backward(program: &Program, tape: &Tape, inst: &Inst) -> Vec<Stmt> {
             ]
         }
         Inst::Dot { a, b, dst } => {
-            let (a, b) = (Arg::new(program, a), Arg::new(program, b));
+            let (a, b) = (Arg::new(program, tape, a), Arg::new(program, tape, b));
             if !a.is_param() && !b.is_param() {
                 return Vec::new();
             }
-            let dst = slot_arg(program, dst);
+            let dst = slot_arg(program, tape, dst);
             let g = Ident::new("g");
             let mut out = vec![Stmt::let_(&g, dst.adjoint_at(tape, &Expr::U32(0)))];
             if a.is_param() {
@@ -498,37 +501,39 @@ fn backward(program: &Program, tape: &Tape, inst: &Inst) -> Vec<Stmt> {
             out
         }
         Inst::Matvec { m, v, dst } => {
-            let v = Arg::new(program, v);
+            let v = Arg::new(program, tape, v);
             if !v.is_param() {
                 return Vec::new();
             }
-            let dst = slot_arg(program, dst);
+            let dst = slot_arg(program, tape, dst);
             // Column by column, so that each adjoint of v is written once (the CPU adds row by
             // row; the sum is the same up to rounding).
             let (r, c, s) = (Ident::new("r"), Ident::new("c"), Ident::new("s"));
-            vec![Stmt::for_(
-                &c,
-                Expr::U32(m.cols),
-                vec![
-                    Stmt::zero(&s),
-                    Stmt::for_(
-                        &r,
-                        Expr::U32(m.rows),
-                        vec![Stmt::add_to(
-                            Expr::local(&s),
-                            dst.adjoint_at(tape, &Expr::local(&r)) * matrix_at(tape, m, &r, &c),
-                        )],
-                    ),
-                    Stmt::add_to(v.adjoint_at(tape, &Expr::local(&c)), Expr::local(&s)),
-                ],
-            )]
+            let mut column = vec![
+                Stmt::zero(&s),
+                tape.each(
+                    split,
+                    &r,
+                    m.rows,
+                    vec![Stmt::add_to(
+                        Expr::local(&s),
+                        dst.adjoint_at(tape, &Expr::local(&r)) * matrix_at(tape, m, &r, &c),
+                    )],
+                ),
+            ];
+            column.extend(tape.lane_sum(split, &s));
+            column.push(Stmt::add_to(
+                v.adjoint_at(tape, &Expr::local(&c)),
+                Expr::local(&s),
+            ));
+            vec![Stmt::for_(&c, Expr::U32(m.cols), column)]
         }
         Inst::Gather { a, idx, dst } => {
-            let a = Arg::new(program, a);
+            let a = Arg::new(program, tape, a);
             if !a.is_param() {
                 return Vec::new();
             }
-            let dst = slot_arg(program, dst);
+            let dst = slot_arg(program, tape, dst);
             let j = Ident::new("j");
             vec![each(
                 idx.len,

@@ -1,26 +1,98 @@
 //! Where a chain's values live while the generated model runs: the value and adjoint tapes
-//! for each [`TapePlacement`], and views of instruction operands with scalar broadcasting.
+//! for each [`TapePlacement`], views of instruction operands with scalar broadcasting, and
+//! the loops and sums of a chain split across lanes (`split.rs`).
 
-use sampler::{Operand, Program};
+use sampler::{MatrixRef, Operand, Program, SlotId};
 
-use super::ast::{Expr, Global, Ident, ModuleConst, Stmt, Ty};
+use super::ast::{Expr, Global, Hook, Ident, ModuleConst, Stmt, Ty};
+use super::split::{LocalSlot, Plan};
 use super::{DataPlacement, TapePlacement};
 
-/// The value and adjoint tapes of one chain.
-#[derive(Clone, Copy, Debug)]
+/// The value and adjoint tapes of one chain (of one lane's part of it).
+#[derive(Clone, Debug)]
 pub(crate) struct Tape {
     placement: TapePlacement,
-    tape_len: u32,
     data: DataPlacement,
+    plan: Plan,
+    /// Matrices that `g_stage_data` stores transposed in workgroup memory.
+    transposed: Vec<MatrixRef>,
+}
+
+/// The local index of a split loop: element `i` of a split slot is at local position `li`.
+fn local_index() -> Ident {
+    Ident::new("li")
 }
 
 impl Tape {
-    pub(crate) fn new(placement: TapePlacement, tape_len: u32, data: DataPlacement) -> Tape {
+    pub(crate) fn new(
+        placement: TapePlacement,
+        data: DataPlacement,
+        plan: Plan,
+        transposed: Vec<MatrixRef>,
+    ) -> Tape {
         Tape {
             placement,
-            tape_len,
             data,
+            plan,
+            transposed,
         }
+    }
+
+    /// Where slot `id` lives on this lane's tape.
+    pub(crate) fn slot(&self, id: SlotId) -> LocalSlot {
+        self.plan.slot(id)
+    }
+
+    /// Whether instruction `k` runs split across the lanes.
+    pub(crate) fn inst_split(&self, k: usize) -> bool {
+        self.plan.insts[k]
+    }
+
+    /// `for i in 0..len { body }`, or with `split`, the loop over this lane's elements:
+    /// `for li in 0..ceil(len / L) { let i = li * L + g_lane; if i < len { body } }`. `body`
+    /// reads element `i` of data and element `li` of split slots (see [`Arg::position`]).
+    pub(crate) fn each(&self, split: bool, var: &Ident, len: u32, body: Vec<Stmt>) -> Stmt {
+        if !split {
+            return Stmt::for_(var, Expr::U32(len), body);
+        }
+        let lanes = self.plan.lanes;
+        let li = local_index();
+        let global = Expr::local(&li) * Expr::U32(lanes) + Expr::Global(Global::Lane);
+        let mut inner = vec![Stmt::let_(var, global)];
+        if len.is_multiple_of(lanes) {
+            inner.extend(body);
+        } else {
+            inner.push(Stmt::If(
+                Expr::U32(len).gt(Expr::local(var)),
+                body,
+                Vec::new(),
+            ));
+        }
+        Stmt::for_(&li, Expr::U32(len.div_ceil(lanes)), inner)
+    }
+
+    /// `name = g_lane_sum(name)` (the sum over the chain's lanes, the same bits on every
+    /// lane), when `split`.
+    pub(crate) fn lane_sum(&self, split: bool, name: &Ident) -> Vec<Stmt> {
+        if !split {
+            return Vec::new();
+        }
+        vec![Stmt::Assign(
+            Expr::local(name),
+            Expr::hook(Hook::LaneSum, vec![Expr::local(name)]),
+        )]
+    }
+
+    /// Element `(r, c)` of a row-major data matrix (stored column-major in workgroup memory
+    /// when `g_stage_data` transposed it, so that the lanes of a split product read
+    /// neighbouring words).
+    pub(crate) fn matrix(&self, m: MatrixRef, r: Expr, c: Expr) -> Expr {
+        let index = if self.data == DataPlacement::Workgroup && self.transposed.contains(&m) {
+            c * Expr::U32(m.rows) + r
+        } else {
+            r * Expr::U32(m.cols) + c
+        };
+        self.data(index.plus_u32(m.offset))
     }
 
     /// Element `index` of the model's real data, from wherever the kernel keeps it.
@@ -48,7 +120,7 @@ impl Tape {
     pub(crate) fn adjoint(&self, index: Expr) -> Expr {
         match self.placement {
             TapePlacement::Private => Expr::local(&Ident::new("adj")).index(index),
-            TapePlacement::Storage => self.scratch(index.plus_u32(self.tape_len)),
+            TapePlacement::Storage => self.scratch(index.plus_u32(self.plan.tape_len)),
         }
     }
 
@@ -85,24 +157,27 @@ pub(crate) struct Arg {
     operand: Operand,
     offset: u32,
     len: u32,
+    /// A split slot: element `i` is at local position `li` (see [`Tape::each`]).
+    split: bool,
     /// A local holding the value of a scalar operand, read once before a loop.
     hoisted: Option<Ident>,
 }
 
 impl Arg {
-    pub(crate) fn new(program: &Program, operand: Operand) -> Arg {
-        let (offset, len) = match operand {
+    pub(crate) fn new(program: &Program, tape: &Tape, operand: Operand) -> Arg {
+        let (offset, len, split) = match operand {
             Operand::Slot(id) => {
-                let slot = program.slot(id);
-                (slot.offset, slot.len)
+                let local = tape.slot(id);
+                (local.offset, program.slot(id).len, local.split)
             }
-            Operand::Data(data) => (data.offset, data.len),
-            Operand::Const(_) => (0, 1),
+            Operand::Data(data) => (data.offset, data.len, false),
+            Operand::Const(_) => (0, 1, false),
         };
         Arg {
             operand,
             offset,
             len,
+            split,
             hoisted: None,
         }
     }
@@ -121,9 +196,12 @@ impl Arg {
         self.len
     }
 
-    /// Tape position of element `i`, broadcasting a scalar.
+    /// Tape position of element `i`, broadcasting a scalar. A split slot is read only in a
+    /// split loop, at the local index `li` of element `i`.
     pub(crate) fn position(&self, i: &Expr) -> Expr {
-        if self.is_scalar() {
+        if self.split {
+            Expr::local(&local_index()).plus_u32(self.offset)
+        } else if self.is_scalar() {
             Expr::U32(self.offset)
         } else {
             i.clone().plus_u32(self.offset)
@@ -209,11 +287,18 @@ impl Accumulator {
         }
     }
 
-    pub(crate) fn flush(&self, tape: &Tape) -> Vec<Stmt> {
-        self.local
-            .iter()
-            .map(|local| Stmt::add_to(self.arg.adjoint_at(tape, &Expr::U32(0)), Expr::local(local)))
-            .collect()
+    /// Adds a broadcast scalar's local to its adjoint, after summing it over the lanes when
+    /// the loop was `split`.
+    pub(crate) fn flush(&self, tape: &Tape, split: bool) -> Vec<Stmt> {
+        let Some(local) = &self.local else {
+            return Vec::new();
+        };
+        let mut out = tape.lane_sum(split, local);
+        out.push(Stmt::add_to(
+            self.arg.adjoint_at(tape, &Expr::U32(0)),
+            Expr::local(local),
+        ));
+        out
     }
 }
 

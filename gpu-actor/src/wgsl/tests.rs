@@ -27,6 +27,7 @@ fn options(precision: Precision, placement: TapePlacement) -> ShaderOptions {
         placement,
         workgroup_size: DEFAULT_WORKGROUP_SIZE,
         data: DataPlacement::Storage,
+        lanes: 1,
     }
 }
 

@@ -5,7 +5,7 @@
 use super::ast::{BinOp, Expr, Ident, Stmt};
 
 /// Loops of at most this many iterations (a literal bound) are unrolled.
-pub(crate) const MAX_TRIP: u32 = 16;
+pub(crate) const MAX_TRIP: u32 = 32;
 
 /// A function whose unrolled body would have more statements than this keeps its loops
 /// (compile time, on software devices above all).

@@ -2,7 +2,9 @@
 //! no GPU needed.
 
 use gpu_actor::Precision;
-use gpu_actor::wgsl::{DataPlacement, KernelKind, ShaderOptions, TapePlacement, kernel_source};
+use gpu_actor::wgsl::{
+    DataPlacement, KernelKind, ShaderOptions, TapePlacement, kernel_source, longest_split,
+};
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 
 use crate::models;
@@ -10,11 +12,17 @@ use crate::models;
 /// Parses and validates `source`; f32 shaders are validated without the f64 capability, so
 /// that an f64 value slipping into them fails.
 fn validate(source: &str, precision: Precision) -> Result<(), String> {
+    validate_with(source, precision, Capabilities::empty())
+}
+
+/// [`validate`] with `extra` capabilities (subgroup operations for split chains).
+fn validate_with(source: &str, precision: Precision, extra: Capabilities) -> Result<(), String> {
     let module = naga::front::wgsl::parse_str(source).map_err(|err| err.emit_to_string(source))?;
-    let capabilities = match precision {
-        Precision::F32 => Capabilities::empty(),
-        Precision::F64 => Capabilities::FLOAT64,
-    };
+    let capabilities = extra
+        | match precision {
+            Precision::F32 => Capabilities::empty(),
+            Precision::F64 => Capabilities::FLOAT64,
+        };
     Validator::new(ValidationFlags::all(), capabilities)
         .validate(&module)
         .map_err(|err| err.emit_to_string(source))?;
@@ -33,23 +41,38 @@ fn codegen_every_shader_passes_naga_validation() {
                     if data == DataPlacement::Workgroup && program.data.is_empty() {
                         continue;
                     }
-                    let options = ShaderOptions {
-                        precision,
-                        placement,
-                        workgroup_size: 64,
-                        data,
-                    };
-                    for kernel in KernelKind::ALL {
-                        let label = format!(
-                            "{} {kernel} {precision} {placement} {data} data",
-                            model.name
-                        );
-                        let result = kernel_source(program, kernel, &options)
-                            .map_err(|err| err.to_string())
-                            .and_then(|source| validate(&source, precision));
-                        count += 1;
-                        if let Err(err) = result {
-                            failures.push(format!("{label}:\n{err}"));
+                    for lanes in [1, 2, 8, 32] {
+                        if lanes > 1
+                            && (placement == TapePlacement::Storage
+                                || !longest_split(program, lanes).is_ok_and(|len| len > 0))
+                        {
+                            continue;
+                        }
+                        let options = ShaderOptions {
+                            precision,
+                            placement,
+                            workgroup_size: 64,
+                            data,
+                            lanes,
+                        };
+                        // Split chains are the only users of subgroup operations.
+                        let extra = if lanes > 1 {
+                            Capabilities::SUBGROUP
+                        } else {
+                            Capabilities::empty()
+                        };
+                        for kernel in KernelKind::ALL {
+                            let label = format!(
+                                "{} {kernel} {precision} {placement} {data} data {lanes} lanes",
+                                model.name
+                            );
+                            let result = kernel_source(program, kernel, &options)
+                                .map_err(|err| err.to_string())
+                                .and_then(|source| validate_with(&source, precision, extra));
+                            count += 1;
+                            if let Err(err) = result {
+                                failures.push(format!("{label}:\n{err}"));
+                            }
                         }
                     }
                 }

@@ -67,6 +67,7 @@ fn device_uploads_a_model_once_and_compiles_a_pipeline_once() {
         model: first,
         points,
         placement: Some(TapePlacement::Storage),
+        lanes: None,
     };
     let small = device
         .logp_grad(request(vec![0.3, -0.2]))
@@ -122,6 +123,7 @@ fn device_refuses_points_that_do_not_fill_whole_chains() {
                 model: key,
                 points: vec![0.1; len],
                 placement: None,
+                lanes: None,
             })
             .wait();
         match result {
@@ -148,6 +150,7 @@ fn device_requests_for_unknown_models_are_errors() {
             model: key,
             points: vec![0.0],
             placement: None,
+            lanes: None,
         })
         .wait();
     let message = result.expect_err("unknown model").to_string();
@@ -173,6 +176,7 @@ fn device_panic_gives_errors_never_a_hang() {
             model: key,
             points: vec![0.1; 10],
             placement: None,
+            lanes: None,
         })
         .wait_timeout(Duration::from_secs(30));
     assert!(matches!(after, Err(GpuError::WorkerGone)), "{after:?}");
@@ -190,6 +194,7 @@ fn device_panic_gives_errors_never_a_hang() {
             model: key,
             points: vec![0.1; 10],
             placement: None,
+            lanes: None,
         })
         .wait()
         .expect("a batch after restart");
@@ -214,6 +219,7 @@ fn device_loss_gives_device_lost_errors() {
             model: key,
             points: vec![0.1; 10],
             placement: None,
+            lanes: None,
         })
         .wait_timeout(Duration::from_secs(30));
     assert!(

@@ -21,6 +21,7 @@ fn check_model(
     model: &TestModel,
     precision: Precision,
     placement: TapePlacement,
+    lanes: u32,
     seed: u64,
 ) -> Result<Errors, String> {
     let program = model.model.program();
@@ -34,6 +35,7 @@ fn check_model(
             model: key,
             points: points.clone(),
             placement: Some(placement),
+            lanes: Some(lanes),
         })
         .wait()
         .map_err(|err| format!("logp_grad: {err}"))?;
@@ -55,14 +57,25 @@ fn check_model(
     Ok(worst)
 }
 
-/// Both placements, except private for tapes longer than it is chosen for by default: lavapipe
-/// compiles dynamically indexed private arrays of a thousand values for minutes.
-fn placements(model: &TestModel) -> Vec<TapePlacement> {
-    if model.model.program().tape_len <= PRIVATE_TAPE_LEN_THRESHOLD {
-        vec![TapePlacement::Private, TapePlacement::Storage]
-    } else {
-        vec![TapePlacement::Storage]
+/// Tape placements and invocations per chain to test: both placements with one invocation per
+/// chain, except private for tapes longer than it is chosen for by default (lavapipe compiles
+/// dynamically indexed private arrays of a thousand values for minutes); and chains split
+/// across 2 and across `max_lanes` invocations (the adapter's subgroup) wherever the model
+/// splits a vector that way.
+fn configs(model: &TestModel, max_lanes: u32) -> Vec<(TapePlacement, u32)> {
+    let program = model.model.program();
+    let mut out = vec![(TapePlacement::Storage, 1)];
+    if program.tape_len <= PRIVATE_TAPE_LEN_THRESHOLD {
+        out.insert(0, (TapePlacement::Private, 1));
     }
+    let mut lanes = vec![2, max_lanes];
+    lanes.dedup();
+    for lanes in lanes {
+        if lanes >= 2 && gpu_actor::wgsl::longest_split(program, lanes).is_ok_and(|len| len > 0) {
+            out.push((TapePlacement::Private, lanes));
+        }
+    }
+    out
 }
 
 fn check_all(precision: Precision) {
@@ -72,17 +85,23 @@ fn check_all(precision: Precision) {
     if !support::supports(&device, precision) {
         return;
     }
+    let report_ = device.report();
+    let max_lanes = if report_.features.subgroup {
+        report_.subgroup_sizes.0.min(gpu_actor::wgsl::MAX_LANES)
+    } else {
+        1
+    };
     let mut failures = Vec::new();
     let mut report = Vec::new();
     for (k, model) in models::all().iter().enumerate() {
         if !model.precisions.contains(&precision) {
             continue;
         }
-        for placement in placements(model) {
+        for (placement, lanes) in configs(model, max_lanes) {
             let seed = 1000 + k as u64;
-            let label = format!("{} {precision} {placement}", model.name);
+            let label = format!("{} {precision} {placement} {lanes} lanes", model.name);
             let started = std::time::Instant::now();
-            match check_model(&device, model, precision, placement, seed) {
+            match check_model(&device, model, precision, placement, lanes, seed) {
                 Ok(errors) => report.push(format!(
                     "{label:<42} max scaled error: log density {:.1e}, gradient {:.1e} ({:.2} s with compilation)",
                     errors.lp,
@@ -140,6 +159,7 @@ fn parity_outside_the_support_is_not_finite() {
                 model: key,
                 points: vec![-0.5, 0.5, -1.5, 1.5],
                 placement: None,
+                lanes: None,
             })
             .wait()
             .expect("logp_grad");

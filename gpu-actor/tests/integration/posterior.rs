@@ -9,7 +9,9 @@
 //! each run prints its largest |z| and the resolution of its checks. Seeds are fixed: the runs
 //! are deterministic on a given device.
 
-use gpu_actor::{GpuKernel, GpuSampleRequest, Precision, sample_on_device};
+use gpu_actor::{
+    GpuKernel, GpuSampleRequest, GpuSamplingOptions, Precision, sample_on_device_with,
+};
 use sampler::diagnostics::{mcse_mean, mcse_sd};
 use sampler::{
     AdaptationKind, ChainId, ChainRng, ChainSpec, ChainTrace, CheckedModel, Constraint, Dist,
@@ -31,6 +33,9 @@ struct Config {
     kernel: GpuKernel,
     precision: Precision,
     adaptation: AdaptationKind,
+    /// Each chain split across a subgroup of the adapter's (`wgsl.rs`, "Lanes"), instead of
+    /// the default for the model.
+    split: bool,
 }
 
 const NUTS_F32: Config = Config {
@@ -40,6 +45,12 @@ const NUTS_F32: Config = Config {
     },
     precision: Precision::F32,
     adaptation: AdaptationKind::Nutpie,
+    split: false,
+};
+const NUTS_F32_SPLIT: Config = Config {
+    label: "nuts/f32/nutpie/split",
+    split: true,
+    ..NUTS_F32
 };
 const NUTS_F64: Config = Config {
     label: "nuts/f64/stan",
@@ -48,6 +59,7 @@ const NUTS_F64: Config = Config {
     },
     precision: Precision::F64,
     adaptation: AdaptationKind::Stan,
+    split: false,
 };
 const FUSED_F32: Config = Config {
     label: "fused/f32/stan",
@@ -56,8 +68,9 @@ const FUSED_F32: Config = Config {
     },
     precision: Precision::F32,
     adaptation: AdaptationKind::Stan,
+    split: false,
 };
-const CONFIGS: [Config; 3] = [NUTS_F32, NUTS_F64, FUSED_F32];
+const CONFIGS: [Config; 4] = [NUTS_F32, NUTS_F32_SPLIT, NUTS_F64, FUSED_F32];
 
 #[derive(Clone, Debug)]
 struct Truth {
@@ -173,10 +186,34 @@ fn check(model: &CheckedModel, seed: u64, truths: &[Truth]) {
         if !support::supports(&device, config.precision) {
             continue;
         }
+        let report = device.report();
+        let lanes = report.subgroup_sizes.0.min(gpu_actor::wgsl::MAX_LANES);
+        if config.split
+            && (!report.features.subgroup
+                || lanes < 2
+                || gpu_actor::wgsl::longest_split(model.program(), lanes).is_err())
+        {
+            println!(
+                "{} {}: skipped (no subgroups, or the model does not split)",
+                model.name(),
+                config.label
+            );
+            continue;
+        }
+        let options = GpuSamplingOptions {
+            lanes: Some(if config.split { lanes } else { 1 }),
+            ..GpuSamplingOptions::default()
+        };
         let seed = Seed(seed + k as u64);
         let started = std::time::Instant::now();
-        let traces = sample_on_device(&device, &request(model, config, seed), &NoObserver)
-            .unwrap_or_else(|err| panic!("{} {}: {err}", model.name(), config.label));
+        let traces = sample_on_device_with(
+            &device,
+            &request(model, config, seed),
+            &options,
+            &NoObserver,
+        )
+        .map(|run| run.traces)
+        .unwrap_or_else(|err| panic!("{} {}: {err}", model.name(), config.label));
         let comparisons: Vec<Comparison> = truths.iter().map(|t| compare(&traces, t)).collect();
         let divergent: usize = traces.iter().map(ChainTrace::n_divergent).sum();
         let max_abs_z = comparisons

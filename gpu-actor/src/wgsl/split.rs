@@ -1,0 +1,299 @@
+//! Lanes: one chain per group of `lanes` neighbouring invocations of a subgroup, which split
+//! the model's long vectors between them (the plan of which slots are split, and where each
+//! slot lives on a lane's tape).
+//!
+//! With `lanes = L > 1`, every invocation of a group runs the chain's NUTS state machine and
+//! keeps the chain's short vectors whole (they are *replicated*: each lane computes the same
+//! values the same way). A *split* slot's element `i` lives only on lane `i % L`, at local
+//! position `i / L`. Elementwise instructions over split slots run on each lane's own
+//! elements; sums over them (a `Sum`, a `Dot`, a density's terms, the adjoint of a broadcast
+//! scalar, the transposed product of `Matvec`) add each lane's part and then combine the parts
+//! with a butterfly of `subgroupShuffleXor` over the group. A butterfly gives every lane the
+//! same bits (floating-point addition is commutative), so every lane takes the same branches
+//! and the chain stays one chain.
+//!
+//! A slot is split when its instruction is elementwise over operands that are split, scalars
+//! or data (a long observation vector, the product of a data matrix with a replicated vector),
+//! and it has at least `L` elements. A program that would need a split slot gathered whole
+//! (a replicated vector combined with a split one, a cumulative sum or random walk over a
+//! split slot, a gather from one) cannot use lanes: [`plan`] says which instruction is in the
+//! way.
+
+use sampler::{Inst, MatrixRef, Operand, Program, SlotId};
+
+/// Where one slot lives on a lane's tape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LocalSlot {
+    /// First local value.
+    pub offset: u32,
+    /// Local values: the slot's length, or `ceil(len / lanes)` when split.
+    pub len: u32,
+    /// Whether the slot is split across the lanes.
+    pub split: bool,
+}
+
+/// Which slots are split and the lane's tape layout.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    /// Invocations per chain (1: no splitting).
+    pub lanes: u32,
+    /// Indexed by [`SlotId`].
+    pub slots: Vec<LocalSlot>,
+    /// Values on one lane's tape.
+    pub tape_len: u32,
+    /// Whether each instruction runs split (its loop over elements is over each lane's own).
+    pub insts: Vec<bool>,
+    /// The data matrices read only by split `Matvec`s (they may be stored transposed).
+    pub split_matrices: Vec<MatrixRef>,
+}
+
+impl Plan {
+    /// The identity plan: one chain per invocation.
+    pub(crate) fn whole(program: &Program) -> Plan {
+        Plan {
+            lanes: 1,
+            slots: program
+                .slots
+                .iter()
+                .map(|slot| LocalSlot {
+                    offset: slot.offset,
+                    len: slot.len,
+                    split: false,
+                })
+                .collect(),
+            tape_len: program.tape_len.max(1) as u32,
+            insts: vec![false; program.insts.len()],
+            split_matrices: Vec::new(),
+        }
+    }
+
+    pub(crate) fn slot(&self, id: SlotId) -> LocalSlot {
+        self.slots[id.0 as usize]
+    }
+
+    /// The longest split slot's length in elements (0 when none is split).
+    pub(crate) fn longest_split(&self, program: &Program) -> u32 {
+        program
+            .slots
+            .iter()
+            .zip(&self.slots)
+            .filter(|(_, local)| local.split)
+            .map(|(slot, _)| slot.len)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// Why a program cannot be split across lanes.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("instruction {inst} ({kind}) {problem}")]
+pub struct SplitRefusal {
+    /// Its position in `program.insts`.
+    pub inst: usize,
+    /// Its kind.
+    pub kind: &'static str,
+    /// What is in the way.
+    pub problem: &'static str,
+}
+
+/// How an operand is held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Held {
+    /// Data or a constant: any lane can read any element.
+    Free,
+    /// A replicated scalar slot.
+    Scalar,
+    /// A replicated vector slot.
+    Vector,
+    /// A split slot.
+    Split,
+}
+
+/// The plan for `program` on groups of `lanes` invocations (a power of two), which has passed
+/// `check`.
+pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> {
+    if lanes <= 1 {
+        return Ok(Plan::whole(program));
+    }
+    let mut split = vec![false; program.slots.len()];
+    let mut inst_split = vec![false; program.insts.len()];
+    let held = |split: &[bool], operand: Operand| match operand {
+        Operand::Slot(id) if split[id.0 as usize] => Held::Split,
+        Operand::Slot(id) if program.slot(id).len == 1 => Held::Scalar,
+        Operand::Slot(_) => Held::Vector,
+        Operand::Data(_) | Operand::Const(_) => Held::Free,
+    };
+    // Elementwise over `operands` with `len` elements: split when any operand is, or when
+    // long enough and no operand is a replicated vector.
+    let elementwise = |split: &[bool], operands: &[Operand], len: u32| -> Result<bool, &str> {
+        let helds: Vec<Held> = operands.iter().map(|&op| held(split, op)).collect();
+        let any_split = helds.contains(&Held::Split);
+        let any_vector = helds.contains(&Held::Vector);
+        match (any_split, any_vector) {
+            (true, true) => Err("combines a split vector with a replicated one"),
+            (true, false) => Ok(true),
+            (false, _) => Ok(!any_vector && len >= lanes),
+        }
+    };
+    let mut matrices: Vec<(MatrixRef, bool)> = Vec::new();
+    for (k, inst) in program.insts.iter().enumerate() {
+        let refuse = |problem| SplitRefusal {
+            inst: k,
+            kind: super::model::inst_name(inst),
+            problem,
+        };
+        let (dst, runs_split) = match *inst {
+            Inst::Constrain { dst, .. } => (Some(dst), false),
+            Inst::Map { a, dst, .. } => {
+                let len = program.slot(dst).len;
+                let s = elementwise(&split, &[a], len).map_err(refuse)?;
+                (Some(dst), s)
+            }
+            Inst::Zip { a, b, dst, .. } => {
+                let len = program.slot(dst).len;
+                let s = elementwise(&split, &[a, b], len).map_err(refuse)?;
+                (Some(dst), s)
+            }
+            Inst::Sum { a, dst } => (Some(dst), held(&split, a) == Held::Split),
+            Inst::Dot { a, b, dst } => {
+                let s = elementwise(&split, &[a, b], 0).map_err(refuse)?;
+                split[dst.0 as usize] = false;
+                inst_split[k] = s;
+                continue;
+            }
+            Inst::Factor { a, .. } => (None, held(&split, a) == Held::Split),
+            Inst::Cumsum { a, dst } => {
+                if held(&split, a) == Held::Split {
+                    return Err(refuse("runs over a split vector"));
+                }
+                (Some(dst), false)
+            }
+            Inst::Gather { a, dst, .. } => {
+                if held(&split, a) == Held::Split {
+                    return Err(refuse("gathers from a split vector"));
+                }
+                (Some(dst), false)
+            }
+            Inst::RandomWalk { x, .. } => {
+                if held(&split, x) == Held::Split {
+                    return Err(refuse("runs over a split vector"));
+                }
+                (None, false)
+            }
+            Inst::Matvec { m, v, dst } => {
+                if held(&split, v) == Held::Split {
+                    return Err(refuse("multiplies by a split vector"));
+                }
+                let s = m.rows >= lanes;
+                matrices.push((m, s));
+                (Some(dst), s)
+            }
+            Inst::Density {
+                kind,
+                x,
+                params,
+                len,
+                ..
+            } => {
+                let operands: Vec<Operand> = std::iter::once(x)
+                    .chain(params[..kind.n_params()].iter().copied())
+                    .collect();
+                let s = elementwise(&split, &operands, len).map_err(refuse)?;
+                (None, s)
+            }
+        };
+        inst_split[k] = runs_split;
+        if let Some(dst) = dst {
+            // A reduction's result is a replicated scalar.
+            let reduces = matches!(inst, Inst::Sum { .. });
+            split[dst.0 as usize] = runs_split && !reduces;
+        }
+    }
+    let mut offset = 0;
+    let slots: Vec<LocalSlot> = program
+        .slots
+        .iter()
+        .zip(&split)
+        .map(|(slot, &split)| {
+            let len = if split {
+                slot.len.div_ceil(lanes)
+            } else {
+                slot.len
+            };
+            let local = LocalSlot { offset, len, split };
+            offset += len;
+            local
+        })
+        .collect();
+    // A matrix may be stored transposed when only split products read its values.
+    let others = data_ranges(program);
+    let overlaps = |m: &MatrixRef, (start, end): (u32, u32)| {
+        m.offset < end && start < m.offset + m.rows * m.cols
+    };
+    let split_matrices = matrices
+        .iter()
+        .filter(|(m, s)| {
+            *s && matrices
+                .iter()
+                .all(|(other, t)| (other == m && *t) || !overlaps(m, range(other)))
+                && others.iter().all(|&r| !overlaps(m, r))
+        })
+        .map(|(m, _)| *m)
+        .fold(Vec::new(), |mut out, m| {
+            if !out.contains(&m) {
+                out.push(m);
+            }
+            out
+        });
+    Ok(Plan {
+        lanes,
+        slots,
+        tape_len: offset.max(1),
+        insts: inst_split,
+        split_matrices,
+    })
+}
+
+fn range(m: &MatrixRef) -> (u32, u32) {
+    (m.offset, m.offset + m.rows * m.cols)
+}
+
+/// The data ranges that operands (not matrices) read.
+fn data_ranges(program: &Program) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut add = |operand: Operand| {
+        if let Operand::Data(data) = operand {
+            out.push((data.offset, data.offset + data.len));
+        }
+    };
+    for inst in &program.insts {
+        match *inst {
+            Inst::Constrain { .. } => {}
+            Inst::Map { a, .. }
+            | Inst::Sum { a, .. }
+            | Inst::Cumsum { a, .. }
+            | Inst::Gather { a, .. }
+            | Inst::Factor { a, .. } => add(a),
+            Inst::Zip { a, b, .. } | Inst::Dot { a, b, .. } => {
+                add(a);
+                add(b);
+            }
+            Inst::Matvec { v, .. } => add(v),
+            Inst::Density { x, params, .. } => {
+                add(x);
+                params.into_iter().for_each(&mut add);
+            }
+            Inst::RandomWalk {
+                x,
+                sigma,
+                drift,
+                init_mu,
+                init_sigma,
+                ..
+            } => [x, sigma, drift, init_mu, init_sigma]
+                .into_iter()
+                .for_each(&mut add),
+        }
+    }
+    out
+}
