@@ -381,3 +381,131 @@ fn workgroup_data_is_staged_before_any_return_and_read_from_workgroup_memory() {
 fn options_storage_data() -> ShaderOptions {
     options(Precision::F32, TapePlacement::Private)
 }
+
+/// A logistic regression: 40 rows of 3 columns.
+fn regression() -> Program {
+    let mut m = ModelBuilder::new("regression");
+    let rows: Vec<Vec<f64>> = (0..40)
+        .map(|r| (0..3).map(|c| f64::from(r * 3 + c) / 50.0 - 1.0).collect())
+        .collect();
+    let x = m.data_matrix("x", rows);
+    let y = m.data_vector("y", (0..40).map(|r| f64::from(r % 2)).collect());
+    let alpha = m.param("alpha");
+    let beta = m.vector_param("beta", 3);
+    m.sample(&beta, Dist::normal(0.0, 1.0));
+    m.sample(&y, Dist::bernoulli_logit(&alpha + x.matvec(&beta)));
+    let checked = CheckedModel::new(m.build(), &Limits::default()).expect("the model checks");
+    (**checked.program()).clone()
+}
+
+#[test]
+fn split_plans_split_observation_vectors_and_keep_parameters_whole() {
+    let program = regression();
+    let plan = split::plan(&program, 8).expect("a regression splits");
+    for (k, inst) in program.insts.iter().enumerate() {
+        let dst = match *inst {
+            Inst::Constrain { dst, .. } => Some((dst, false)),
+            Inst::Matvec { dst, .. } | Inst::Zip { dst, .. } => Some((dst, true)),
+            _ => None,
+        };
+        if let Some((dst, split)) = dst {
+            assert_eq!(plan.slot(dst).split, split, "instruction {k}: {inst:?}");
+            let len = program.slot(dst).len;
+            let expected = if split { len.div_ceil(8) } else { len };
+            assert_eq!(plan.slot(dst).len, expected, "instruction {k}");
+        }
+    }
+    assert_eq!(plan.longest_split(&program), 40);
+    assert_eq!(
+        plan.split_matrices.len(),
+        1,
+        "the matrix only feeds a split product"
+    );
+    // Local slots are packed: 1 + 3 + 5 + 5 values.
+    assert_eq!(plan.tape_len, 14);
+    // With more lanes than rows nothing splits.
+    assert_eq!(
+        split::plan(&program, 64).unwrap().longest_split(&program),
+        0
+    );
+    assert_eq!(choose_lanes(&program, true, 8), 8);
+    assert_eq!(choose_lanes(&program, false, 8), 1);
+    assert_eq!(
+        choose_lanes(&program, true, 32),
+        1,
+        "40 rows are under 4 per lane"
+    );
+}
+
+#[test]
+fn split_refuses_what_would_gather_a_split_vector() {
+    let mut m = ModelBuilder::new("cumulative");
+    let y = m.data_vector("y", (0..16).map(f64::from).collect());
+    let mu = m.param("mu");
+    let path = (&y * &mu).cumsum();
+    m.sample(&path, Dist::normal(0.0, 1.0));
+    let program = (**CheckedModel::new(m.build(), &Limits::default())
+        .expect("the model checks")
+        .program())
+    .clone();
+    let refusal = split::plan(&program, 4).expect_err("a cumsum over a split vector");
+    assert_eq!(refusal.kind, "cumsum");
+    let options = ShaderOptions {
+        lanes: 4,
+        placement: TapePlacement::Private,
+        ..options(Precision::F32, TapePlacement::Private)
+    };
+    assert!(matches!(
+        source(&program, &options),
+        Err(CodegenError::Unsplittable { lanes: 4, .. })
+    ));
+    assert_eq!(choose_lanes(&program, true, 4), 1);
+}
+
+#[test]
+fn lanes_must_be_a_power_of_two_dividing_the_workgroup_and_use_a_private_tape() {
+    let program = regression();
+    for lanes in [0, 3, 64] {
+        let options = ShaderOptions {
+            lanes,
+            ..options(Precision::F32, TapePlacement::Private)
+        };
+        assert!(
+            matches!(source(&program, &options), Err(CodegenError::Lanes { .. })),
+            "{lanes} lanes"
+        );
+    }
+    let storage = ShaderOptions {
+        lanes: 8,
+        ..options(Precision::F32, TapePlacement::Storage)
+    };
+    assert_eq!(
+        source(&program, &storage),
+        Err(CodegenError::LanesNeedPrivateTape)
+    );
+}
+
+/// A generated function's parameter must not shadow a module-scope name it reads (as
+/// `g_lane_get(x, g_lane)` once did, which made every lane read its own value).
+#[test]
+fn generated_parameters_do_not_shadow_globals() {
+    let options = ShaderOptions {
+        lanes: 8,
+        ..options(Precision::F32, TapePlacement::Private)
+    };
+    let text = source(&regression(), &options).expect("the kernel generates");
+    let globals: Vec<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("var<private> "))
+        .filter_map(|rest| rest.split(':').next())
+        .collect();
+    assert!(globals.contains(&"g_lane"), "{globals:?}");
+    for line in text.lines().filter(|line| line.starts_with("fn g_")) {
+        let params = &line[line.find('(').unwrap() + 1..line.find(')').unwrap()];
+        for param in params.split(',').filter(|p| !p.trim().is_empty()) {
+            let name = param.split(':').next().unwrap().trim();
+            assert!(!globals.contains(&name), "{line}");
+        }
+    }
+    assert!(text.contains("subgroupShuffleXor(g_x, (g_lane ^ g_source))"));
+}
