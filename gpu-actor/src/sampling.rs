@@ -301,6 +301,34 @@ pub fn sample_on_device_with(
     }
 }
 
+/// A run's iteration counts, which both drivers bound the same way.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Iterations {
+    /// Warmup iterations: 0 when the chains come tuned.
+    pub warmup: u64,
+    /// Warmup and draws.
+    pub total: u64,
+}
+
+impl Iterations {
+    /// The counts of `request`; an error when they or its chains overflow the kernels'
+    /// 32-bit counters.
+    pub(crate) fn of(request: &GpuSampleRequest) -> Result<Iterations, GpuError> {
+        let settings = &request.settings;
+        let n = request.chains.len();
+        let tuned = request.chains.first().is_some_and(|c| c.tuning.is_some());
+        let warmup = if tuned { 0 } else { settings.num_warmup };
+        let total = warmup + settings.num_draws;
+        if total >= u64::from(u32::MAX) || n > u32::MAX as usize {
+            return Err(SampleError::Settings(format!(
+                "{total} iterations of {n} chains are more than the GPU kernels count"
+            ))
+            .into());
+        }
+        Ok(Iterations { warmup, total })
+    }
+}
+
 fn validate(request: &GpuSampleRequest) -> Result<(), GpuError> {
     let settings = &request.settings;
     settings.validate()?;

@@ -184,6 +184,17 @@ pub fn storage_tape_values(program: &Program, n_chains: usize) -> u64 {
     blocks * u64::from(TAPE_BLOCK) * 2 * program.tape_len.max(1) as u64
 }
 
+/// Bytes of the scratch buffer that `n_chains` chains of kernels built with `options` need:
+/// [`storage_tape_values`] with [`TapePlacement::Storage`], none with private tapes.
+pub fn scratch_bytes(program: &Program, options: &ShaderOptions, n_chains: usize) -> u64 {
+    match options.placement {
+        TapePlacement::Private => 0,
+        TapePlacement::Storage => {
+            storage_tape_values(program, n_chains) * options.precision.size_bytes()
+        }
+    }
+}
+
 /// The longest tape [`TapePlacement::Private`] accepts.
 pub const MAX_PRIVATE_TAPE_LEN: usize = 1024;
 
@@ -194,6 +205,18 @@ impl TapePlacement {
             TapePlacement::Private
         } else {
             TapePlacement::Storage
+        }
+    }
+}
+
+impl TapePlacement {
+    /// The default for kernels with `lanes` invocations per chain: [`TapePlacement::choose`]
+    /// with one, private with more (split chains need it).
+    pub fn choose_for_lanes(program: &Program, lanes: u32) -> TapePlacement {
+        if lanes > 1 {
+            TapePlacement::Private
+        } else {
+            TapePlacement::choose(program)
         }
     }
 }

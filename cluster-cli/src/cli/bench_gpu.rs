@@ -403,11 +403,9 @@ pub fn run(
              {} tape, {lanes} lanes per chain{}\n",
             model.name(),
             program.dim,
-            options.placement.unwrap_or(if lanes > 1 {
-                TapePlacement::Private
-            } else {
-                TapePlacement::choose(program)
-            }),
+            options
+                .placement
+                .unwrap_or_else(|| TapePlacement::choose_for_lanes(program, lanes)),
             reference
                 .as_ref()
                 .map(|(_, seconds)| format!(

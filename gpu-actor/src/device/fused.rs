@@ -4,11 +4,11 @@
 
 use std::time::{Duration, Instant};
 
+use super::ModelKey;
 use super::nuts::SessionId;
 use super::resources::{buffer, check_storage, encode, entry};
 use super::scope::scoped;
-use super::worker::{Worker, dispatch_grid};
-use super::{ModelKey, PipelineKey};
+use super::worker::Worker;
 use crate::error::GpuError;
 use crate::kernels::layout::FuParams;
 use crate::wgsl::{DataPlacement, KernelKind, Precision, TapePlacement};
@@ -155,28 +155,13 @@ impl Worker {
             open.lanes,
         )?;
         let precision = open.model.precision;
-        let key = PipelineKey {
-            model: open.model.hash,
-            kernel: KernelKind::Fused,
-            options,
-        };
-        let pipeline = self
-            .pipelines
-            .get_or_build(&self.device, &self.layouts, &program, key)?
-            .clone();
+        let pipeline = self.pipeline(open.model, &program, KernelKind::Fused, options)?;
         let (n, dim, max_steps) = (open.n_chains, program.dim, open.max_steps.max(1));
-        let grid = dispatch_grid(
-            n * options.lanes as usize,
-            options.workgroup_size,
-            self.limits.max_compute_workgroups_per_dimension,
-        )?;
+        let grid = self.chain_grid(n, &options)?;
         let size = precision.size_bytes();
         let bytes = |values: usize| values as u64 * size;
         let out_values = max_steps * (3 * dim + 1) * n;
-        let scratch_bytes = match options.placement {
-            TapePlacement::Private => 0,
-            TapePlacement::Storage => crate::wgsl::storage_tape_values(&program, n) * size,
-        };
+        let scratch_bytes = crate::wgsl::scratch_bytes(&program, &options, n);
         for (what, needed) in [
             ("the fused kernel's points", bytes((3 * dim + 1) * n)),
             ("the fused kernel's steps", bytes(out_values)),

@@ -5,10 +5,10 @@
 
 use std::time::{Duration, Instant};
 
+use super::ModelKey;
 use super::resources::{buffer, check_storage, decode, encode, entry};
 use super::scope::scoped;
-use super::worker::{Worker, dispatch_grid};
-use super::{ModelKey, PipelineKey};
+use super::worker::Worker;
 use crate::error::GpuError;
 use crate::kernels::layout::{
     NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_EVALS, NS_V_GSAMP, NS_V_QSAMP,
@@ -203,24 +203,8 @@ impl Worker {
             open.lanes,
         )?;
         let precision = open.model.precision;
-        let key = |kernel| PipelineKey {
-            model: open.model.hash,
-            kernel,
-            options,
-        };
-        let nuts = self
-            .pipelines
-            .get_or_build(&self.device, &self.layouts, &program, key(KernelKind::Nuts))?
-            .clone();
-        let search = self
-            .pipelines
-            .get_or_build(
-                &self.device,
-                &self.layouts,
-                &program,
-                key(KernelKind::NutsSearch),
-            )?
-            .clone();
+        let nuts = self.pipeline(open.model, &program, KernelKind::Nuts, options)?;
+        let search = self.pipeline(open.model, &program, KernelKind::NutsSearch, options)?;
         let sizes = NsSizes {
             n: open.n_chains,
             dim: program.dim,
@@ -228,19 +212,10 @@ impl Worker {
             capacity: open.capacity.max(1),
             with_grad: open.with_grad,
         };
-        let grid = dispatch_grid(
-            open.n_chains * options.lanes as usize,
-            options.workgroup_size,
-            self.limits.max_compute_workgroups_per_dimension,
-        )?;
+        let grid = self.chain_grid(open.n_chains, &options)?;
         let size = precision.size_bytes();
         let bytes = |values: usize| values as u64 * size;
-        let scratch_bytes = match options.placement {
-            TapePlacement::Private => 0,
-            TapePlacement::Storage => {
-                crate::wgsl::storage_tape_values(&program, open.n_chains) * size
-            }
-        };
+        let scratch_bytes = crate::wgsl::scratch_bytes(&program, &options, open.n_chains);
         let uint_bytes = sizes.uint() as u64 * 4;
         let out_bytes = bytes(sizes.out());
         let snapshot_bytes =

@@ -8,7 +8,7 @@ use sampler::Program;
 use super::pipelines::Layouts;
 use super::scope::scoped;
 use crate::error::GpuError;
-use crate::wgsl::{Precision, ShaderOptions, TapePlacement};
+use crate::wgsl::{Precision, ShaderOptions};
 
 /// wgpu refuses empty bindings and a runtime-sized array needs one element: every buffer has
 /// at least this many bytes.
@@ -169,10 +169,7 @@ impl LogpGradWorkspace {
         let dim = program.dim as u64;
         let point_bytes = chains * dim * size;
         let logp_bytes = chains * size;
-        let scratch_bytes = match options.placement {
-            TapePlacement::Private => 0,
-            TapePlacement::Storage => crate::wgsl::storage_tape_values(program, capacity) * size,
-        };
+        let scratch_bytes = crate::wgsl::scratch_bytes(program, options, capacity);
         check_storage("the batch's points", point_bytes, limits)?;
         check_storage(
             "the batch's tapes (storage placement)",

@@ -128,13 +128,8 @@ impl Worker {
         let options = ShaderOptions {
             precision,
             lanes,
-            placement: placement.unwrap_or_else(|| {
-                if lanes > 1 {
-                    TapePlacement::Private
-                } else {
-                    TapePlacement::choose(&program)
-                }
-            }),
+            placement: placement
+                .unwrap_or_else(|| TapePlacement::choose_for_lanes(&program, lanes)),
             workgroup_size,
             data: data.unwrap_or_else(|| {
                 DataPlacement::choose_for_lanes(
@@ -146,6 +141,39 @@ impl Worker {
             }),
         };
         Ok((program, options))
+    }
+
+    /// The cached pipeline of `kernel` over a loaded model's `program`, built on first use.
+    pub(super) fn pipeline(
+        &mut self,
+        model: ModelKey,
+        program: &sampler::Program,
+        kernel: KernelKind,
+        options: ShaderOptions,
+    ) -> Result<wgpu::ComputePipeline, GpuError> {
+        let key = PipelineKey {
+            model: model.hash,
+            kernel,
+            options,
+        };
+        Ok(self
+            .pipelines
+            .get_or_build(&self.device, &self.layouts, program, key)?
+            .clone())
+    }
+
+    /// The dispatch grid of `n_chains` chains of kernels built with `options`
+    /// (`options.lanes` invocations each).
+    pub(super) fn chain_grid(
+        &self,
+        n_chains: usize,
+        options: &ShaderOptions,
+    ) -> Result<(u32, u32), GpuError> {
+        dispatch_grid(
+            n_chains * options.lanes as usize,
+            options.workgroup_size,
+            self.limits.max_compute_workgroups_per_dimension,
+        )
     }
 
     /// Opens the chosen adapter. Runs on the device thread.
@@ -400,15 +428,8 @@ impl Worker {
             kernel: KernelKind::LogpGrad,
             options,
         };
-        let grid = dispatch_grid(
-            n_chains * options.lanes as usize,
-            options.workgroup_size,
-            self.limits.max_compute_workgroups_per_dimension,
-        )?;
-        let pipeline = self
-            .pipelines
-            .get_or_build(&self.device, &self.layouts, &program, key)?
-            .clone();
+        let grid = self.chain_grid(n_chains, &options)?;
+        let pipeline = self.pipeline(request.model, &program, KernelKind::LogpGrad, options)?;
 
         if self
             .workspaces

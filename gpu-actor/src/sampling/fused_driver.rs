@@ -22,7 +22,9 @@ use super::dual::DualAverage;
 use super::init::initial_points;
 use super::outputs::OutputWriter;
 use super::records::{Draw, RecordSettings, empty_traces, record};
-use super::{DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Phase, max_log_step};
+use super::{
+    DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Iterations, Phase, max_log_step,
+};
 use crate::device::fused::{FusedBatch, FusedCommand, FusedOpen, FusedReply, FusedRun, StepRole};
 use crate::device::nuts::SessionId;
 use crate::device::{GpuDevice, ModelKey};
@@ -500,16 +502,11 @@ pub(super) fn run(
     let program = request.model.program();
     let dim = program.dim;
     let n = request.chains.len();
-    let tuned = request.chains[0].tuning.is_some();
-    let n_warm = if tuned { 0 } else { settings.num_warmup };
+    let Iterations {
+        warmup: n_warm,
+        total,
+    } = Iterations::of(request)?;
     let adapt = n_warm > 0;
-    let total = n_warm + settings.num_draws;
-    if total >= u64::from(u32::MAX) {
-        return Err(SampleError::Settings(format!(
-            "{total} iterations are more than the GPU kernels count"
-        ))
-        .into());
-    }
     // A software device stops loops after SOFTWARE_LOOP_LIMIT iterations per invocation:
     // fewer steps per dispatch there.
     let per_step = crate::wgsl::model_loop_iterations(program) + 4 * dim as u64 + 32;

@@ -22,7 +22,9 @@ use super::adapt::{IterationMoments, Search, Warmup};
 use super::init::initial_points;
 use super::outputs::OutputWriter;
 use super::records::{Draw, RecordSettings, empty_traces, record, threads_for};
-use super::{DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Phase, max_log_step};
+use super::{
+    DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Iterations, Phase, max_log_step,
+};
 use crate::device::nuts::{
     NutsBatch, NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsSnapshot, NutsStart, SessionId,
 };
@@ -333,16 +335,11 @@ pub(super) fn run(
     let program = request.model.program();
     let dim = program.dim;
     let n = request.chains.len();
-    let tuned = request.chains[0].tuning.is_some();
-    let n_warm = if tuned { 0 } else { settings.num_warmup };
+    let Iterations {
+        warmup: n_warm,
+        total,
+    } = Iterations::of(request)?;
     let adapt = n_warm > 0;
-    let total = n_warm + settings.num_draws;
-    if total >= u64::from(u32::MAX) || n > u32::MAX as usize {
-        return Err(SampleError::Settings(format!(
-            "{total} iterations of {n} chains are more than the GPU kernels count"
-        ))
-        .into());
-    }
     let m = u64::from(transitions);
     let sample_capacity = (3 * m).div_ceil(2) + 2;
     let with_grad = adapt && settings.adaptation == AdaptationKind::Nutpie;

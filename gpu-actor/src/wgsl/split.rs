@@ -156,10 +156,7 @@ pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> 
             }
             Inst::Sum { a, dst } => (Some(dst), held(&split, a) == Held::Split),
             Inst::Dot { a, b, dst } => {
-                let s = elementwise(&split, &[a, b], 0).map_err(refuse)?;
-                split[dst.0 as usize] = false;
-                inst_split[k] = s;
-                continue;
+                (Some(dst), elementwise(&split, &[a, b], 0).map_err(refuse)?)
             }
             Inst::Factor { a, .. } => (None, held(&split, a) == Held::Split),
             Inst::Cumsum { a, dst } => {
@@ -205,7 +202,7 @@ pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> 
         inst_split[k] = runs_split;
         if let Some(dst) = dst {
             // A reduction's result is a replicated scalar.
-            let reduces = matches!(inst, Inst::Sum { .. });
+            let reduces = matches!(inst, Inst::Sum { .. } | Inst::Dot { .. });
             split[dst.0 as usize] = runs_split && !reduces;
         }
     }
