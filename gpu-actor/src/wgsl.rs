@@ -110,11 +110,14 @@ mod ast;
 mod check;
 mod cost;
 mod density;
+mod layout;
 pub(crate) mod library;
 mod model;
 mod split;
 mod tape;
 mod unroll;
+
+pub use layout::device_data;
 
 #[cfg(test)]
 mod tests;
@@ -398,6 +401,12 @@ pub fn longest_split(program: &Program, lanes: u32) -> Result<u32, SplitRefusal>
     split::plan(program, lanes).map(|plan| plan.longest_split(program))
 }
 
+/// Whether `lanes` invocations per chain run `program`'s split instructions fused, as one
+/// loop over each lane's elements (`false` where nothing splits or it cannot split).
+pub fn fuses_split(program: &Program, lanes: u32) -> bool {
+    split::plan(program, lanes).is_ok_and(|plan| plan.fused)
+}
+
 /// A `@group(g) @binding(b)` slot of the kernels' bind groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Binding {
@@ -676,6 +685,7 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
         Item::ConstU32(ModuleConst::WorkgroupSize, options.workgroup_size),
         Item::ConstU32(ModuleConst::TapeBlock, TAPE_BLOCK),
         Item::ConstU32(ModuleConst::Lanes, lanes),
+        Item::ConstU32(ModuleConst::SplitTrips, plan.trips),
         storage(DATA_BINDING, Global::Data, Access::Read, Element::Real),
         storage(INDEX_BINDING, Global::Index, Access::Read, Element::U32),
         storage(
@@ -701,16 +711,13 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
         }
         items.push(Item::WorkgroupReals(Global::SharedData, data_len(program)?));
     }
-    let transposed = match options.data {
-        DataPlacement::Workgroup => plan.split_matrices.clone(),
-        DataPlacement::Storage => Vec::new(),
-    };
-    items.push(Item::Function(stage_data_function(
-        program,
-        options,
-        &transposed,
-    )?));
-    let tape = Tape::new(options.placement, options.data, plan, transposed);
+    items.push(Item::Function(stage_data_function(program, options)?));
+    let tape = Tape::new(
+        options.placement,
+        options.data,
+        plan,
+        layout::column_major(program),
+    );
     let mut logp_grad = model::logp_grad_function(program, &tape);
     if options.placement == TapePlacement::Private {
         logp_grad.body = unroll::unroll(logp_grad.body);
@@ -735,7 +742,6 @@ fn data_len(program: &Program) -> Result<u32, CodegenError> {
 fn stage_data_function(
     program: &Program,
     options: &ShaderOptions,
-    transposed: &[sampler::MatrixRef],
 ) -> Result<Function, CodegenError> {
     let local = Ident::new("local");
     let mut body = Vec::new();
@@ -744,28 +750,10 @@ fn stage_data_function(
         let rounds = len.div_ceil(options.workgroup_size);
         let round = Ident::new("round");
         let at = Ident::new("at");
-        // A matrix that split products read goes in column-major (`Tape::matrix`): element
-        // `k` of its row-major run lands at `(k % cols) * rows + k / cols`.
-        let to = Ident::new("to");
-        let mut copy = vec![Stmt::Var(to.clone(), Ty::U32, Some(Expr::local(&at)))];
-        for m in transposed {
-            let k = Ident::new("k");
-            let ke = || Expr::local(&k);
-            let moved = (ke() % Expr::U32(m.cols)) * Expr::U32(m.rows) + ke() / Expr::U32(m.cols);
-            copy.push(Stmt::Block(vec![
-                // Wraps around below the matrix, so one comparison bounds both sides.
-                Stmt::let_(&k, Expr::local(&at) - Expr::U32(m.offset)),
-                Stmt::If(
-                    Expr::U32(m.rows * m.cols).gt(ke()),
-                    vec![Stmt::Assign(Expr::local(&to), moved.plus_u32(m.offset))],
-                    Vec::new(),
-                ),
-            ]));
-        }
-        copy.push(Stmt::Assign(
-            Expr::Global(Global::SharedData).index(Expr::local(&to)),
+        let copy = vec![Stmt::Assign(
+            Expr::Global(Global::SharedData).index(Expr::local(&at)),
             Expr::Global(Global::Data).index(Expr::local(&at)),
-        ));
+        )];
         body.push(Stmt::for_(
             &round,
             Expr::U32(rounds),

@@ -380,15 +380,12 @@ fn zip_forward(op: ZipOp, a: &[f64], b: &[f64], out: &mut [f64]) {
 /// Forward step of the instructions that only read operands and write their slot.
 /// Shared with constant folding in [`crate::lower`], which runs it on a scratch program.
 pub(crate) fn value_forward(program: &Program, inst: &Inst, tape: &mut [f64]) {
-    let dst = match inst {
-        Inst::Map { dst, .. }
-        | Inst::Zip { dst, .. }
-        | Inst::Sum { dst, .. }
-        | Inst::Cumsum { dst, .. }
-        | Inst::Dot { dst, .. }
-        | Inst::Matvec { dst, .. }
-        | Inst::Gather { dst, .. } => *dst,
-        _ => return,
+    // `Constrain` reads theta, not operands.
+    let Some(dst) = inst
+        .writes()
+        .filter(|_| !matches!(inst, Inst::Constrain { .. }))
+    else {
+        return;
     };
     let slot = program.slot(dst);
     let (before, after) = tape.split_at_mut(slot.offset as usize);

@@ -295,6 +295,50 @@ pub enum Inst {
     },
 }
 
+impl Inst {
+    /// The operands it reads (a density's first [`DensityKind::n_params`] parameters).
+    pub fn reads(&self) -> Vec<Operand> {
+        match *self {
+            Inst::Constrain { .. } => Vec::new(),
+            Inst::Map { a, .. }
+            | Inst::Sum { a, .. }
+            | Inst::Cumsum { a, .. }
+            | Inst::Gather { a, .. }
+            | Inst::Factor { a, .. } => vec![a],
+            Inst::Zip { a, b, .. } | Inst::Dot { a, b, .. } => vec![a, b],
+            Inst::Matvec { v, .. } => vec![v],
+            Inst::Density {
+                kind, x, params, ..
+            } => std::iter::once(x)
+                .chain(params[..kind.n_params()].iter().copied())
+                .collect(),
+            Inst::RandomWalk {
+                x,
+                sigma,
+                drift,
+                init_mu,
+                init_sigma,
+                ..
+            } => vec![x, sigma, drift, init_mu, init_sigma],
+        }
+    }
+
+    /// The slot it writes, if any (densities and factors add to the log density instead).
+    pub fn writes(&self) -> Option<SlotId> {
+        match *self {
+            Inst::Constrain { dst, .. }
+            | Inst::Map { dst, .. }
+            | Inst::Zip { dst, .. }
+            | Inst::Sum { dst, .. }
+            | Inst::Cumsum { dst, .. }
+            | Inst::Dot { dst, .. }
+            | Inst::Matvec { dst, .. }
+            | Inst::Gather { dst, .. } => Some(dst),
+            Inst::Density { .. } | Inst::RandomWalk { .. } | Inst::Factor { .. } => None,
+        }
+    }
+}
+
 /// A named output column: a parameter or transformed parameter element on the constrained scale.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Column {

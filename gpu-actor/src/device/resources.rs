@@ -89,7 +89,7 @@ impl ModelResources {
         program: Arc<Program>,
         precision: Precision,
     ) -> Result<ModelResources, GpuError> {
-        let data = encode(program.data.iter().copied(), precision);
+        let data = encode(crate::wgsl::device_data(&program).into_iter(), precision);
         let index: &[u8] = bytemuck::cast_slice(&program.index);
         check_storage("the model's data", data.len() as u64, limits)?;
         check_storage("the model's indices", index.len() as u64, limits)?;

@@ -8,49 +8,7 @@
 
 use std::sync::Arc;
 
-use sampler::{Evaluator, Inst, LogDensity, Operand, Program, SlotId};
-
-/// The slot an instruction writes, if any.
-fn destination(inst: &Inst) -> Option<SlotId> {
-    match *inst {
-        Inst::Constrain { dst, .. }
-        | Inst::Map { dst, .. }
-        | Inst::Zip { dst, .. }
-        | Inst::Sum { dst, .. }
-        | Inst::Cumsum { dst, .. }
-        | Inst::Dot { dst, .. }
-        | Inst::Matvec { dst, .. }
-        | Inst::Gather { dst, .. } => Some(dst),
-        Inst::Density { .. } | Inst::RandomWalk { .. } | Inst::Factor { .. } => None,
-    }
-}
-
-/// The operands an instruction reads.
-fn reads(inst: &Inst) -> Vec<Operand> {
-    match *inst {
-        Inst::Constrain { .. } => Vec::new(),
-        Inst::Map { a, .. }
-        | Inst::Sum { a, .. }
-        | Inst::Cumsum { a, .. }
-        | Inst::Gather { a, .. }
-        | Inst::Factor { a, .. } => vec![a],
-        Inst::Zip { a, b, .. } | Inst::Dot { a, b, .. } => vec![a, b],
-        Inst::Matvec { v, .. } => vec![v],
-        Inst::Density { x, params, .. } => {
-            let mut operands = vec![x];
-            operands.extend(params);
-            operands
-        }
-        Inst::RandomWalk {
-            x,
-            sigma,
-            drift,
-            init_mu,
-            init_sigma,
-            ..
-        } => vec![x, sigma, drift, init_mu, init_sigma],
-    }
-}
+use sampler::{Evaluator, LogDensity, Operand, Program};
 
 /// `program` without the instructions no output needs.
 pub(crate) fn outputs_program(program: &Program) -> Program {
@@ -65,11 +23,11 @@ pub(crate) fn outputs_program(program: &Program) -> Program {
     }
     let mut keep = vec![false; program.insts.len()];
     for (k, inst) in program.insts.iter().enumerate().rev() {
-        if let Some(dst) = destination(inst)
+        if let Some(dst) = inst.writes()
             && needed[dst.0 as usize]
         {
             keep[k] = true;
-            for operand in reads(inst) {
+            for operand in inst.reads() {
                 mark(&operand, &mut needed);
             }
         }

@@ -81,6 +81,8 @@ pub(crate) enum ModuleConst {
     TapeBlock,
     /// Invocations per chain (`split.rs`).
     Lanes,
+    /// Trips of the loop over each lane's elements of a fused split program (`split.rs`).
+    SplitTrips,
 }
 
 impl ModuleConst {
@@ -91,6 +93,7 @@ impl ModuleConst {
             ModuleConst::WorkgroupSize => "G_WORKGROUP_SIZE",
             ModuleConst::TapeBlock => "G_TAPE_BLOCK",
             ModuleConst::Lanes => "G_LANES",
+            ModuleConst::SplitTrips => "G_SPLIT_TRIPS",
         }
     }
 }

@@ -120,9 +120,20 @@ pub(crate) fn density(
             Pos::P2 => &args[3],
         }
     };
+    // A fused loop (`split.rs`) runs the parts over elements; the parts whose arguments are
+    // all broadcast scalars (`n` times one term) run once, outside it.
+    let whole = |part: &Part| match *part {
+        Part::One(a, _) => arg(a).is_scalar(),
+        Part::Two(a, b, _) => arg(a).is_scalar() && arg(b).is_scalar(),
+        Part::Kernel => false,
+    };
+    let fused = split && tape.fused();
     let dens = Ident::new("dens");
     let mut body = vec![Stmt::zero(&dens)];
     for part in parts(kind) {
+        if fused && whole(part) == tape.is_inside() {
+            continue;
+        }
         let stmts = match *part {
             Part::One(a, term) => term1(tape, split, len, arg(a), term, &dens),
             Part::Two(a, b, term) => term2(tape, split, len, arg(a), arg(b), term, &dens),

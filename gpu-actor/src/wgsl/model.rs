@@ -21,25 +21,23 @@ pub(crate) fn logp_grad_function(program: &Program, tape: &Tape) -> Function {
     let mut body = vec![Stmt::zero(&lp)];
     body.extend(tape.declarations());
     body.push(Stmt::Comment("forward sweep".into()));
+    // Fused, the split instructions run in one loop after the others (nothing else reads
+    // what they write; `split.rs`); a split density's broadcast terms stay here.
+    let fused = |k: usize| tape.fused() && tape.inst_split(k);
     for (k, inst) in program.insts.iter().enumerate() {
-        let block = forward(program, tape, &lp, k, inst);
-        if !block.is_empty() {
-            body.push(Stmt::Comment(format!(
-                "instruction {k}: {}",
-                inst_name(inst)
-            )));
-            body.push(Stmt::Block(block));
+        if fused(k) && !matches!(inst, Inst::Density { .. }) {
+            continue;
         }
+        push_inst(&mut body, k, inst, forward(program, tape, &lp, k, inst));
+    }
+    if tape.fused() {
+        body.push(Stmt::Comment("split instructions, fused".into()));
+        body.extend(fused_loop(program, tape, &lp));
     }
     body.push(Stmt::Comment("backward sweep".into()));
     for (k, inst) in program.insts.iter().enumerate().rev() {
-        let block = backward(program, tape, k, inst);
-        if !block.is_empty() {
-            body.push(Stmt::Comment(format!(
-                "instruction {k}: {}",
-                inst_name(inst)
-            )));
-            body.push(Stmt::Block(block));
+        if !fused(k) {
+            push_inst(&mut body, k, inst, backward(program, tape, k, inst));
         }
     }
     body.push(Stmt::Return(Expr::local(&lp)));
@@ -49,6 +47,85 @@ pub(crate) fn logp_grad_function(program: &Program, tape: &Tape) -> Function {
         ret: Some(Ty::Real),
         body,
     }
+}
+
+/// Appends instruction `k`'s block, if it has one, after a comment naming it.
+fn push_inst(body: &mut Vec<Stmt>, k: usize, inst: &Inst, block: Vec<Stmt>) {
+    if !block.is_empty() {
+        body.push(Stmt::Comment(format!(
+            "instruction {k}: {}",
+            inst_name(inst)
+        )));
+        body.push(Stmt::Block(block));
+    }
+}
+
+/// A fused plan's split instructions: one trip per element of each lane, which runs their
+/// forward sweep and then their backward sweep on that element (its values and adjoints are
+/// one position each on the tape). The lane's parts of `lp` and of the adjoints of replicated
+/// operands are summed over the lanes once, after the loop.
+fn fused_loop(program: &Program, tape: &Tape, lp: &Ident) -> Vec<Stmt> {
+    let inside = tape.inside_fused_loop();
+    let lane_lp = Ident::new("lane_lp");
+    let split: Vec<(usize, &Inst)> = program
+        .insts
+        .iter()
+        .enumerate()
+        .filter(|&(k, _)| tape.inst_split(k))
+        .collect();
+    let mut trip = Vec::new();
+    // Adjoints of the element's split values start at 0 on each trip.
+    for (id, slot) in program.slots.iter().enumerate() {
+        let local = tape.slot(SlotId(id as u32));
+        if local.split && slot.len > 0 {
+            trip.push(Stmt::Assign(
+                tape.adjoint(Expr::U32(local.offset)),
+                Expr::Real(0.0),
+            ));
+        }
+    }
+    for &(k, inst) in &split {
+        push_inst(
+            &mut trip,
+            k,
+            inst,
+            forward(program, &inside, &lane_lp, k, inst),
+        );
+    }
+    for &(k, inst) in split.iter().rev() {
+        push_inst(&mut trip, k, inst, backward(program, &inside, k, inst));
+    }
+    let mut out = vec![Stmt::zero(&lane_lp), tape.fused_loop(trip)];
+    out.extend(tape.lane_sum_always(&lane_lp));
+    out.push(Stmt::add_to(Expr::local(lp), Expr::local(&lane_lp)));
+    // The replicated slots the loop added adjoints to: each value's lane parts, summed.
+    let mut replicated: Vec<SlotId> = Vec::new();
+    for &(_, inst) in &split {
+        for operand in inst.reads() {
+            if let Operand::Slot(id) = operand
+                && !tape.slot(id).split
+                && !replicated.contains(&id)
+            {
+                replicated.push(id);
+            }
+        }
+    }
+    let part = Ident::new("part");
+    for id in replicated {
+        let local = tape.slot(id);
+        for j in 0..local.len {
+            let at = Expr::U32(local.offset + j);
+            let mut block = vec![Stmt::Var(
+                part.clone(),
+                Ty::Real,
+                Some(tape.partial_adjoint(at.clone())),
+            )];
+            block.extend(tape.lane_sum_always(&part));
+            block.push(Stmt::add_to(tape.adjoint(at), Expr::local(&part)));
+            out.push(Stmt::Block(block));
+        }
+    }
+    out
 }
 
 pub(crate) fn inst_name(inst: &Inst) -> &'static str {

@@ -18,8 +18,21 @@
 //! (a replicated vector combined with a split one, a cumulative sum or random walk over a
 //! split slot, a gather from one) cannot use lanes: [`plan`] says which instruction is in the
 //! way.
+//!
+//! # Fused
+//!
+//! When no reduction (`Sum`, `Dot`) reads a split slot, nothing outside the split instructions
+//! reads what they write: their results only flow into densities and factors, whose adjoint
+//! is 1. Then the plan is *fused*: the split instructions run after all the others, in one
+//! loop over each lane's elements (`G_SPLIT_TRIPS` trips), whose trip runs their forward sweep
+//! and at once their backward sweep on one element. A split slot then holds one value on the
+//! lane's tape (the current element's), so the tape stays short whatever the data's size; a
+//! matrix row is loaded once for both sweeps; the adjoints of replicated operands and the
+//! log density gather in per-lane parts that are summed over the lanes once, after the loop.
+//! A density's terms that do not depend on the element (`n` times a term of broadcast
+//! scalars) run once, outside the loop.
 
-use sampler::{Inst, MatrixRef, Operand, Program, SlotId};
+use sampler::{Inst, Operand, Program, SlotId};
 
 /// Where one slot lives on a lane's tape.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,8 +56,11 @@ pub(crate) struct Plan {
     pub tape_len: u32,
     /// Whether each instruction runs split (its loop over elements is over each lane's own).
     pub insts: Vec<bool>,
-    /// The data matrices read only by split `Matvec`s (they may be stored transposed).
-    pub split_matrices: Vec<MatrixRef>,
+    /// Whether the split instructions run fused, as one loop over each lane's elements (see
+    /// the module documentation); then a split slot holds one value on the lane's tape.
+    pub fused: bool,
+    /// Trips of that loop: the longest split instruction's elements per lane.
+    pub trips: u32,
 }
 
 impl Plan {
@@ -63,7 +79,8 @@ impl Plan {
                 .collect(),
             tape_len: program.tape_len.max(1) as u32,
             insts: vec![false; program.insts.len()],
-            split_matrices: Vec::new(),
+            fused: false,
+            trips: 0,
         }
     }
 
@@ -117,6 +134,10 @@ pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> 
     }
     let mut split = vec![false; program.slots.len()];
     let mut inst_split = vec![false; program.insts.len()];
+    // Fused unless a reduction (`Sum`, `Dot`) reads a split slot: its result's adjoint is only
+    // known in the backward sweep.
+    let mut fused = true;
+    let mut longest = 0;
     let held = |split: &[bool], operand: Operand| match operand {
         Operand::Slot(id) if split[id.0 as usize] => Held::Split,
         Operand::Slot(id) if program.slot(id).len == 1 => Held::Scalar,
@@ -135,7 +156,6 @@ pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> 
             (false, _) => Ok(!any_vector && len >= lanes),
         }
     };
-    let mut matrices: Vec<(MatrixRef, bool)> = Vec::new();
     for (k, inst) in program.insts.iter().enumerate() {
         let refuse = |problem| SplitRefusal {
             inst: k,
@@ -181,9 +201,7 @@ pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> 
                 if held(&split, v) == Held::Split {
                     return Err(refuse("multiplies by a split vector"));
                 }
-                let s = m.rows >= lanes;
-                matrices.push((m, s));
-                (Some(dst), s)
+                (Some(dst), m.rows >= lanes)
             }
             Inst::Density {
                 kind,
@@ -200,19 +218,27 @@ pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> 
             }
         };
         inst_split[k] = runs_split;
+        // A reduction's result is a replicated scalar.
+        let reduces = matches!(inst, Inst::Sum { .. } | Inst::Dot { .. });
         if let Some(dst) = dst {
-            // A reduction's result is a replicated scalar.
-            let reduces = matches!(inst, Inst::Sum { .. } | Inst::Dot { .. });
             split[dst.0 as usize] = runs_split && !reduces;
         }
+        if runs_split {
+            fused &= !reduces;
+            longest = longest.max(elements(program, inst));
+        }
     }
+    // Fused, each split slot holds the lane's current element only.
+    let fused = fused && longest > 0;
     let mut offset = 0;
     let slots: Vec<LocalSlot> = program
         .slots
         .iter()
         .zip(&split)
         .map(|(slot, &split)| {
-            let len = if split {
+            let len = if split && fused {
+                1
+            } else if split {
                 slot.len.div_ceil(lanes)
             } else {
                 slot.len
@@ -222,75 +248,28 @@ pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> 
             local
         })
         .collect();
-    // A matrix may be stored transposed when only split products read its values.
-    let others = data_ranges(program);
-    let overlaps = |m: &MatrixRef, (start, end): (u32, u32)| {
-        m.offset < end && start < m.offset + m.rows * m.cols
-    };
-    let split_matrices = matrices
-        .iter()
-        .filter(|(m, s)| {
-            *s && matrices
-                .iter()
-                .all(|(other, t)| (other == m && *t) || !overlaps(m, range(other)))
-                && others.iter().all(|&r| !overlaps(m, r))
-        })
-        .map(|(m, _)| *m)
-        .fold(Vec::new(), |mut out, m| {
-            if !out.contains(&m) {
-                out.push(m);
-            }
-            out
-        });
     Ok(Plan {
         lanes,
         slots,
         tape_len: offset.max(1),
         insts: inst_split,
-        split_matrices,
+        fused,
+        trips: if fused { longest.div_ceil(lanes) } else { 0 },
     })
 }
 
-fn range(m: &MatrixRef) -> (u32, u32) {
-    (m.offset, m.offset + m.rows * m.cols)
-}
-
-/// The data ranges that operands (not matrices) read.
-fn data_ranges(program: &Program) -> Vec<(u32, u32)> {
-    let mut out = Vec::new();
-    let mut add = |operand: Operand| {
-        if let Operand::Data(data) = operand {
-            out.push((data.offset, data.offset + data.len));
+/// The elements a split instruction runs over.
+fn elements(program: &Program, inst: &Inst) -> u32 {
+    match *inst {
+        Inst::Map { dst, .. } | Inst::Zip { dst, .. } | Inst::Matvec { dst, .. } => {
+            program.slot(dst).len
         }
-    };
-    for inst in &program.insts {
-        match *inst {
-            Inst::Constrain { .. } => {}
-            Inst::Map { a, .. }
-            | Inst::Sum { a, .. }
-            | Inst::Cumsum { a, .. }
-            | Inst::Gather { a, .. }
-            | Inst::Factor { a, .. } => add(a),
-            Inst::Zip { a, b, .. } | Inst::Dot { a, b, .. } => {
-                add(a);
-                add(b);
-            }
-            Inst::Matvec { v, .. } => add(v),
-            Inst::Density { x, params, .. } => {
-                add(x);
-                params.into_iter().for_each(&mut add);
-            }
-            Inst::RandomWalk {
-                x,
-                sigma,
-                drift,
-                init_mu,
-                init_sigma,
-                ..
-            } => [x, sigma, drift, init_mu, init_sigma]
-                .into_iter()
-                .for_each(&mut add),
-        }
+        Inst::Density { len, .. } => len,
+        Inst::Factor { a, .. } => match a {
+            Operand::Slot(id) => program.slot(id).len,
+            Operand::Data(data) => data.len,
+            Operand::Const(_) => 1,
+        },
+        _ => 0,
     }
-    out
 }

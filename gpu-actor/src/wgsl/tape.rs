@@ -14,8 +14,16 @@ pub(crate) struct Tape {
     placement: TapePlacement,
     data: DataPlacement,
     plan: Plan,
-    /// Matrices that `g_stage_data` stores transposed in workgroup memory.
-    transposed: Vec<MatrixRef>,
+    /// Matrices the device holds column-major (`layout.rs`).
+    column_major: Vec<MatrixRef>,
+    /// Code for the body of a fused plan's loop over each lane's elements: adjoints of
+    /// replicated slots go to per-lane partial sums (`g_fadj`).
+    inside: bool,
+}
+
+/// The per-lane partial adjoints of a fused loop.
+fn partial_adjoints() -> Ident {
+    Ident::new("fadj")
 }
 
 /// The local index of a split loop: element `i` of a split slot is at local position `li`.
@@ -28,14 +36,40 @@ impl Tape {
         placement: TapePlacement,
         data: DataPlacement,
         plan: Plan,
-        transposed: Vec<MatrixRef>,
+        column_major: Vec<MatrixRef>,
     ) -> Tape {
         Tape {
             placement,
             data,
             plan,
-            transposed,
+            column_major,
+            inside: false,
         }
+    }
+
+    /// This tape as the body of the fused loop sees it (see [`Tape::fused_loop`]).
+    pub(crate) fn inside_fused_loop(&self) -> Tape {
+        Tape {
+            inside: true,
+            ..self.clone()
+        }
+    }
+
+    /// Whether the split instructions run fused (`split.rs`).
+    pub(crate) fn fused(&self) -> bool {
+        self.plan.fused
+    }
+
+    /// Whether this is the fused loop's body.
+    pub(crate) fn is_inside(&self) -> bool {
+        self.inside
+    }
+
+    /// A fused plan's loop over each lane's elements: `for li in 0..G_SPLIT_TRIPS { body }`.
+    /// Its bound is a module constant, so the loop stays a loop (`unroll.rs` unrolls only
+    /// literal bounds): one element's values at a time stay in registers.
+    pub(crate) fn fused_loop(&self, body: Vec<Stmt>) -> Stmt {
+        Stmt::For(local_index(), Expr::Const(ModuleConst::SplitTrips), body)
     }
 
     /// Where slot `id` lives on this lane's tape.
@@ -58,6 +92,14 @@ impl Tape {
         let lanes = self.plan.lanes;
         let li = local_index();
         let global = Expr::local(&li) * Expr::U32(lanes) + Expr::Global(Global::Lane);
+        if self.plan.fused {
+            // The element of the enclosing fused loop's trip `li`.
+            debug_assert!(self.inside, "a fused split loop outside the fused loop");
+            return Stmt::Block(vec![
+                Stmt::let_(var, global),
+                Stmt::If(Expr::U32(len).gt(Expr::local(var)), body, Vec::new()),
+            ]);
+        }
         let mut inner = vec![Stmt::let_(var, global)];
         if len.is_multiple_of(lanes) {
             inner.extend(body);
@@ -72,9 +114,9 @@ impl Tape {
     }
 
     /// `name = g_lane_sum(name)` (the sum over the chain's lanes, the same bits on every
-    /// lane), when `split`.
+    /// lane), when `split` and not fused (a fused loop sums its parts once, after it).
     pub(crate) fn lane_sum(&self, split: bool, name: &Ident) -> Vec<Stmt> {
-        if !split {
+        if !split || self.plan.fused {
             return Vec::new();
         }
         vec![Stmt::Assign(
@@ -83,11 +125,9 @@ impl Tape {
         )]
     }
 
-    /// Element `(r, c)` of a row-major data matrix (stored column-major in workgroup memory
-    /// when `g_stage_data` transposed it, so that the lanes of a split product read
-    /// neighbouring words).
+    /// Element `(r, c)` of a data matrix, where the device holds it (`layout.rs`).
     pub(crate) fn matrix(&self, m: MatrixRef, r: Expr, c: Expr) -> Expr {
-        let index = if self.data == DataPlacement::Workgroup && self.transposed.contains(&m) {
+        let index = if self.column_major.contains(&m) {
             c * Expr::U32(m.rows) + r
         } else {
             r * Expr::U32(m.cols) + c
@@ -124,6 +164,20 @@ impl Tape {
         }
     }
 
+    /// `name = g_lane_sum(name)`, fused or not.
+    pub(crate) fn lane_sum_always(&self, name: &Ident) -> Vec<Stmt> {
+        vec![Stmt::Assign(
+            Expr::local(name),
+            Expr::hook(Hook::LaneSum, vec![Expr::local(name)]),
+        )]
+    }
+
+    /// This lane's part of the adjoint of replicated tape position `index`, added in a fused
+    /// loop (summed over the lanes after it).
+    pub(crate) fn partial_adjoint(&self, index: Expr) -> Expr {
+        Expr::local(&partial_adjoints()).index(index)
+    }
+
     /// Storage placement: value `k` of the chain's `2 * tape_len` scratch values, at
     /// `base + k * G_TAPE_BLOCK` (see [`super::TAPE_BLOCK`]).
     fn scratch(&self, k: Expr) -> Expr {
@@ -136,10 +190,16 @@ impl Tape {
     /// slot is written: see `model.rs`).
     pub(crate) fn declarations(&self) -> Vec<Stmt> {
         match self.placement {
-            TapePlacement::Private => vec![
-                Stmt::Var(Ident::new("tape"), Ty::TapeArray, None),
-                Stmt::Var(Ident::new("adj"), Ty::TapeArray, None),
-            ],
+            TapePlacement::Private => {
+                let mut out = vec![
+                    Stmt::Var(Ident::new("tape"), Ty::TapeArray, None),
+                    Stmt::Var(Ident::new("adj"), Ty::TapeArray, None),
+                ];
+                if self.plan.fused {
+                    out.push(Stmt::Var(partial_adjoints(), Ty::TapeArray, None));
+                }
+                out
+            }
             TapePlacement::Storage => {
                 let chain = || Expr::Global(Global::Chain);
                 let block = || Expr::Const(ModuleConst::TapeBlock);
@@ -157,8 +217,10 @@ pub(crate) struct Arg {
     operand: Operand,
     offset: u32,
     len: u32,
-    /// A split slot: element `i` is at local position `li` (see [`Tape::each`]).
+    /// A split slot: element `i` is at local position `li` (see [`Tape::each`]), or at the
+    /// slot's one position when fused.
     split: bool,
+    fused: bool,
     /// A local holding the value of a scalar operand, read once before a loop.
     hoisted: Option<Ident>,
 }
@@ -178,6 +240,7 @@ impl Arg {
             offset,
             len,
             split,
+            fused: tape.plan.fused,
             hoisted: None,
         }
     }
@@ -199,7 +262,9 @@ impl Arg {
     /// Tape position of element `i`, broadcasting a scalar. A split slot is read only in a
     /// split loop, at the local index `li` of element `i`.
     pub(crate) fn position(&self, i: &Expr) -> Expr {
-        if self.split {
+        if self.split && self.fused {
+            Expr::U32(self.offset)
+        } else if self.split {
             Expr::local(&local_index()).plus_u32(self.offset)
         } else if self.is_scalar() {
             Expr::U32(self.offset)
@@ -233,6 +298,9 @@ impl Arg {
     /// The adjoint of element `i` (broadcasting a scalar). Only for parameter operands.
     pub(crate) fn adjoint_at(&self, tape: &Tape, i: &Expr) -> Expr {
         debug_assert!(self.is_param());
+        if tape.inside && !self.split {
+            return tape.partial_adjoint(self.position(i));
+        }
         tape.adjoint(self.position(i))
     }
 

@@ -382,8 +382,14 @@ fn options_storage_data() -> ShaderOptions {
     options(Precision::F32, TapePlacement::Private)
 }
 
-/// A logistic regression: 40 rows of 3 columns.
-fn regression() -> Program {
+/// A logistic regression's builder: 40 rows of 3 columns.
+struct Regression {
+    m: ModelBuilder,
+    x: sampler::Expr,
+    beta: sampler::Expr,
+}
+
+fn regression_builder() -> Regression {
     let mut m = ModelBuilder::new("regression");
     let rows: Vec<Vec<f64>> = (0..40)
         .map(|r| (0..3).map(|c| f64::from(r * 3 + c) / 50.0 - 1.0).collect())
@@ -394,7 +400,13 @@ fn regression() -> Program {
     let beta = m.vector_param("beta", 3);
     m.sample(&beta, Dist::normal(0.0, 1.0));
     m.sample(&y, Dist::bernoulli_logit(&alpha + x.matvec(&beta)));
-    let checked = CheckedModel::new(m.build(), &Limits::default()).expect("the model checks");
+    Regression { m, x, beta }
+}
+
+/// A logistic regression: 40 rows of 3 columns.
+fn regression() -> Program {
+    let checked = CheckedModel::new(regression_builder().m.build(), &Limits::default())
+        .expect("the model checks");
     (**checked.program()).clone()
 }
 
@@ -410,19 +422,39 @@ fn split_plans_split_observation_vectors_and_keep_parameters_whole() {
         };
         if let Some((dst, split)) = dst {
             assert_eq!(plan.slot(dst).split, split, "instruction {k}: {inst:?}");
+            // Fused, a split slot holds the lane's current element.
             let len = program.slot(dst).len;
-            let expected = if split { len.div_ceil(8) } else { len };
+            let expected = if split { 1 } else { len };
             assert_eq!(plan.slot(dst).len, expected, "instruction {k}");
         }
     }
+    assert!(plan.fused, "nothing reduces the split slots but densities");
+    assert_eq!(plan.trips, 5, "40 rows on 8 lanes");
     assert_eq!(plan.longest_split(&program), 40);
     assert_eq!(
-        plan.split_matrices.len(),
+        layout::column_major(&program).len(),
         1,
-        "the matrix only feeds a split product"
+        "the matrix only feeds a product"
     );
-    // Local slots are packed: 1 + 3 + 5 + 5 values.
-    assert_eq!(plan.tape_len, 14);
+    // Local slots are packed: 1 + 3 + 1 + 1 values.
+    assert_eq!(plan.tape_len, 6);
+    // A sum of a split slot is read in the backward sweep: not fused, split slots hold
+    // ceil(len / lanes) values each.
+    let mut summed = regression_builder();
+    let eta = summed.x.matvec(&summed.beta);
+    summed.m.factor(eta.sum());
+    let checked =
+        CheckedModel::new(summed.m.build(), &Limits::default()).expect("the model checks");
+    let unfused = split::plan(checked.program(), 8).expect("it splits");
+    assert!(!unfused.fused);
+    assert_eq!(unfused.trips, 0);
+    let split_lens: Vec<u32> = unfused
+        .slots
+        .iter()
+        .filter(|slot| slot.split)
+        .map(|slot| slot.len)
+        .collect();
+    assert!(!split_lens.is_empty() && split_lens.iter().all(|&len| len == 5));
     // With more lanes than rows nothing splits.
     assert_eq!(
         split::plan(&program, 64).unwrap().longest_split(&program),
@@ -435,6 +467,46 @@ fn split_plans_split_observation_vectors_and_keep_parameters_whole() {
         1,
         "40 rows are under 4 per lane"
     );
+}
+
+#[test]
+fn device_data_holds_product_matrices_column_major_and_the_rest_as_is() {
+    let program = regression();
+    let matrix = match program
+        .insts
+        .iter()
+        .find(|inst| matches!(inst, Inst::Matvec { .. }))
+    {
+        Some(Inst::Matvec { m, .. }) => *m,
+        _ => panic!("the regression has a product"),
+    };
+    assert_eq!(layout::column_major(&program), vec![matrix]);
+    let data = device_data(&program);
+    assert_eq!(data.len(), program.data.len());
+    let (rows, cols, offset) = (matrix.rows, matrix.cols, matrix.offset);
+    for k in 0..program.data.len() as u32 {
+        let inside = (offset..offset + rows * cols).contains(&k);
+        let at = if inside {
+            let (r, c) = ((k - offset) / cols, (k - offset) % cols);
+            offset + c * rows + r
+        } else {
+            k
+        };
+        assert_eq!(data[at as usize], program.data[k as usize], "value {k}");
+    }
+    // A matrix whose values another operand also reads keeps its order.
+    let mut shared = program.clone();
+    for inst in &mut shared.insts {
+        if let Inst::Density {
+            x: Operand::Data(y),
+            ..
+        } = inst
+        {
+            y.offset = offset;
+        }
+    }
+    assert!(layout::column_major(&shared).is_empty());
+    assert_eq!(device_data(&shared), shared.data);
 }
 
 #[test]

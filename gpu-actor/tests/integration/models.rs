@@ -71,6 +71,7 @@ pub fn op_models() -> Vec<TestModel> {
         test_model("discrete", discrete(), BOTH),
         test_model("random_walks", random_walks(), BOTH),
         test_model("observed", observed(), BOTH),
+        test_model("regression", regression(), BOTH),
         test_model("wide_range", wide_range(), F64_ONLY),
     ];
     for case in continuous_cases() {
@@ -273,6 +274,38 @@ fn observed() -> Model {
     let lower = -m.param("lo").exp() - 1.5;
     let upper = m.param("hi").exp() + 2.5;
     m.sample(&real, Dist::uniform(&lower, &upper));
+    m.build()
+}
+
+/// A regression whose 40 observations split across lanes and run fused (gpu-actor's
+/// split.rs): a product, maps, zips with scalar parameters, densities with broadcast scalar
+/// parameters (terms outside the fused loop) and a factor over a split vector.
+fn regression() -> Model {
+    let mut m = ModelBuilder::new("regression");
+    let rows: Vec<Vec<f64>> = (0..40)
+        .map(|r| {
+            (0..3)
+                .map(|c| ((r * 7 + c * 3) % 11) as f64 / 5.0 - 1.0)
+                .collect()
+        })
+        .collect();
+    let x = m.data_matrix("x", rows);
+    let y = m.data_vector(
+        "y",
+        (0..40).map(|r| ((r * 5) % 9) as f64 / 3.0 - 1.0).collect(),
+    );
+    let alpha = m.param("alpha");
+    let beta = m.vector_param("beta", 3);
+    let sigma = m.param_constrained("sigma", Constraint::Positive);
+    let nu = m.param_constrained("nu", Constraint::Positive);
+    let w = m.param("w");
+    let eta = &alpha + x.matvec(&beta);
+    let mu = eta.logistic() * 3.0 - 1.0;
+    m.sample(&y, Dist::normal(&mu, &sigma));
+    m.sample(&y, Dist::student_t(&nu + 1.0, &mu, &sigma));
+    m.factor(-(&eta * &eta) * &w * 0.01);
+    m.sample(&beta, Dist::normal(0.0, 1.0));
+    m.sample(&w, Dist::normal(0.0, 1.0));
     m.build()
 }
 

@@ -93,13 +93,26 @@ fn check_all(precision: Precision) {
     };
     let mut failures = Vec::new();
     let mut report = Vec::new();
+    // Whether each split config ran unfused: both kinds of split code must be covered.
+    let mut split_kinds = Vec::new();
     for (k, model) in models::all().iter().enumerate() {
         if !model.precisions.contains(&precision) {
             continue;
         }
         for (placement, lanes) in configs(model, max_lanes) {
             let seed = 1000 + k as u64;
-            let label = format!("{} {precision} {placement} {lanes} lanes", model.name);
+            let fused = if gpu_actor::wgsl::fuses_split(model.model.program(), lanes) {
+                " fused"
+            } else {
+                ""
+            };
+            if lanes > 1 {
+                split_kinds.push(fused.is_empty());
+            }
+            let label = format!(
+                "{} {precision} {placement} {lanes} lanes{fused}",
+                model.name
+            );
             let started = std::time::Instant::now();
             match check_model(&device, model, precision, placement, lanes, seed) {
                 Ok(errors) => report.push(format!(
@@ -123,6 +136,12 @@ fn check_all(precision: Precision) {
         "GPU and CPU disagree:\n{}",
         failures.join("\n")
     );
+    if max_lanes > 1 {
+        assert!(
+            split_kinds.contains(&true) && split_kinds.contains(&false),
+            "the models cover split chains both fused and not"
+        );
+    }
 }
 
 #[test]
