@@ -192,6 +192,8 @@ pub(crate) enum Ty {
     Real,
     /// `array<T, G_TAPE_LEN>`.
     TapeArray,
+    /// `array<T, n>`.
+    RealArray(u32),
     /// `u32`.
     U32,
 }
@@ -484,11 +486,12 @@ impl Printer {
         self.out.push('\n');
     }
 
-    fn ty(&self, ty: Ty) -> &'static str {
+    fn ty(&self, ty: Ty) -> String {
         match ty {
-            Ty::Real => "T",
-            Ty::TapeArray => "array<T, G_TAPE_LEN>",
-            Ty::U32 => "u32",
+            Ty::Real => "T".into(),
+            Ty::TapeArray => "array<T, G_TAPE_LEN>".into(),
+            Ty::RealArray(n) => format!("array<T, {n}u>"),
+            Ty::U32 => "u32".into(),
         }
     }
 

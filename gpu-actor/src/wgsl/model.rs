@@ -14,6 +14,7 @@ use super::ast::{Builtin, Expr, Function, Global, Hook, Ident, Stmt, Ty};
 use super::density;
 use super::library::LibFn;
 use super::tape::{Accumulator, Arg, Tape};
+use super::unroll;
 
 /// `g_logp_grad() -> T` for `program`, which has passed [`super::check`].
 pub(crate) fn logp_grad_function(program: &Program, tape: &Tape) -> Function {
@@ -74,6 +75,12 @@ fn fused_loop(program: &Program, tape: &Tape, lp: &Ident) -> Vec<Stmt> {
         .filter(|&(k, _)| tape.inst_split(k))
         .collect();
     let mut trip = Vec::new();
+    // The matrix rows that a product's forward sweep loads and its backward sweep reads again.
+    for &(k, inst) in &split {
+        if let Some((row, cols)) = row_cache(program, &inside, k, inst) {
+            trip.push(Stmt::Var(row, Ty::RealArray(cols), None));
+        }
+    }
     // Adjoints of the element's split values start at 0 on each trip.
     for (id, slot) in program.slots.iter().enumerate() {
         let local = tape.slot(SlotId(id as u32));
@@ -126,6 +133,22 @@ fn fused_loop(program: &Program, tape: &Tape, lp: &Ident) -> Vec<Stmt> {
         }
     }
     out
+}
+
+/// In a fused loop, a split product whose backward sweep runs keeps the element's row of the
+/// matrix in a local array (`row{k}` with the matrix's columns), loaded once for both sweeps,
+/// when the loop over the columns unrolls (so that the array stays in registers).
+fn row_cache(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Option<(Ident, u32)> {
+    match *inst {
+        Inst::Matvec { m, v, .. }
+            if tape.is_inside()
+                && m.cols <= unroll::MAX_TRIP
+                && Arg::new(program, tape, v).is_param() =>
+        {
+            Some((Ident::numbered("row", k), m.cols))
+        }
+        _ => None,
+    }
 }
 
 pub(crate) fn inst_name(inst: &Inst) -> &'static str {
@@ -293,28 +316,30 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
             out
         }
         Inst::Matvec { m, v, dst } => {
+            let row = row_cache(program, tape, k, inst);
             let dst = slot_arg(program, tape, dst);
             let v = Arg::new(program, tape, v);
             let (r, c, s) = (Ident::new("r"), Ident::new("c"), Ident::new("s"));
+            let mut column = Vec::new();
+            let mut x = matrix_at(tape, m, &r, &c);
+            if let Some((row, _)) = &row {
+                let at = Expr::local(row).index(Expr::local(&c));
+                column.push(Stmt::Assign(at.clone(), x));
+                x = at;
+            }
+            column.push(Stmt::add_to(
+                Expr::local(&s),
+                x * v.at(tape, &Expr::local(&c)),
+            ));
             vec![
                 tape.each(
                     split,
                     &r,
                     m.rows,
-                    [
-                        Stmt::zero(&s),
-                        Stmt::for_(
-                            &c,
-                            Expr::U32(m.cols),
-                            vec![Stmt::add_to(
-                                Expr::local(&s),
-                                matrix_at(tape, m, &r, &c) * v.at(tape, &Expr::local(&c)),
-                            )],
-                        ),
-                    ]
-                    .into_iter()
-                    .chain(set(tape, &dst, &Expr::local(&r), Expr::local(&s)))
-                    .collect(),
+                    [Stmt::zero(&s), Stmt::for_(&c, Expr::U32(m.cols), column)]
+                        .into_iter()
+                        .chain(set(tape, &dst, &Expr::local(&r), Expr::local(&s)))
+                        .collect(),
                 ),
             ]
         }
@@ -578,6 +603,7 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
             out
         }
         Inst::Matvec { m, v, dst } => {
+            let row = row_cache(program, tape, k, inst);
             let v = Arg::new(program, tape, v);
             if !v.is_param() {
                 return Vec::new();
@@ -594,7 +620,11 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                     m.rows,
                     vec![Stmt::add_to(
                         Expr::local(&s),
-                        dst.adjoint_at(tape, &Expr::local(&r)) * matrix_at(tape, m, &r, &c),
+                        dst.adjoint_at(tape, &Expr::local(&r))
+                            * match &row {
+                                Some((row, _)) => Expr::local(row).index(Expr::local(&c)),
+                                None => matrix_at(tape, m, &r, &c),
+                            },
                     )],
                 ),
             ];
