@@ -428,13 +428,16 @@ impl Worker {
         let staging = session.staging.clone();
         let precision = session.precision;
         self.stats.batches += 1;
-        let bytes = self.read_back(&staging, out_bytes + uint_bytes, submission)?;
-        let (out, uint) = bytes.split_at(out_bytes as usize);
+        // The draws stay in the read-back bytes (tens of megabytes at thousands of chains):
+        // only the short integer part is copied out.
+        let mut out = self.read_back(&staging, out_bytes + uint_bytes, submission)?;
+        let uint = bytemuck::pod_collect_to_vec(&out[out_bytes as usize..]);
+        out.truncate(out_bytes as usize);
         Ok(NutsBatch {
             sizes,
             precision,
-            out: out.to_vec(),
-            uint: bytemuck::pod_collect_to_vec(uint),
+            out,
+            uint,
             elapsed: started.elapsed(),
         })
     }

@@ -53,13 +53,27 @@ fn block_moments(
     dim: usize,
     with_grad: bool,
 ) -> Vec<IterationMoments> {
+    let width = if with_grad { 2 * dim } else { dim };
     let chunk_moments = |chunk: usize| {
         let mut moments = vec![IterationMoments::new(dim); len];
-        let mut q = vec![0.0; dim];
-        let mut g = vec![0.0; if with_grad { dim } else { 0 }];
         let chains = chunk * MOMENTS_CHUNK..((chunk + 1) * MOMENTS_CHUNK).min(done.len());
-        for c in chains {
-            for slot in 0..batch.state(NS_U_DRAWS, c) as usize {
+        let draws: Vec<usize> = chains
+            .clone()
+            .map(|c| batch.state(NS_U_DRAWS, c) as usize)
+            .collect();
+        // One slot of the chunk's draws at a time, read chain by chain (neighbouring words of
+        // the batch) into a row per chain.
+        let mut rows = vec![0.0; draws.len() * width];
+        for slot in 0..draws.iter().copied().max().unwrap_or(0) {
+            for k in 0..width {
+                for (i, c) in chains.clone().enumerate() {
+                    rows[i * width + k] = batch.value(slot, k, c);
+                }
+            }
+            for (i, c) in chains.clone().enumerate() {
+                if slot >= draws[i] {
+                    continue;
+                }
                 let index = index_in_trajectory(batch, slot, c);
                 // nutpie's rule: the chain moved (more than 4 steps after a divergence).
                 let usable = if batch.stat_u(slot, NS_OU_DIVERGENT, c) != 0 {
@@ -70,13 +84,8 @@ fn block_moments(
                 if !warmup.learns_from(usable) {
                     continue;
                 }
-                for (j, value) in q.iter_mut().enumerate() {
-                    *value = batch.value(slot, j, c);
-                }
-                for (j, value) in g.iter_mut().enumerate() {
-                    *value = batch.value(slot, dim + j, c);
-                }
-                moments[done[c] + slot].add(&q, &g);
+                let row = &rows[i * width..(i + 1) * width];
+                moments[done[c] + slot].add(&row[..dim], &row[dim..]);
             }
         }
         moments
