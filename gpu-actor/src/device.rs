@@ -41,7 +41,7 @@ use sampler::{CheckedModel, ModelHash};
 
 use crate::error::GpuError;
 use crate::reply::{Pending, reply_channel};
-use crate::wgsl::{Precision, TapePlacement};
+use crate::wgsl::{DEFAULT_WORKGROUP_SIZE, DataPlacement, Precision, TapePlacement};
 use worker::{Command, Worker};
 
 pub use adapters::{
@@ -114,6 +114,31 @@ pub(crate) fn default_lanes(
         return 1;
     }
     crate::wgsl::choose_lanes(program, report.features.subgroup, report.subgroup_sizes.0)
+}
+
+/// What a caller asks of the shaders of a session's kernels; each `None` is chosen for the
+/// program and the adapter (`Worker::shader_options`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ShaderChoice {
+    /// Where tapes live; `None` for [`TapePlacement::choose_for_lanes`].
+    pub placement: Option<TapePlacement>,
+    /// Invocations per workgroup.
+    pub workgroup_size: u32,
+    /// Where the model's data is read from; `None` for [`DataPlacement::choose_for_lanes`].
+    pub data: Option<DataPlacement>,
+    /// Invocations per chain; `None` for [`default_lanes`].
+    pub lanes: Option<u32>,
+}
+
+impl Default for ShaderChoice {
+    fn default() -> ShaderChoice {
+        ShaderChoice {
+            placement: None,
+            workgroup_size: DEFAULT_WORKGROUP_SIZE,
+            data: None,
+            lanes: None,
+        }
+    }
 }
 
 /// Log densities and gradients of many chains at once.

@@ -44,13 +44,13 @@ pub enum GpuError {
         /// The adapter's name.
         adapter: String,
     },
-    /// The program cannot be translated to WGSL.
     /// A chain split across invocations was asked of an adapter without subgroup operations.
     #[error("GPU adapter {adapter} has no subgroup operations (SUBGROUP); use 1 lane per chain")]
     SubgroupUnsupported {
         /// The adapter's name.
         adapter: String,
     },
+    /// The program cannot be translated to WGSL.
     #[error(transparent)]
     Codegen(#[from] CodegenError),
     /// The driver or wgpu refused a generated shader or pipeline: a bug in the generator or

@@ -43,7 +43,7 @@ use sampler::{
 
 pub use steps::{FusedLeapfrog, LeapfrogStart, LeapfrogSteps};
 
-use crate::device::GpuDevice;
+use crate::device::{GpuDevice, ShaderChoice};
 use crate::error::GpuError;
 use crate::wgsl::{DEFAULT_WORKGROUP_SIZE, DataPlacement, Precision, TapePlacement};
 
@@ -111,6 +111,18 @@ pub struct GpuSamplingOptions {
     pub lockstep_width: Option<u32>,
     /// Invocations per chain (`wgsl::choose_lanes`); `None` for the adapter's default.
     pub lanes: Option<u32>,
+}
+
+impl GpuSamplingOptions {
+    /// What these options ask of the kernels' shaders.
+    pub(crate) fn shader(&self) -> ShaderChoice {
+        ShaderChoice {
+            placement: self.placement,
+            workgroup_size: self.workgroup_size,
+            data: self.data,
+            lanes: self.lanes,
+        }
+    }
 }
 
 impl Default for GpuSamplingOptions {

@@ -210,9 +210,7 @@ impl TapePlacement {
             TapePlacement::Storage
         }
     }
-}
 
-impl TapePlacement {
     /// The default for kernels with `lanes` invocations per chain: [`TapePlacement::choose`]
     /// with one, private with more (split chains need it).
     pub fn choose_for_lanes(program: &Program, lanes: u32) -> TapePlacement {
@@ -263,9 +261,7 @@ impl DataPlacement {
             DataPlacement::Storage
         }
     }
-}
 
-impl DataPlacement {
     /// The default for kernels with `lanes` invocations per chain: [`DataPlacement::choose`]
     /// with one, storage with more. A split chain's lanes read neighbouring rows, and on an
     /// H100 the logistic model's dispatches ran 1.4x to 1.8x faster reading its matrix through

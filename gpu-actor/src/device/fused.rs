@@ -4,14 +4,14 @@
 
 use std::time::{Duration, Instant};
 
-use super::ModelKey;
 use super::nuts::SessionId;
 use super::resources::{buffer, check_storage, encode, entry};
 use super::scope::scoped;
 use super::worker::Worker;
+use super::{ModelKey, ShaderChoice};
 use crate::error::GpuError;
 use crate::kernels::layout::FuParams;
-use crate::wgsl::{DataPlacement, KernelKind, Precision, TapePlacement};
+use crate::wgsl::{KernelKind, Precision};
 
 /// How to open a fused session.
 #[derive(Clone, Debug)]
@@ -20,12 +20,7 @@ pub(crate) struct FusedOpen {
     pub n_chains: usize,
     /// Most steps a dispatch may run.
     pub max_steps: usize,
-    pub placement: Option<TapePlacement>,
-    pub workgroup_size: u32,
-    /// Where the model's data is read from; `None` for [`DataPlacement::choose`].
-    pub data: Option<DataPlacement>,
-    /// Invocations per chain; `None` for the adapter's default (`worker::default_lanes`).
-    pub lanes: Option<u32>,
+    pub shader: ShaderChoice,
 }
 
 /// One dispatch: every chain integrates `n_steps` steps from its point (chain after chain:
@@ -147,13 +142,7 @@ impl Worker {
     }
 
     fn fused_open(&mut self, open: &FusedOpen) -> Result<SessionId, GpuError> {
-        let (program, options) = self.shader_options(
-            open.model,
-            open.placement,
-            open.workgroup_size,
-            open.data,
-            open.lanes,
-        )?;
+        let (program, options) = self.shader_options(open.model, &open.shader)?;
         let precision = open.model.precision;
         let pipeline = self.pipeline(open.model, &program, KernelKind::Fused, options)?;
         let (n, dim, max_steps) = (open.n_chains, program.dim, open.max_steps.max(1));

@@ -5,16 +5,16 @@
 
 use std::time::{Duration, Instant};
 
-use super::ModelKey;
 use super::resources::{buffer, check_storage, decode, encode, entry};
 use super::scope::scoped;
 use super::worker::Worker;
+use super::{ModelKey, ShaderChoice};
 use crate::error::GpuError;
 use crate::kernels::layout::{
     NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_EVALS, NS_V_GSAMP, NS_V_QSAMP,
     NsParams, NsSizes,
 };
-use crate::wgsl::{DataPlacement, KernelKind, Precision, TapePlacement};
+use crate::wgsl::{KernelKind, Precision};
 
 /// A sampling session on one device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30,12 +30,7 @@ pub(crate) struct NutsOpen {
     pub capacity: usize,
     /// Whether dispatches may record gradients with the draws.
     pub with_grad: bool,
-    pub placement: Option<TapePlacement>,
-    pub workgroup_size: u32,
-    /// Where the model's data is read from; `None` for [`DataPlacement::choose`].
-    pub data: Option<DataPlacement>,
-    /// Invocations per chain; `None` for the adapter's default (`worker::default_lanes`).
-    pub lanes: Option<u32>,
+    pub shader: ShaderChoice,
 }
 
 /// The starting state of every chain, chain after chain (`q[c * dim + j]`).
@@ -195,13 +190,7 @@ impl Worker {
     }
 
     fn nuts_open(&mut self, open: &NutsOpen) -> Result<SessionId, GpuError> {
-        let (program, options) = self.shader_options(
-            open.model,
-            open.placement,
-            open.workgroup_size,
-            open.data,
-            open.lanes,
-        )?;
+        let (program, options) = self.shader_options(open.model, &open.shader)?;
         let precision = open.model.precision;
         let nuts = self.pipeline(open.model, &program, KernelKind::Nuts, options)?;
         let search = self.pipeline(open.model, &program, KernelKind::NutsSearch, options)?;

@@ -16,12 +16,11 @@ use super::rng_check::{self, RngSamples};
 use super::scope::scoped;
 use super::{
     AdapterChoice, DeviceOptions, DeviceStats, Fault, LogpGradBatch, LogpGradRequest, ModelKey,
+    ShaderChoice,
 };
 use crate::error::GpuError;
 use crate::reply::Replier;
-use crate::wgsl::{
-    DEFAULT_WORKGROUP_SIZE, DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement,
-};
+use crate::wgsl::{DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement};
 
 /// A request to the device thread, with its reply end.
 pub(crate) enum Command {
@@ -106,11 +105,14 @@ impl Worker {
     pub(super) fn shader_options(
         &self,
         model: ModelKey,
-        placement: Option<TapePlacement>,
-        workgroup_size: u32,
-        data: Option<DataPlacement>,
-        lanes: Option<u32>,
+        choice: &ShaderChoice,
     ) -> Result<(Arc<sampler::Program>, ShaderOptions), GpuError> {
+        let ShaderChoice {
+            placement,
+            workgroup_size,
+            data,
+            lanes,
+        } = *choice;
         let program = self
             .models
             .get(&model)
@@ -409,13 +411,12 @@ impl Worker {
     }
 
     fn logp_grad(&mut self, request: &LogpGradRequest) -> Result<LogpGradBatch, GpuError> {
-        let (program, options) = self.shader_options(
-            request.model,
-            request.placement,
-            DEFAULT_WORKGROUP_SIZE,
-            None,
-            request.lanes,
-        )?;
+        let choice = ShaderChoice {
+            placement: request.placement,
+            lanes: request.lanes,
+            ..ShaderChoice::default()
+        };
+        let (program, options) = self.shader_options(request.model, &choice)?;
         let dim = program.dim;
         let len = request.points.len();
         if dim == 0 || len == 0 || !len.is_multiple_of(dim) {

@@ -530,10 +530,7 @@ pub(super) fn run(
             model: key,
             n_chains: n,
             max_steps: k,
-            placement: options.placement,
-            workgroup_size: options.workgroup_size,
-            data: options.data,
-            lanes: options.lanes,
+            shader: options.shader(),
         }))
         .wait()?
     {

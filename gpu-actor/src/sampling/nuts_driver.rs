@@ -368,10 +368,7 @@ pub(super) fn run(
         max_depth: settings.max_depth,
         capacity: m.max(sample_capacity) as usize,
         with_grad,
-        placement: options.placement,
-        workgroup_size: options.workgroup_size,
-        data: options.data,
-        lanes: options.lanes,
+        shader: options.shader(),
     };
     let session = match device.nuts(NutsCommand::Open(open)).wait()? {
         NutsReply::Opened(id) => id,

@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use crate::device::fused::{FusedCommand, FusedOpen, FusedReply, FusedRun, StepRole};
 use crate::device::nuts::SessionId;
-use crate::device::{GpuDevice, ModelKey};
+use crate::device::{GpuDevice, ModelKey, ShaderChoice};
 use crate::error::GpuError;
-use crate::wgsl::DEFAULT_WORKGROUP_SIZE;
 
 /// Where each chain starts and how it steps.
 #[derive(Clone, Debug, PartialEq)]
@@ -73,10 +72,7 @@ impl<'a> FusedLeapfrog<'a> {
                 model,
                 n_chains,
                 max_steps,
-                placement: None,
-                workgroup_size: DEFAULT_WORKGROUP_SIZE,
-                data: None,
-                lanes: None,
+                shader: ShaderChoice::default(),
             }))
             .wait()?;
         match reply {

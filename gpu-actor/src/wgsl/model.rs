@@ -103,7 +103,7 @@ fn fused_loop(program: &Program, tape: &Tape, lp: &Ident) -> Vec<Stmt> {
         push_inst(&mut trip, k, inst, backward(program, &inside, k, inst));
     }
     let mut out = vec![Stmt::zero(&lane_lp), tape.fused_loop(trip)];
-    out.extend(tape.lane_sum_always(&lane_lp));
+    out.push(Tape::sum_over_lanes(&lane_lp));
     out.push(Stmt::add_to(Expr::local(lp), Expr::local(&lane_lp)));
     // The replicated slots the loop added adjoints to: each value's lane parts, summed.
     let mut replicated: Vec<SlotId> = Vec::new();
@@ -127,7 +127,7 @@ fn fused_loop(program: &Program, tape: &Tape, lp: &Ident) -> Vec<Stmt> {
                 Ty::Real,
                 Some(tape.partial_adjoint(at.clone())),
             )];
-            block.extend(tape.lane_sum_always(&part));
+            block.push(Tape::sum_over_lanes(&part));
             block.push(Stmt::add_to(tape.adjoint(at), Expr::local(&part)));
             out.push(Stmt::Block(block));
         }

@@ -119,10 +119,7 @@ impl Tape {
         if !split || self.plan.fused {
             return Vec::new();
         }
-        vec![Stmt::Assign(
-            Expr::local(name),
-            Expr::hook(Hook::LaneSum, vec![Expr::local(name)]),
-        )]
+        vec![Tape::sum_over_lanes(name)]
     }
 
     /// Element `(r, c)` of a data matrix, where the device holds it (`layout.rs`).
@@ -164,12 +161,12 @@ impl Tape {
         }
     }
 
-    /// `name = g_lane_sum(name)`, fused or not.
-    pub(crate) fn lane_sum_always(&self, name: &Ident) -> Vec<Stmt> {
-        vec![Stmt::Assign(
+    /// `name = g_lane_sum(name)`, whatever the plan.
+    pub(crate) fn sum_over_lanes(name: &Ident) -> Stmt {
+        Stmt::Assign(
             Expr::local(name),
             Expr::hook(Hook::LaneSum, vec![Expr::local(name)]),
-        )]
+        )
     }
 
     /// This lane's part of the adjoint of replicated tape position `index`, added in a fused
