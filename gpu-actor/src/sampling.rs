@@ -153,6 +153,8 @@ pub struct DispatchStats {
     pub phase: Phase,
     /// From submission to readable results, on the device thread.
     pub device_time: Duration,
+    /// The kernels' own time, where the adapter has timestamps (kernel (b) only).
+    pub kernel_time: Option<Duration>,
     /// Leapfrog steps the chains needed (gradient evaluations).
     pub useful_steps: u64,
     /// Leapfrog steps executed, counting a lockstep group's lanes as busy while any of them

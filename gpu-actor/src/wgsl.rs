@@ -619,6 +619,18 @@ pub fn rng_check_source(precision: Precision) -> String {
 /// Entry point of [`rng_check_source`].
 pub const RNG_CHECK_ENTRY: &str = "rng_check_main";
 
+/// The module of the NUTS warmup moments kernel (`shaders/nuts_moments.wgsl`, entry point
+/// [`NUTS_MOMENTS_ENTRY`]) in `precision`: it depends on no model.
+pub fn nuts_moments_source(precision: Precision) -> String {
+    let module = Module {
+        items: vec![Item::AliasT, Item::Source(library::nuts_moments_library())],
+    };
+    module.render(precision)
+}
+
+/// Entry point of [`nuts_moments_source`].
+pub const NUTS_MOMENTS_ENTRY: &str = "nuts_moments_main";
+
 /// The module of the f64 built-in check: WGSL's own `exp`/`log` on f64 (entry point
 /// [`F64_BUILTINS_ENTRY`]).
 pub fn f64_builtins_source() -> &'static str {

@@ -255,7 +255,8 @@ pub struct DrawEvent<'a> {
     pub warmup: bool,
     /// Its statistics.
     pub stats: &'a DrawStats,
-    /// Its values (see [`crate::Program::columns`]).
+    /// Its values (see [`crate::Program::columns`]); empty for a warmup draw when warmup
+    /// draws are not saved (the GPU paths leave them on the device).
     pub values: &'a [f64],
 }
 

@@ -226,6 +226,8 @@ struct Row {
 struct Timing {
     dispatches: usize,
     device: f64,
+    /// The kernels' own time (GPU timestamps; NaN where the adapter has none).
+    kernels: f64,
     warmup: f64,
     init: f64,
     search: f64,
@@ -577,6 +579,11 @@ fn measure(
                 .iter()
                 .map(|d| d.device_time.as_secs_f64())
                 .sum(),
+            kernels: run
+                .dispatches
+                .iter()
+                .map(|d| d.kernel_time.map_or(f64::NAN, |t| t.as_secs_f64()))
+                .sum(),
             warmup: run.warmup_time.as_secs_f64(),
             init: run.init_time.as_secs_f64(),
             search: run.search_time.as_secs_f64(),
@@ -616,6 +623,7 @@ fn median_row(rows: &[Row]) -> Row {
         timing: Timing {
             dispatches: rows.iter().map(|r| r.timing.dispatches).max().unwrap_or(0),
             device: of(|r| r.timing.device),
+            kernels: of(|r| r.timing.kernels),
             warmup: of(|r| r.timing.warmup),
             init: of(|r| r.timing.init),
             search: of(|r| r.timing.search),
@@ -695,6 +703,9 @@ fn row_json(
     value["diagnostics_s"] = json!(row.diagnostics_seconds);
     value["dispatches"] = json!(row.timing.dispatches);
     value["dispatch_s"] = json!(row.timing.device);
+    if row.timing.kernels.is_finite() {
+        value["kernel_s"] = json!(row.timing.kernels);
+    }
     value["warmup_s"] = json!(row.timing.warmup);
     value["sampling_s"] = json!(row.timing.sampling);
     value["init_s"] = json!(row.timing.init);

@@ -5,14 +5,15 @@
 
 use std::time::{Duration, Instant};
 
+use super::pipelines::moments_pipeline;
 use super::resources::{buffer, check_storage, decode, encode, entry};
 use super::scope::scoped;
 use super::worker::Worker;
 use super::{ModelKey, ShaderChoice};
 use crate::error::GpuError;
 use crate::kernels::layout::{
-    NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_EVALS, NS_V_GSAMP, NS_V_QSAMP,
-    NsParams, NsSizes,
+    NM_CHUNK, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_EVALS, NS_V_GSAMP,
+    NS_V_QSAMP, NmParams, NsParams, NsSizes,
 };
 use crate::wgsl::{KernelKind, Precision};
 
@@ -48,6 +49,31 @@ pub(crate) struct NutsDispatch {
     pub params: NsParams,
     /// New settings and metric (`NS_C_*` then the inverse metric), when they changed.
     pub consts: Option<Vec<f64>>,
+    /// Pool the dispatch's draws of a warmup block on the device (`shaders/nuts_moments.wgsl`).
+    pub moments: Option<MomentsRequest>,
+    /// Read back the draws' values; their statistics always come back.
+    pub read_values: bool,
+}
+
+impl NutsDispatch {
+    /// A dispatch that reads back everything and pools nothing.
+    pub(crate) fn plain(params: NsParams, consts: Option<Vec<f64>>) -> NutsDispatch {
+        NutsDispatch {
+            params,
+            consts,
+            moments: None,
+            read_values: true,
+        }
+    }
+}
+
+/// Which draws the moments kernel pools: those of iterations `block_start..block_start + bins`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct MomentsRequest {
+    pub block_start: u32,
+    pub bins: u32,
+    /// Only draws where the chain moved (nutpie's rule); otherwise every draw (Stan's).
+    pub usable_only: bool,
 }
 
 /// What one dispatch of the transition kernel produced: the output slots as bytes of the
@@ -56,10 +82,16 @@ pub(crate) struct NutsDispatch {
 pub(crate) struct NutsBatch {
     pub sizes: NsSizes,
     pub precision: Precision,
+    /// The output slots from value `out_start` on: all of them, or their statistics only.
     out: Vec<u8>,
+    out_start: usize,
     uint: Vec<u32>,
+    /// The moments kernel's output, when asked for (`NsSizes::moments` values).
+    moments: Vec<f64>,
     /// From submission to readable results.
     pub elapsed: Duration,
+    /// The kernels' own time on the device, where the adapter has timestamps.
+    pub kernel_time: Option<Duration>,
 }
 
 fn real_at(bytes: &[u8], index: usize, precision: Precision) -> f64 {
@@ -81,8 +113,15 @@ impl NutsBatch {
         self.uint[role * self.sizes.n + c]
     }
 
+    /// Whether the draws' values came back ([`NutsDispatch::read_values`]).
+    pub(crate) fn has_values(&self) -> bool {
+        self.out_start == 0
+    }
+
     /// Draw value `k` (a coordinate of q, then of g with gradients) of slot `slot`, chain `c`.
+    /// Only in a batch [`NutsBatch::has_values`].
     pub(crate) fn value(&self, slot: usize, k: usize, c: usize) -> f64 {
+        debug_assert!(self.has_values());
         real_at(&self.out, self.sizes.out_at(slot, k, c), self.precision)
     }
 
@@ -90,9 +129,26 @@ impl NutsBatch {
     pub(crate) fn stat(&self, slot: usize, k: usize, c: usize) -> f64 {
         real_at(
             &self.out,
-            self.sizes.out_stat_at(slot, k, c),
+            self.sizes.out_stat_at(slot, k, c) - self.out_start,
             self.precision,
         )
+    }
+
+    /// Chunks of [`NM_CHUNK`] chains in the pooled moments.
+    pub(crate) fn moment_chunks(&self) -> usize {
+        self.sizes.n.div_ceil(NM_CHUNK)
+    }
+
+    /// The pooled moments of chunk `chunk`'s draws of iteration `block_start + bin`: their
+    /// count, and per draw value its mean and sum of squared deviations
+    /// (`[mean_0, m2_0, mean_1, ...]`). Only when the dispatch asked for them.
+    pub(crate) fn moments(&self, chunk: usize, bin: usize) -> (f64, &[f64]) {
+        let bins = self.sizes.capacity;
+        let width = self.sizes.width();
+        let at = chunk * bins + bin;
+        let counts = self.moment_chunks() * bins;
+        let start = counts + 2 * at * width;
+        (self.moments[at], &self.moments[start..start + 2 * width])
     }
 
     /// Integer statistic `k` (`NS_OU_*`) of slot `slot`, chain `c`.
@@ -147,6 +203,9 @@ pub(crate) struct NutsSession {
     precision: Precision,
     nuts: wgpu::ComputePipeline,
     search: wgpu::ComputePipeline,
+    moments: MomentsKernel,
+    /// Begin and end of the transition and moments passes, where the adapter has timestamps.
+    timestamps: Option<Timestamps>,
     grid: (u32, u32),
     params: wgpu::Buffer,
     consts: wgpu::Buffer,
@@ -158,6 +217,69 @@ pub(crate) struct NutsSession {
     bind_group: wgpu::BindGroup,
     _ckpt: wgpu::Buffer,
     _scratch: wgpu::Buffer,
+}
+
+/// The moments kernel of a session: its pipeline, parameters, output and bindings.
+struct MomentsKernel {
+    pipeline: wgpu::ComputePipeline,
+    params: wgpu::Buffer,
+    out: wgpu::Buffer,
+    bind_group: wgpu::BindGroup,
+}
+
+/// A query set of four timestamps and the buffer it resolves into.
+struct Timestamps {
+    queries: wgpu::QuerySet,
+    resolved: wgpu::Buffer,
+    /// Nanoseconds per tick.
+    period: f64,
+}
+
+/// Timestamps per dispatch: begin and end of each of two passes.
+const TIMESTAMPS: u32 = 4;
+const TIMESTAMP_BYTES: u64 = TIMESTAMPS as u64 * 8;
+
+impl Timestamps {
+    fn new(device: &wgpu::Device, queue: &wgpu::Queue) -> Option<Timestamps> {
+        if !device.features().contains(wgpu::Features::TIMESTAMP_QUERY) {
+            return None;
+        }
+        let queries = device.create_query_set(&wgpu::QuerySetDescriptor {
+            label: Some("nuts timestamps"),
+            ty: wgpu::QueryType::Timestamp,
+            count: TIMESTAMPS,
+        });
+        let resolved = buffer(
+            device,
+            "nuts timestamps",
+            u64::from(TIMESTAMPS) * 8,
+            wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+        );
+        Some(Timestamps {
+            queries,
+            resolved,
+            period: f64::from(queue.get_timestamp_period()),
+        })
+    }
+
+    fn writes(&self, pass: u32) -> wgpu::ComputePassTimestampWrites<'_> {
+        wgpu::ComputePassTimestampWrites {
+            query_set: &self.queries,
+            beginning_of_pass_write_index: Some(2 * pass),
+            end_of_pass_write_index: Some(2 * pass + 1),
+        }
+    }
+}
+
+/// The passes' total time from their resolved begin and end ticks, `period` nanoseconds each.
+fn pass_time(ticks: &[u64], period: f64) -> Option<Duration> {
+    let mut total = 0.0;
+    for pass in ticks.chunks_exact(2) {
+        // A driver may reset its clock between passes: such a pair says nothing.
+        let delta = pass[1].checked_sub(pass[0])?;
+        total += delta as f64 * period;
+    }
+    Some(Duration::from_nanos(total as u64))
 }
 
 impl NutsSession {
@@ -194,6 +316,14 @@ impl Worker {
         let precision = open.model.precision;
         let nuts = self.pipeline(open.model, &program, KernelKind::Nuts, options)?;
         let search = self.pipeline(open.model, &program, KernelKind::NutsSearch, options)?;
+        let moments_pipeline = match self.moments_pipelines.get(&precision) {
+            Some(pipeline) => pipeline.clone(),
+            None => {
+                let pipeline = moments_pipeline(&self.device, precision)?;
+                self.moments_pipelines.insert(precision, pipeline.clone());
+                pipeline
+            }
+        };
         let sizes = NsSizes {
             n: open.n_chains,
             dim: program.dim,
@@ -207,20 +337,24 @@ impl Worker {
         let scratch_bytes = crate::wgsl::scratch_bytes(&program, &options, open.n_chains);
         let uint_bytes = sizes.uint() as u64 * 4;
         let out_bytes = bytes(sizes.out());
+        let moments_bytes = bytes(sizes.moments());
         let snapshot_bytes =
             bytes((program.dim + NS_S_COUNT) * sizes.n) + NS_U_COUNT as u64 * 4 * sizes.n as u64;
-        let staging_bytes = (out_bytes + uint_bytes).max(snapshot_bytes);
+        let staging_bytes =
+            (moments_bytes + out_bytes + uint_bytes + TIMESTAMP_BYTES).max(snapshot_bytes);
         for (what, needed) in [
             ("the chains' state", bytes(sizes.vec())),
             ("the chains' U-turn checkpoints", bytes(sizes.ckpt())),
             ("the output slots", out_bytes),
             ("the chains' integer state", uint_bytes),
+            ("the warmup moments", moments_bytes),
             ("the chains' tapes (storage placement)", scratch_bytes),
         ] {
             check_storage(what, needed, &self.limits)?;
         }
         let layout = &self.layouts.nuts;
         let device = &self.device;
+        let queue = &self.queue;
         let session = scoped(device, "nuts session allocation", || {
             use wgpu::BufferUsages as U;
             let rw = U::STORAGE | U::COPY_DST | U::COPY_SRC;
@@ -255,12 +389,37 @@ impl Worker {
                     entry(crate::wgsl::NUTS_OUT_BINDING.binding, &out),
                 ],
             });
+            let moments_params =
+                buffer(device, "nuts moments params", 32, U::UNIFORM | U::COPY_DST);
+            let moments_out = buffer(
+                device,
+                "nuts moments",
+                moments_bytes,
+                U::STORAGE | U::COPY_SRC,
+            );
+            let moments_bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("nuts moments"),
+                layout: &moments_pipeline.get_bind_group_layout(0),
+                entries: &[
+                    entry(0, &moments_params),
+                    entry(1, &out),
+                    entry(2, &uint),
+                    entry(3, &moments_out),
+                ],
+            });
             NutsSession {
                 model: open.model,
                 sizes,
                 precision,
                 nuts,
                 search,
+                moments: MomentsKernel {
+                    pipeline: moments_pipeline,
+                    params: moments_params,
+                    out: moments_out,
+                    bind_group: moments_bind_group,
+                },
+                timestamps: Timestamps::new(device, queue),
                 grid,
                 params,
                 consts,
@@ -342,28 +501,47 @@ impl Worker {
             || (params.with_grad == 1 && !sizes.with_grad)
             || params.max_depth as usize > sizes.max_depth
             || params.n_chains as usize != sizes.n
+            || dispatch
+                .moments
+                .is_some_and(|m| m.bins > params.capacity || kernel != KernelKind::Nuts)
         {
             return Err(GpuError::Device {
                 operation: "nuts dispatch",
                 message: format!(
-                    "dispatch parameters {params:?} do not fit the session's buffers {sizes:?}"
+                    "dispatch parameters {params:?} (moments {:?}) do not fit the session's buffers {sizes:?}",
+                    dispatch.moments
                 ),
             });
         }
         sizes.capacity = params.capacity as usize;
         sizes.with_grad = params.with_grad == 1;
         let size = session.precision.size_bytes();
-        let out_bytes = if kernel == KernelKind::Nuts {
+        let transitions = kernel == KernelKind::Nuts;
+        let out_bytes = if transitions {
             sizes.out() as u64 * size
         } else {
             0
         };
+        // Without the values, only the statistics at the end of the slots come back.
+        let out_start = if dispatch.read_values {
+            0
+        } else {
+            sizes.capacity * sizes.width() * sizes.n
+        };
+        let out_from = out_start as u64 * size;
         let uint_bytes = (sizes.uint() * 4) as u64;
+        let moments_bytes = if dispatch.moments.is_some() {
+            sizes.moments() as u64 * size
+        } else {
+            0
+        };
+        let timestamps = session.timestamps.as_ref().filter(|_| transitions);
+        let passes = 1 + u32::from(dispatch.moments.is_some());
         let consts = dispatch
             .consts
             .as_ref()
             .map(|values| encode(values.iter().copied(), session.precision));
-        let pipeline = if kernel == KernelKind::Nuts {
+        let pipeline = if transitions {
             &session.nuts
         } else {
             &session.search
@@ -375,6 +553,22 @@ impl Worker {
             if let Some(consts) = &consts {
                 self.queue.write_buffer(&session.consts, 0, consts);
             }
+            if let Some(moments) = dispatch.moments {
+                let moments_params = NmParams {
+                    n_chains: params.n_chains,
+                    width: sizes.width() as u32,
+                    capacity: params.capacity,
+                    block_start: moments.block_start,
+                    bins: moments.bins,
+                    usable_only: u32::from(moments.usable_only),
+                    pad: [0; 2],
+                };
+                self.queue.write_buffer(
+                    &session.moments.params,
+                    0,
+                    bytemuck::bytes_of(&moments_params),
+                );
+            }
             let mut encoder = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -383,51 +577,97 @@ impl Worker {
             {
                 let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
                     label: Some("nuts"),
-                    timestamp_writes: None,
+                    timestamp_writes: timestamps.map(|t| t.writes(0)),
                 });
                 pass.set_pipeline(pipeline);
                 pass.set_bind_group(0, &self.models[&session.model].bind_group, &[]);
                 pass.set_bind_group(1, &session.bind_group, &[]);
                 pass.dispatch_workgroups(session.grid.0, session.grid.1, 1);
             }
-            if out_bytes > 0 {
-                encoder.copy_buffer_to_buffer(&session.out, 0, &session.staging, 0, out_bytes);
-                encoder.copy_buffer_to_buffer(
-                    &session.uint,
-                    0,
-                    &session.staging,
-                    out_bytes,
-                    uint_bytes,
+            if dispatch.moments.is_some() {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("nuts moments"),
+                    timestamp_writes: timestamps.map(|t| t.writes(1)),
+                });
+                pass.set_pipeline(&session.moments.pipeline);
+                pass.set_bind_group(0, &session.moments.bind_group, &[]);
+                let values = sizes
+                    .width()
+                    .min(self.limits.max_compute_workgroups_per_dimension as usize);
+                pass.dispatch_workgroups(
+                    sizes.n.div_ceil(NM_CHUNK) as u32,
+                    values.max(1) as u32,
+                    1,
                 );
+            }
+            if out_bytes > 0 {
+                let mut at = 0;
+                let mut copy = |source: &wgpu::Buffer, from: u64, bytes: u64| {
+                    encoder.copy_buffer_to_buffer(source, from, &session.staging, at, bytes);
+                    at += bytes;
+                };
+                if moments_bytes > 0 {
+                    copy(&session.moments.out, 0, moments_bytes);
+                }
+                copy(&session.out, out_from, out_bytes - out_from);
+                copy(&session.uint, 0, uint_bytes);
+                if let Some(timestamps) = timestamps {
+                    let queries = 2 * passes;
+                    encoder.resolve_query_set(
+                        &timestamps.queries,
+                        0..queries,
+                        &timestamps.resolved,
+                        0,
+                    );
+                    encoder.copy_buffer_to_buffer(
+                        &timestamps.resolved,
+                        0,
+                        &session.staging,
+                        at,
+                        u64::from(queries) * 8,
+                    );
+                }
             }
             self.queue.submit([encoder.finish()])
         })?;
+        let precision = session.precision;
+        let staging = session.staging.clone();
+        let period = timestamps.map(|t| t.period);
+        self.stats.batches += 1;
         if out_bytes == 0 {
-            let precision = session.precision;
-            self.stats.batches += 1;
             self.wait_for(submission)?;
             return Ok(NutsBatch {
                 sizes,
                 precision,
                 out: Vec::new(),
+                out_start: 0,
                 uint: Vec::new(),
+                moments: Vec::new(),
                 elapsed: started.elapsed(),
+                kernel_time: None,
             });
         }
-        let staging = session.staging.clone();
-        let precision = session.precision;
-        self.stats.batches += 1;
+        let ticks_bytes = period.map_or(0, |_| u64::from(2 * passes) * 8);
+        let out_end = moments_bytes + out_bytes - out_from;
+        let uint_end = out_end + uint_bytes;
         // The draws stay in the read-back bytes (tens of megabytes at thousands of chains):
-        // only the short integer part is copied out.
-        let mut out = self.read_back(&staging, out_bytes + uint_bytes, submission)?;
-        let uint = bytemuck::pod_collect_to_vec(&out[out_bytes as usize..]);
-        out.truncate(out_bytes as usize);
+        // only the short parts are copied out.
+        let mut bytes = self.read_back(&staging, uint_end + ticks_bytes, submission)?;
+        let moments = decode(&bytes[..moments_bytes as usize], precision);
+        let uint = bytemuck::pod_collect_to_vec(&bytes[out_end as usize..uint_end as usize]);
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&bytes[uint_end as usize..]);
+        let kernel_time = period.and_then(|period| pass_time(&ticks, period));
+        bytes.truncate(out_end as usize);
+        bytes.drain(..moments_bytes as usize);
         Ok(NutsBatch {
             sizes,
             precision,
-            out,
+            out: bytes,
+            out_start,
             uint,
+            moments,
             elapsed: started.elapsed(),
+            kernel_time,
         })
     }
 

@@ -208,6 +208,25 @@ fn build(
     Ok(pipeline)
 }
 
+/// The warmup moments kernel in `precision` (`shaders/nuts_moments.wgsl`): one per worker and
+/// precision, whatever the model. Its bindings are its own (group 0).
+pub(crate) fn moments_pipeline(
+    device: &wgpu::Device,
+    precision: Precision,
+) -> Result<wgpu::ComputePipeline, GpuError> {
+    scoped(device, "moments pipeline creation", || {
+        let module = shader_module(device, "nuts moments", wgsl::nuts_moments_source(precision));
+        device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+            label: Some("nuts moments"),
+            layout: None,
+            module: &module,
+            entry_point: Some(wgsl::NUTS_MOMENTS_ENTRY),
+            compilation_options: wgpu::PipelineCompilationOptions::default(),
+            cache: None,
+        })
+    })
+}
+
 /// The shader module of a kernel, with wgpu's buffer bounds checks but without its loop
 /// bounding. wgpu bounds every loop with a 64-bit counter in case a shader never ends; in our
 /// kernels that counter sits in every loop over coordinates and defeats the driver's

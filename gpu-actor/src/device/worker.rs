@@ -79,6 +79,8 @@ pub(crate) struct Worker {
     pub(super) models: HashMap<ModelKey, ModelResources>,
     workspaces: HashMap<PipelineKey, LogpGradWorkspace>,
     pub(super) pipelines: PipelineCache,
+    /// The warmup moments kernel per precision (it depends on no model).
+    pub(super) moments_pipelines: HashMap<Precision, wgpu::ComputePipeline>,
     pub(super) layouts: Layouts,
     pub(super) queue: wgpu::Queue,
     pub(super) device: wgpu::Device,
@@ -229,6 +231,7 @@ impl Worker {
             models: HashMap::new(),
             workspaces: HashMap::new(),
             pipelines: PipelineCache::default(),
+            moments_pipelines: HashMap::new(),
             layouts,
             queue,
             device,

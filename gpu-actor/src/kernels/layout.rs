@@ -23,6 +23,23 @@ pub(crate) struct NsParams {
     pub pad: [u32; 4],
 }
 
+/// `NmParams` of nuts_moments.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub(crate) struct NmParams {
+    pub n_chains: u32,
+    pub width: u32,
+    pub capacity: u32,
+    pub block_start: u32,
+    pub bins: u32,
+    pub usable_only: u32,
+    pub pad: [u32; 2],
+}
+
+/// Chains per workgroup of nuts_moments.wgsl (`NM_CHUNK`): a fixed size, so that the moments,
+/// and so the metric and the draws, are the same on every device.
+pub(crate) const NM_CHUNK: usize = 256;
+
 /// `FuParams` of fused.wgsl.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
@@ -77,6 +94,7 @@ pub(crate) const NS_O_COUNT: usize = 5;
 pub(crate) const NS_OU_DEPTH: usize = 0;
 pub(crate) const NS_OU_NLEAP: usize = 1;
 pub(crate) const NS_OU_DIVERGENT: usize = 2;
+#[cfg(test)] // Mirrored for the layout test only.
 pub(crate) const NS_OU_INDEX: usize = 3;
 pub(crate) const NS_OU_COUNT: usize = 4;
 
@@ -165,6 +183,12 @@ impl NsSizes {
     /// The draws of every slot, then their real statistics.
     pub(crate) fn out(&self) -> usize {
         self.capacity * (self.width() + NS_O_COUNT) * self.n
+    }
+
+    /// Values in the warmup moments buffer: per chunk of [`NM_CHUNK`] chains and per slot, a
+    /// count, then a mean and a sum of squared deviations per draw value.
+    pub(crate) fn moments(&self) -> usize {
+        self.n.div_ceil(NM_CHUNK) * self.capacity * (1 + 2 * self.width())
     }
 
     /// Index of vector role `role`, coordinate `j`, chain `c` in the vec buffer.

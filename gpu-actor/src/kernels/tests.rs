@@ -46,6 +46,21 @@ fn layout_constants_match_the_shader() {
         let line = format!("const {name}: u32 = {value}u;");
         assert!(source.contains(&line), "nuts_state.wgsl lacks `{line}`");
     }
+    // The moments kernel's copies of the state's constants, and its chunk.
+    let moments = crate::wgsl::library::nuts_moments_library();
+    let copies: Vec<&str> = moments
+        .lines()
+        .filter(|line| line.starts_with("const NS_"))
+        .collect();
+    assert!(copies.len() >= 6, "nuts_moments.wgsl: {copies:?}");
+    for line in copies {
+        assert!(source.contains(line), "nuts_state.wgsl lacks `{line}`");
+    }
+    let chunk = format!("const NM_CHUNK: u32 = {}u;", super::layout::NM_CHUNK);
+    assert!(
+        moments.contains(&chunk),
+        "nuts_moments.wgsl lacks `{chunk}`"
+    );
 }
 
 fn model(name: &str) -> CheckedModel {

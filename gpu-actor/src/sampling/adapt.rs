@@ -52,6 +52,32 @@ impl IterationMoments {
         }
     }
 
+    /// Moments computed on the device: `count` draws, and per value (the coordinates of q,
+    /// then of g when `with_grad`) its mean and sum of squared deviations, interleaved.
+    pub(crate) fn from_device(
+        count: u64,
+        values: &[f64],
+        dim: usize,
+        with_grad: bool,
+    ) -> IterationMoments {
+        let part = |from: usize| {
+            let pairs = &values[2 * from..2 * (from + dim)];
+            Welford::from_moments(
+                count,
+                pairs.iter().step_by(2).copied().collect(),
+                pairs.iter().skip(1).step_by(2).copied().collect(),
+            )
+        };
+        IterationMoments {
+            q: part(0),
+            g: if with_grad {
+                part(dim)
+            } else {
+                Welford::new(dim, false)
+            },
+        }
+    }
+
     pub(crate) fn merge(&mut self, other: &IterationMoments) {
         self.q.merge(&other.q);
         self.g.merge(&other.g);
@@ -232,14 +258,15 @@ impl Warmup {
         }
     }
 
-    /// Learns from the draws of all chains at warmup iteration `iteration`.
     /// Whether a chain's draw enters the estimates: Stan's schedule learns from every draw,
     /// nutpie's only from usable ones (the chain moved: more than 4 steps after a divergence).
     pub(crate) fn learns_from(&self, usable: bool) -> bool {
-        match self {
-            Warmup::Stan(_) => true,
-            Warmup::Nutpie(_) => usable,
-        }
+        usable || !self.usable_only()
+    }
+
+    /// Whether only usable draws enter the estimates (nutpie's schedule).
+    pub(crate) fn usable_only(&self) -> bool {
+        matches!(self, Warmup::Nutpie(_))
     }
 
     /// Learns from one iteration's draws of every chain, pooled into `moments` (the draws

@@ -391,6 +391,7 @@ impl Driver<'_> {
             self.dispatches.push(DispatchStats {
                 phase,
                 device_time: batch.elapsed,
+                kernel_time: None,
                 useful_steps: 0,
                 lockstep_steps: (useful_before * k) as u64,
                 dispatch_steps: (n * k) as u64,

@@ -3,9 +3,11 @@
 //! * Warmup: every chain runs exactly the same iterations per dispatch (at most M, fewer where
 //!   the pooled schedule needs the host), so that all chains' draws of an iteration are there
 //!   when the metric is estimated; dual averaging runs in the kernel after every transition;
-//!   step-size searches run in their own kernel. The host learns only pooled moments per
-//!   iteration (merged per chunk of chains, on all cores) before the next dispatch; a batch's
-//!   traces are written while the next one runs.
+//!   step-size searches run in their own kernel. The moments kernel pools each iteration's
+//!   draws per chunk of chains right after the dispatch, and the host merges those chunks
+//!   before the next one; the draws themselves stay on the device unless warmup is saved
+//!   (their statistics come back for the traces' counts and the observer). A batch's traces
+//!   are written while the next one runs.
 //! * Sampling: nothing is shared between chains, so each dispatch gives every chain the same
 //!   leapfrog budget (about M transitions' worth, from the mean trajectory length seen so far)
 //!   instead of the same number of transitions. Lanes of a warp then stay busy for the whole
@@ -21,12 +23,13 @@ use sampler::{AdaptationKind, ChainTrace, DrawStats, Observer, SampleError, Tuni
 use super::adapt::{IterationMoments, Search, Warmup};
 use super::init::initial_points;
 use super::outputs::OutputWriter;
-use super::records::{Draw, RecordSettings, empty_traces, record, threads_for};
+use super::records::{Draw, RecordSettings, empty_traces, record};
 use super::{
     DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Iterations, Phase, max_log_step,
 };
 use crate::device::nuts::{
-    NutsBatch, NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsSnapshot, NutsStart, SessionId,
+    MomentsRequest, NutsBatch, NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsSnapshot,
+    NutsStart, SessionId,
 };
 use crate::device::{GpuDevice, ModelKey};
 use crate::error::GpuError;
@@ -34,87 +37,33 @@ use crate::kernels::layout::{
     NS_C_COUNT, NS_C_DA_GAMMA, NS_C_DA_KAPPA, NS_C_DA_MAX_LOG_STEP, NS_C_DA_T0, NS_C_DA_TARGET,
     NS_C_JITTER, NS_C_MAX_ENERGY_ERROR, NS_C_SEARCH_MU, NS_ERROR_STEP_TOO_LARGE,
     NS_ERROR_STEP_ZERO, NS_FLAG_ADAPT, NS_FLAG_SEARCH_MU, NS_O_ACCEPT, NS_O_ENERGY, NS_O_LP,
-    NS_O_STEP, NS_OU_DEPTH, NS_OU_DIVERGENT, NS_OU_INDEX, NS_OU_NLEAP, NS_U_DRAWS, NS_U_ERROR,
-    NS_U_STEPS, NsParams,
+    NS_O_STEP, NS_OU_DEPTH, NS_OU_DIVERGENT, NS_OU_NLEAP, NS_U_DRAWS, NS_U_ERROR, NS_U_STEPS,
+    NsParams,
 };
 
-/// Chains per task when a warmup batch's moments are summed: a fixed size, so that the sums,
-/// and so the metric and the draws, do not depend on the machine's core count.
-const MOMENTS_CHUNK: usize = 256;
-
-/// The pooled moments of each of the `len` iterations of a warmup block in `batch`, whose
-/// draws of chain `c` are its iterations `done[c]..`: per chunk of chains on all cores, then
-/// merged in chunk order.
-fn block_moments(
-    warmup: &Warmup,
+/// The pooled moments of each of the `len` iterations of a warmup block in `batch`, from the
+/// moments kernel's per-chunk moments, merged in chunk order.
+fn pooled_moments(
     batch: &NutsBatch,
-    done: &[usize],
     len: usize,
     dim: usize,
     with_grad: bool,
 ) -> Vec<IterationMoments> {
-    let width = if with_grad { 2 * dim } else { dim };
-    let chunk_moments = |chunk: usize| {
-        let mut moments = vec![IterationMoments::new(dim); len];
-        let chains = chunk * MOMENTS_CHUNK..((chunk + 1) * MOMENTS_CHUNK).min(done.len());
-        let draws: Vec<usize> = chains
-            .clone()
-            .map(|c| batch.state(NS_U_DRAWS, c) as usize)
-            .collect();
-        // One slot of the chunk's draws at a time, read chain by chain (neighbouring words of
-        // the batch) into a row per chain.
-        let mut rows = vec![0.0; draws.len() * width];
-        for slot in 0..draws.iter().copied().max().unwrap_or(0) {
-            for k in 0..width {
-                for (i, c) in chains.clone().enumerate() {
-                    rows[i * width + k] = batch.value(slot, k, c);
-                }
+    (0..len)
+        .map(|bin| {
+            let mut pooled = IterationMoments::new(dim);
+            for chunk in 0..batch.moment_chunks() {
+                let (count, values) = batch.moments(chunk, bin);
+                pooled.merge(&IterationMoments::from_device(
+                    count as u64,
+                    values,
+                    dim,
+                    with_grad,
+                ));
             }
-            for (i, c) in chains.clone().enumerate() {
-                if slot >= draws[i] {
-                    continue;
-                }
-                let index = index_in_trajectory(batch, slot, c);
-                // nutpie's rule: the chain moved (more than 4 steps after a divergence).
-                let usable = if batch.stat_u(slot, NS_OU_DIVERGENT, c) != 0 {
-                    index.abs() > 4
-                } else {
-                    index != 0
-                };
-                if !warmup.learns_from(usable) {
-                    continue;
-                }
-                let row = &rows[i * width..(i + 1) * width];
-                moments[done[c] + slot].add(&row[..dim], &row[dim..]);
-            }
-        }
-        moments
-    };
-    let chunks = done.len().div_ceil(MOMENTS_CHUNK);
-    let threads = threads_for(done.len()).min(chunks).max(1);
-    let per_thread = chunks.div_ceil(threads);
-    let parts: Vec<Vec<IterationMoments>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                scope.spawn(move || {
-                    (t * per_thread..((t + 1) * per_thread).min(chunks))
-                        .map(chunk_moments)
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|handle| handle.join().expect("a moments thread panicked"))
-            .collect()
-    });
-    let mut total = vec![IterationMoments::new(dim); len];
-    for part in &parts {
-        for (total, moments) in total.iter_mut().zip(part) {
-            total.merge(moments);
-        }
-    }
-    total
+            pooled
+        })
+        .collect()
 }
 
 /// Closes a session when the run ends, however it ends.
@@ -183,6 +132,7 @@ fn dispatch_stats(phase: Phase, batch: &NutsBatch, width: usize, draws: u64) -> 
     DispatchStats {
         phase,
         device_time: batch.elapsed,
+        kernel_time: batch.kernel_time,
         useful_steps: useful,
         lockstep_steps: lockstep,
         dispatch_steps: n as u64 * max,
@@ -200,10 +150,6 @@ fn draw_stats(batch: &NutsBatch, slot: usize, c: usize) -> DrawStats {
         divergent: batch.stat_u(slot, NS_OU_DIVERGENT, c) != 0,
         energy: batch.stat(slot, NS_O_ENERGY, c),
     }
-}
-
-fn index_in_trajectory(batch: &NutsBatch, slot: usize, c: usize) -> i64 {
-    i64::from(batch.stat_u(slot, NS_OU_INDEX, c) as i32)
 }
 
 /// The state of one run of kernel (b).
@@ -253,7 +199,7 @@ impl Run<'_> {
         let snapshot = expect_snapshot(
             self.send(NutsCommand::Search(
                 self.session,
-                NutsDispatch { params, consts },
+                NutsDispatch::plain(params, consts),
             ))
             .wait()?,
         )?;
@@ -279,9 +225,10 @@ impl Run<'_> {
     }
 
     /// Records the draws of `batch` (warmup or sampling), each chain's from its own next
-    /// iteration, and moves the counters on.
+    /// iteration, and moves the counters on. A warmup batch without values has statistics
+    /// only (warmup draws not saved).
     fn record_batch(&mut self, batch: &NutsBatch, warmup: bool) {
-        let dim = self.dim;
+        let dim = if batch.has_values() { self.dim } else { 0 };
         let next = &self.next_iteration;
         record(
             &mut self.traces,
@@ -472,12 +419,19 @@ pub(super) fn run(
             // The pooled moments of each iteration of this block, and each chain's draws so far.
             let mut block = vec![IterationMoments::new(dim); len];
             let mut done = vec![0usize; n];
+            let moments = MomentsRequest {
+                block_start: iteration as u32,
+                bins: len as u32,
+                usable_only: warmup.usable_only(),
+            };
             while done.iter().any(|&d| d < len) {
                 let pending = run.send(NutsCommand::Run(
                     session,
                     NutsDispatch {
                         params,
                         consts: pending_consts.take(),
+                        moments: Some(moments),
+                        read_values: settings.save_warmup,
                     },
                 ));
                 // The last batch's traces are written while the device runs this one.
@@ -499,7 +453,7 @@ pub(super) fn run(
                         });
                     }
                 }
-                let moments = block_moments(warmup, &batch, &done, len, dim, with_grad);
+                let moments = pooled_moments(&batch, len, dim, with_grad);
                 for (block, moments) in block.iter_mut().zip(&moments) {
                     block.merge(moments);
                 }
@@ -589,10 +543,7 @@ pub(super) fn run(
         run.check_stop()?;
         Some(run.send(NutsCommand::Run(
             session,
-            NutsDispatch {
-                params: plan(&remaining, steps_per_draw),
-                consts: pending_consts.take(),
-            },
+            NutsDispatch::plain(plan(&remaining, steps_per_draw), pending_consts.take()),
         )))
     } else {
         None
@@ -619,10 +570,7 @@ pub(super) fn run(
             run.check_stop()?;
             in_flight = Some(run.send(NutsCommand::Run(
                 session,
-                NutsDispatch {
-                    params: plan(&remaining, steps_per_draw),
-                    consts: None,
-                },
+                NutsDispatch::plain(plan(&remaining, steps_per_draw), None),
             )));
         }
         run.record_batch(&batch, false);
@@ -652,3 +600,6 @@ fn mean_steps_per_draw(dispatches: &[DispatchStats]) -> Option<f64> {
     let steps: u64 = recent.iter().map(|d| d.useful_steps).sum();
     (draws > 0).then(|| steps as f64 / draws as f64)
 }
+
+#[cfg(test)]
+mod tests;

@@ -10,7 +10,7 @@ use super::outputs::OutputWriter;
 /// One draw of one chain, as a batch decoder hands it over.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Draw<'a> {
-    /// The unconstrained position.
+    /// The unconstrained position (may be empty for a warmup draw not saved).
     pub q: &'a [f64],
     pub stats: DrawStats,
     /// 0-based iteration, warmup included (as the CPU sampler counts).
@@ -97,15 +97,18 @@ pub(crate) fn record<F>(
                 for (i, trace) in traces.iter_mut().enumerate() {
                     let c = k * chunk + i;
                     draws_of(c, &mut |draw: Draw<'_>| {
-                        writer.write(draw.q, &mut values);
-                        if draw.warmup {
-                            if settings.save_warmup {
+                        // A warmup draw not saved has no values (the device may not even
+                        // have sent them); the observer gets its statistics.
+                        let kept = !draw.warmup || settings.save_warmup;
+                        if kept {
+                            writer.write(draw.q, &mut values);
+                            if draw.warmup {
                                 trace.warmup_draws.extend_from_slice(&values);
                                 trace.warmup_stats.push(draw.stats);
+                            } else {
+                                trace.draws.extend_from_slice(&values);
+                                trace.stats.push(draw.stats);
                             }
-                        } else {
-                            trace.draws.extend_from_slice(&values);
-                            trace.stats.push(draw.stats);
                         }
                         observer.on_draw(&DrawEvent {
                             chain: trace.chain,
@@ -113,7 +116,7 @@ pub(crate) fn record<F>(
                             total: settings.total,
                             warmup: draw.warmup,
                             stats: &draw.stats,
-                            values: &values,
+                            values: if kept { &values } else { &[] },
                         });
                     });
                 }

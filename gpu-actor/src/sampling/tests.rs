@@ -13,6 +13,7 @@ fn dispatch(phase: Phase, steps: &[u64], width: usize) -> DispatchStats {
     DispatchStats {
         phase,
         device_time: Duration::ZERO,
+        kernel_time: None,
         useful_steps: steps.iter().sum(),
         lockstep_steps: lockstep,
         dispatch_steps: steps.len() as u64 * steps.iter().copied().max().unwrap_or(0),

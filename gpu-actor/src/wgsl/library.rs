@@ -22,6 +22,7 @@ const NUTS_STATE: &str = include_str!("../../../shaders/nuts_state.wgsl");
 const NUTS: &str = include_str!("../../../shaders/nuts.wgsl");
 const NUTS_SEARCH: &str = include_str!("../../../shaders/nuts_search.wgsl");
 const FUSED: &str = include_str!("../../../shaders/fused.wgsl");
+const NUTS_MOMENTS: &str = include_str!("../../../shaders/nuts_moments.wgsl");
 
 /// The library a generated model needs, in `precision`.
 pub(crate) fn model_library(precision: Precision) -> [&'static str; 3] {
@@ -49,6 +50,11 @@ pub(crate) fn rng_check_library(precision: Precision) -> [&'static str; 4] {
         Precision::F64 => MATH_F64,
     };
     [math, SPECIAL, RNG, RNG_CHECK]
+}
+
+/// The warmup moments kernel (model-independent).
+pub(crate) fn nuts_moments_library() -> &'static str {
+    NUTS_MOMENTS
 }
 
 /// The NUTS kernels' state layout (checked against kernels/layout.rs).

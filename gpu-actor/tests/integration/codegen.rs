@@ -84,6 +84,10 @@ fn codegen_every_shader_passes_naga_validation() {
         if let Err(err) = validate(&gpu_actor::wgsl::rng_check_source(precision), precision) {
             failures.push(format!("rng check {precision}:\n{err}"));
         }
+        count += 1;
+        if let Err(err) = validate(&gpu_actor::wgsl::nuts_moments_source(precision), precision) {
+            failures.push(format!("nuts moments {precision}:\n{err}"));
+        }
     }
     let probe = gpu_actor::wgsl::f64_builtins_source();
     count += 1;

@@ -137,6 +137,24 @@ impl Welford {
         }
     }
 
+    /// A diagonal estimator that has seen `count` samples with mean `mean` and sums of squared
+    /// deviations `m2` (moments computed elsewhere, to be merged).
+    pub fn from_moments(count: u64, mean: Vec<f64>, m2: Vec<f64>) -> Welford {
+        assert_eq!(
+            mean.len(),
+            m2.len(),
+            "mean and m2 must have the same length"
+        );
+        Welford {
+            dim: mean.len(),
+            dense: false,
+            count,
+            delta: vec![0.0; mean.len()],
+            mean,
+            m2,
+        }
+    }
+
     /// Forgets every sample.
     pub fn restart(&mut self) {
         self.count = 0;

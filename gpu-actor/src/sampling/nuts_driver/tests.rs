@@ -1,0 +1,216 @@
+//! The moments kernel against the host: the pooled moments of a warmup block computed on the
+//! device equal those of the same draws read back, for whole and partial chunks, both usable
+//! rules, and chains that stop mid-block (a step budget) and go on in the next dispatch.
+
+use sampler::{
+    ChainId, ChainSpec, CheckedModel, Dist, Limits, ModelBuilder, SamplerSettings, Seed,
+};
+
+use super::{MomentsRequest, NutsBatch, pooled_moments};
+use crate::device::nuts::{NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsStart};
+use crate::device::{DeviceOptions, GpuDevice};
+use crate::error::GpuError;
+use crate::kernels::layout::{NS_FLAG_ADAPT, NS_OU_DIVERGENT, NS_U_DRAWS, NS_U_ITER, NsParams};
+use crate::sampling::adapt::IterationMoments;
+use crate::sampling::init::initial_points;
+use crate::wgsl::Precision;
+
+fn device() -> Option<GpuDevice> {
+    match GpuDevice::open(&DeviceOptions::default()) {
+        Ok(device) => Some(device),
+        Err(err @ GpuError::NoAdapter) if std::env::var("REQUIRE_GPU").as_deref() != Ok("1") => {
+            eprintln!("skipping GPU test: {err} (set REQUIRE_GPU=1 to make this a failure)");
+            None
+        }
+        Err(err) => panic!("cannot open a GPU device: {err}"),
+    }
+}
+
+/// The host's moments of `batch`'s draws of iterations `start..start + len`, from the values
+/// read back, chain after chain in chunk order as the device merges them.
+fn host_moments(
+    batch: &NutsBatch,
+    start: u32,
+    len: usize,
+    dim: usize,
+    usable_only: bool,
+) -> Vec<IterationMoments> {
+    let mut moments = vec![IterationMoments::new(dim); len];
+    for c in 0..batch.sizes.n {
+        let draws = batch.state(NS_U_DRAWS, c);
+        let first = batch.state(NS_U_ITER, c) - draws;
+        for slot in 0..draws as usize {
+            let bin = (first + slot as u32).wrapping_sub(start) as usize;
+            if bin >= len {
+                continue;
+            }
+            let index =
+                i64::from(batch.stat_u(slot, crate::kernels::layout::NS_OU_INDEX, c) as i32);
+            let usable = if batch.stat_u(slot, NS_OU_DIVERGENT, c) != 0 {
+                index.abs() > 4
+            } else {
+                index != 0
+            };
+            if usable_only && !usable {
+                continue;
+            }
+            let q: Vec<f64> = (0..dim).map(|j| batch.value(slot, j, c)).collect();
+            let g: Vec<f64> = (0..dim).map(|j| batch.value(slot, dim + j, c)).collect();
+            moments[bin].add(&q, &g);
+        }
+    }
+    moments
+}
+
+fn assert_close(device: &IterationMoments, host: &IterationMoments, what: &str) {
+    assert_eq!(device.q.count(), host.q.count(), "{what}: counts");
+    for (estimator, name) in [(&device.q, "q"), (&device.g, "g")] {
+        let host = if name == "q" { &host.q } else { &host.g };
+        for (j, (d, h)) in estimator
+            .sum_squares()
+            .iter()
+            .zip(host.sum_squares())
+            .enumerate()
+        {
+            assert!(
+                (d - h).abs() <= 1e-4 * h.abs().max(1e-3),
+                "{what}: {name}[{j}] sum of squares {d} on the device, {h} on the host"
+            );
+        }
+    }
+}
+
+#[test]
+fn device_moments_equal_the_hosts() {
+    let Some(device) = device() else {
+        return;
+    };
+    let mut m = ModelBuilder::new("moments");
+    let x = m.param("x");
+    let y = m.vector_param("y", 2);
+    m.sample(&x, Dist::normal(1.0, 2.0));
+    m.sample(&y, Dist::normal(0.5 * &x, 0.7));
+    let model = CheckedModel::new(m.build(), &Limits::default()).expect("the test model checks");
+    let key = device
+        .upload_model(&model, Precision::F32)
+        .wait()
+        .expect("uploads");
+    let dim = 3;
+    // 300 chains: a whole chunk of 256 and a partial one.
+    let n = 300;
+    let specs: Vec<ChainSpec> = (0..n).map(|c| ChainSpec::new(ChainId(c))).collect();
+    let settings = SamplerSettings::default();
+    let init = initial_points(&device, key, &model, &settings, Seed(7), &specs).expect("starts");
+    let len = 4u32;
+    let open = NutsOpen {
+        model: key,
+        n_chains: n as usize,
+        max_depth: 6,
+        capacity: len as usize,
+        with_grad: true,
+        shader: Default::default(),
+    };
+    let NutsReply::Opened(session) = device.nuts(NutsCommand::Open(open)).wait().expect("opens")
+    else {
+        panic!("not a session");
+    };
+    device
+        .nuts(NutsCommand::Start(
+            session,
+            NutsStart {
+                q: init.q.concat(),
+                g: init.g.concat(),
+                logp: init.logp.clone(),
+                step: vec![0.9; n as usize],
+            },
+        ))
+        .wait()
+        .expect("starts");
+    let mut consts = vec![0.0; crate::kernels::layout::NS_C_COUNT + dim];
+    consts[crate::kernels::layout::NS_C_MAX_ENERGY_ERROR] = 1000.0;
+    consts[crate::kernels::layout::NS_C_DA_TARGET] = 0.8;
+    consts[crate::kernels::layout::NS_C_DA_GAMMA] = 0.05;
+    consts[crate::kernels::layout::NS_C_DA_T0] = 10.0;
+    consts[crate::kernels::layout::NS_C_DA_KAPPA] = 0.75;
+    consts[crate::kernels::layout::NS_C_DA_MAX_LOG_STEP] = f64::INFINITY;
+    for value in &mut consts[crate::kernels::layout::NS_C_COUNT..] {
+        *value = 1.0;
+    }
+    let mut consts = Some(consts);
+    // Two blocks: the first with a step budget small enough that chains stop mid-block at
+    // different iterations and finish it in later dispatches.
+    for (block, budget, usable_only) in [(0u32, 5u32, false), (len, 0, true)] {
+        let params = NsParams {
+            n_chains: n,
+            max_depth: 6,
+            iter_end: block + len,
+            capacity: len,
+            step_budget: budget,
+            with_grad: 1,
+            flags: NS_FLAG_ADAPT,
+            seed_lo: 7,
+            da_final_iter: u32::MAX,
+            late_from_iter: u32::MAX,
+            ..NsParams::default()
+        };
+        let request = MomentsRequest {
+            block_start: block,
+            bins: len,
+            usable_only,
+        };
+        let mut dispatches = 0;
+        let mut device_total = vec![IterationMoments::new(dim); len as usize];
+        let mut host_total = device_total.clone();
+        let mut partial = false;
+        loop {
+            let reply = device
+                .nuts(NutsCommand::Run(
+                    session,
+                    NutsDispatch {
+                        params,
+                        consts: consts.take(),
+                        moments: Some(request),
+                        read_values: true,
+                    },
+                ))
+                .wait()
+                .expect("runs");
+            let NutsReply::Batch(batch) = reply else {
+                panic!("not a batch");
+            };
+            dispatches += 1;
+            let device_moments = pooled_moments(&batch, len as usize, dim, true);
+            let host = host_moments(&batch, block, len as usize, dim, usable_only);
+            for bin in 0..len as usize {
+                let what = format!("block {block}, dispatch {dispatches}, bin {bin}");
+                assert_close(&device_moments[bin], &host[bin], &what);
+                device_total[bin].merge(&device_moments[bin]);
+                host_total[bin].merge(&host[bin]);
+            }
+            let iters: Vec<u32> = (0..n as usize).map(|c| batch.state(NS_U_ITER, c)).collect();
+            partial |= iters.iter().any(|&i| i > block && i < block + len);
+            if iters.iter().all(|&i| i == block + len) {
+                break;
+            }
+            assert!(dispatches < 100, "block {block} does not end");
+        }
+        for bin in 0..len as usize {
+            assert_close(
+                &device_total[bin],
+                &host_total[bin],
+                &format!("block {block} bin {bin}"),
+            );
+            if !usable_only {
+                assert_eq!(
+                    device_total[bin].q.count(),
+                    u64::from(n),
+                    "every chain's draw"
+                );
+            }
+        }
+        if budget > 0 {
+            assert!(dispatches > 1 && partial, "the budget split the block");
+        }
+    }
+    let _ = device.nuts(NutsCommand::Close(session)).wait();
+}
