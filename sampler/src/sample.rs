@@ -171,7 +171,7 @@ impl ChainSpec {
 }
 
 /// Sampler statistics of one iteration (Stan's `lp__ ... energy__` columns).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DrawStats {
     /// Log density (up to a constant, Jacobian included).
     pub lp: f64,

@@ -4,8 +4,10 @@
 //!
 //! Per model and chain count, one row:
 //! * wall: seconds of `sample_on_device_with` (warmup and draws, every readback included),
-//!   after a warm-up run of one chain that compiled the pipelines and uploaded the data; that
-//!   run's time is the model's "setup" (upload, compile, first draw);
+//!   after a warm-up run of one chain that compiled the pipelines and uploaded the data (that
+//!   run's time is the model's "setup": upload, compile, first draw), measured as NumPyro's
+//!   side is: the second of two identical rounds (the first, `first_round_s` in the JSON, also
+//!   brings the GPU's clocks up from idle);
 //! * useful gradient evaluations per second: the gradients the chains needed (initial points,
 //!   step-size searches and every leapfrog step of warmup and sampling, summed over chains)
 //!   over the wall time;
@@ -209,6 +211,8 @@ fn kernel_name(kernel: GpuKernel) -> &'static str {
 #[derive(Clone, Debug, PartialEq)]
 struct Row {
     wall: f64,
+    /// The untimed first of the two identical rounds.
+    first_round: f64,
     useful_grads: u64,
     bulk: f64,
     tail: f64,
@@ -548,6 +552,17 @@ fn measure(
         kernel,
         precision,
     };
+    // Two identical rounds, the second timed, as NumPyro's side measures (its first round
+    // compiles): the first also brings the GPU's clocks up from idle, which a cold round
+    // pays for in its first tenths of a second.
+    let started = Instant::now();
+    drop(sample_on_device_with(
+        device,
+        &request,
+        options,
+        &NoObserver,
+    )?);
+    let first_round = started.elapsed().as_secs_f64();
     let started = Instant::now();
     let run = sample_on_device_with(device, &request, options, &NoObserver)?;
     let wall = started.elapsed().as_secs_f64();
@@ -560,6 +575,7 @@ fn measure(
     let lockstep = run.lockstep(None);
     Ok(Row {
         wall,
+        first_round,
         useful_grads: run
             .traces
             .iter()
@@ -608,6 +624,7 @@ fn median_row(rows: &[Row]) -> Row {
     let wall = of(|r| r.wall);
     Row {
         wall,
+        first_round: of(|r| r.first_round),
         // Keeps grads/s the median of the per-seed rates.
         useful_grads: (of(|r| r.grads_per_second()) * wall).round() as u64,
         bulk: of(|r| r.bulk_per_second()) * wall,
@@ -690,6 +707,7 @@ fn row_json(
     };
     // serde_json writes NaN as null.
     value["wall_s"] = json!(row.wall);
+    value["first_round_s"] = json!(row.first_round);
     value["useful_grads"] = json!(row.useful_grads);
     value["grads_per_s"] = json!(row.grads_per_second());
     value["min_ess_bulk"] = json!(row.bulk);

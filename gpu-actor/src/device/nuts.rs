@@ -3,10 +3,11 @@
 //! their statistics and a few per-chain integers come back; the driver (`crate::sampling`)
 //! decides what each dispatch does.
 
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use super::pipelines::moments_pipeline;
-use super::resources::{buffer, check_storage, decode, encode, entry};
+use super::resources::{BytePool, PooledBytes, buffer, check_storage, decode, encode, entry};
 use super::scope::scoped;
 use super::worker::Worker;
 use super::{ModelKey, ShaderChoice};
@@ -82,29 +83,20 @@ pub(crate) struct MomentsRequest {
 pub(crate) struct NutsBatch {
     pub sizes: NsSizes,
     pub precision: Precision,
-    /// The output slots from value `out_start` on: all of them, or their statistics only.
-    out: Vec<u8>,
+    /// The read-back bytes: the moments kernel's output, the output slots from value
+    /// `out_start` on (all of them, or their statistics only) at byte `out_at`, the integers.
+    bytes: PooledBytes,
+    out_at: usize,
     out_start: usize,
     uint: Vec<u32>,
-    /// The moments kernel's output, when asked for (`NsSizes::moments` values).
+    /// The moments kernel's output, when asked for: per chunk and iteration of the
+    /// `moment_bins` asked for, a count; then the means and sums of squared deviations.
     moments: Vec<f64>,
+    moment_bins: usize,
     /// From submission to readable results.
     pub elapsed: Duration,
     /// The kernels' own time on the device, where the adapter has timestamps.
     pub kernel_time: Option<Duration>,
-}
-
-fn real_at(bytes: &[u8], index: usize, precision: Precision) -> f64 {
-    match precision {
-        Precision::F32 => {
-            let b = &bytes[4 * index..4 * index + 4];
-            f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-        }
-        Precision::F64 => {
-            let b = &bytes[8 * index..8 * index + 8];
-            f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
-        }
-    }
 }
 
 impl NutsBatch {
@@ -118,22 +110,6 @@ impl NutsBatch {
         self.out_start == 0
     }
 
-    /// Draw value `k` (a coordinate of q, then of g with gradients) of slot `slot`, chain `c`.
-    /// Only in a batch [`NutsBatch::has_values`].
-    pub(crate) fn value(&self, slot: usize, k: usize, c: usize) -> f64 {
-        debug_assert!(self.has_values());
-        real_at(&self.out, self.sizes.out_at(slot, k, c), self.precision)
-    }
-
-    /// Real statistic `k` (`NS_O_*`) of slot `slot`, chain `c`.
-    pub(crate) fn stat(&self, slot: usize, k: usize, c: usize) -> f64 {
-        real_at(
-            &self.out,
-            self.sizes.out_stat_at(slot, k, c) - self.out_start,
-            self.precision,
-        )
-    }
-
     /// Chunks of [`NM_CHUNK`] chains in the pooled moments.
     pub(crate) fn moment_chunks(&self) -> usize {
         self.sizes.n.div_ceil(NM_CHUNK)
@@ -143,7 +119,7 @@ impl NutsBatch {
     /// count, and per draw value its mean and sum of squared deviations
     /// (`[mean_0, m2_0, mean_1, ...]`). Only when the dispatch asked for them.
     pub(crate) fn moments(&self, chunk: usize, bin: usize) -> (f64, &[f64]) {
-        let bins = self.sizes.capacity;
+        let bins = self.moment_bins;
         let width = self.sizes.width();
         let at = chunk * bins + bin;
         let counts = self.moment_chunks() * bins;
@@ -151,9 +127,44 @@ impl NutsBatch {
         (self.moments[at], &self.moments[start..start + 2 * width])
     }
 
-    /// Integer statistic `k` (`NS_OU_*`) of slot `slot`, chain `c`.
-    pub(crate) fn stat_u(&self, slot: usize, k: usize, c: usize) -> u32 {
-        self.uint[self.sizes.out_uint_at(slot, k, c)]
+    /// Draw value `k` of slot `slot` for the chains `chains`, in order: one contiguous read.
+    /// Only in a batch [`NutsBatch::has_values`].
+    pub(crate) fn value_row(
+        &self,
+        slot: usize,
+        k: usize,
+        chains: Range<usize>,
+    ) -> impl Iterator<Item = f64> + '_ {
+        debug_assert!(self.has_values());
+        self.real_row(self.sizes.out_at(slot, k, chains.start), chains.len())
+    }
+
+    /// Real statistic `k` of slot `slot` for the chains `chains`, in order.
+    pub(crate) fn stat_row(
+        &self,
+        slot: usize,
+        k: usize,
+        chains: Range<usize>,
+    ) -> impl Iterator<Item = f64> + '_ {
+        let at = self.sizes.out_stat_at(slot, k, chains.start) - self.out_start;
+        self.real_row(at, chains.len())
+    }
+
+    /// Integer statistic `k` of slot `slot` for the chains `chains`, in order.
+    pub(crate) fn stat_u_row(&self, slot: usize, k: usize, chains: Range<usize>) -> &[u32] {
+        let at = self.sizes.out_uint_at(slot, k, chains.start);
+        &self.uint[at..at + chains.len()]
+    }
+
+    /// `len` reals of the output slots from value index `at` (after `out_start`'s skip).
+    fn real_row(&self, at: usize, len: usize) -> impl Iterator<Item = f64> + '_ {
+        let size = self.precision.size_bytes() as usize;
+        let bytes = &self.bytes[self.out_at + at * size..self.out_at + (at + len) * size];
+        let precision = self.precision;
+        bytes.chunks_exact(size).map(move |b| match precision {
+            Precision::F32 => f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+            Precision::F64 => f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        })
     }
 }
 
@@ -204,6 +215,8 @@ pub(crate) struct NutsSession {
     nuts: wgpu::ComputePipeline,
     search: wgpu::ComputePipeline,
     moments: MomentsKernel,
+    /// Read-back buffers, recycled.
+    pool: BytePool,
     /// Begin and end of the transition and moments passes, where the adapter has timestamps.
     timestamps: Option<Timestamps>,
     grid: (u32, u32),
@@ -419,6 +432,7 @@ impl Worker {
                     out: moments_out,
                     bind_group: moments_bind_group,
                 },
+                pool: BytePool::default(),
                 timestamps: Timestamps::new(device, queue),
                 grid,
                 params,
@@ -632,6 +646,7 @@ impl Worker {
         })?;
         let precision = session.precision;
         let staging = session.staging.clone();
+        let pool = session.pool.clone();
         let period = timestamps.map(|t| t.period);
         self.stats.batches += 1;
         if out_bytes == 0 {
@@ -639,10 +654,12 @@ impl Worker {
             return Ok(NutsBatch {
                 sizes,
                 precision,
-                out: Vec::new(),
+                bytes: pool.hold(Vec::new()),
+                out_at: 0,
                 out_start: 0,
                 uint: Vec::new(),
                 moments: Vec::new(),
+                moment_bins: 0,
                 elapsed: started.elapsed(),
                 kernel_time: None,
             });
@@ -652,20 +669,21 @@ impl Worker {
         let uint_end = out_end + uint_bytes;
         // The draws stay in the read-back bytes (tens of megabytes at thousands of chains):
         // only the short parts are copied out.
-        let mut bytes = self.read_back(&staging, uint_end + ticks_bytes, submission)?;
+        let bytes =
+            self.read_back_into(&staging, uint_end + ticks_bytes, submission, pool.take())?;
         let moments = decode(&bytes[..moments_bytes as usize], precision);
         let uint = bytemuck::pod_collect_to_vec(&bytes[out_end as usize..uint_end as usize]);
         let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&bytes[uint_end as usize..]);
         let kernel_time = period.and_then(|period| pass_time(&ticks, period));
-        bytes.truncate(out_end as usize);
-        bytes.drain(..moments_bytes as usize);
         Ok(NutsBatch {
             sizes,
             precision,
-            out: bytes,
+            bytes: pool.hold(bytes),
+            out_at: moments_bytes as usize,
             out_start,
             uint,
             moments,
+            moment_bins: dispatch.moments.map_or(0, |m| m.bins as usize),
             elapsed: started.elapsed(),
             kernel_time,
         })

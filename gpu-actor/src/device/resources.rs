@@ -1,7 +1,7 @@
 //! Device buffers: a model's data, uploaded once and kept while the model is loaded, and the
 //! per-pipeline batch workspaces, grown on demand and reused by every later batch.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use sampler::Program;
 
@@ -33,6 +33,57 @@ pub(crate) fn decode(bytes: &[u8], precision: Precision) -> Vec<f64> {
             .chunks_exact(8)
             .map(|b| f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
             .collect(),
+    }
+}
+
+/// Read-back buffers handed back when their batch is dropped, for the next read-back of the
+/// session ([`super::worker::Worker::read_back_into`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct BytePool(Arc<Mutex<Vec<Vec<u8>>>>);
+
+/// Buffers a pool keeps: one being read, one being filled, and one spare.
+const POOLED: usize = 3;
+
+impl BytePool {
+    /// A buffer of earlier read-backs, or a new one.
+    pub(crate) fn take(&self) -> Vec<u8> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// `bytes` as read-back bytes that go back to this pool when dropped.
+    pub(crate) fn hold(&self, bytes: Vec<u8>) -> PooledBytes {
+        PooledBytes {
+            bytes,
+            pool: self.clone(),
+        }
+    }
+}
+
+/// Bytes that return to their [`BytePool`] when dropped.
+#[derive(Clone, Debug)]
+pub(crate) struct PooledBytes {
+    bytes: Vec<u8>,
+    pool: BytePool,
+}
+
+impl std::ops::Deref for PooledBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl Drop for PooledBytes {
+    fn drop(&mut self) {
+        let mut pool = self.pool.0.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.len() < POOLED {
+            pool.push(std::mem::take(&mut self.bytes));
+        }
     }
 }
 

@@ -561,6 +561,19 @@ impl Worker {
         bytes: u64,
         submission: wgpu::SubmissionIndex,
     ) -> Result<Vec<u8>, GpuError> {
+        self.read_back_into(staging, bytes, submission, Vec::new())
+    }
+
+    /// [`Worker::read_back`] into `into` (cleared first): a buffer of earlier read-backs
+    /// whose memory is already the process's, so that a large read-back is one plain copy
+    /// instead of a fresh allocation faulted in page by page.
+    pub(super) fn read_back_into(
+        &self,
+        staging: &wgpu::Buffer,
+        bytes: u64,
+        submission: wgpu::SubmissionIndex,
+        mut into: Vec<u8>,
+    ) -> Result<Vec<u8>, GpuError> {
         let (mapped_tx, mapped) = mpsc::channel();
         staging.map_async(wgpu::MapMode::Read, 0..bytes, move |result| {
             let _ = mapped_tx.send(result);
@@ -604,14 +617,15 @@ impl Worker {
             }
         };
         outcome.map_err(|err| map_error(err.to_string()))?;
-        let bytes = {
+        {
             let view = staging
                 .get_mapped_range(0..bytes)
                 .map_err(|err| map_error(err.to_string()))?;
-            view.to_vec()
-        };
+            into.clear();
+            into.extend_from_slice(&view);
+        }
         staging.unmap();
-        Ok(bytes)
+        Ok(into)
     }
 }
 

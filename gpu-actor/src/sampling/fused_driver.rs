@@ -617,16 +617,27 @@ pub(super) fn run(
                 .sum::<u64>();
             last.draws += finished.iter().map(|f| f.len() as u64).sum::<u64>();
         }
-        record(traces, &writer, record_settings, observer, |c, emit| {
-            for f in &finished[c] {
-                emit(Draw {
-                    q: &f.q,
-                    stats: f.stats,
-                    iteration: f.iteration,
-                    warmup,
-                });
-            }
-        });
+        record(
+            traces,
+            &writer,
+            record_settings,
+            observer,
+            |chains, emit| {
+                for c in chains {
+                    for f in &finished[c] {
+                        emit(
+                            c,
+                            Draw {
+                                q: &f.q,
+                                stats: f.stats,
+                                iteration: f.iteration,
+                                warmup,
+                            },
+                        );
+                    }
+                }
+            },
+        );
         finished
     };
 

@@ -16,6 +16,7 @@
 //!   dispatch is sent before the draws of the last one are recorded, so the device works while
 //!   the host computes outputs.
 
+use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use sampler::{AdaptationKind, ChainTrace, DrawStats, Observer, SampleError, Tuning};
@@ -140,15 +141,44 @@ fn dispatch_stats(phase: Phase, batch: &NutsBatch, width: usize, draws: u64) -> 
     }
 }
 
-fn draw_stats(batch: &NutsBatch, slot: usize, c: usize) -> DrawStats {
-    DrawStats {
-        lp: batch.stat(slot, NS_O_LP, c),
-        accept_stat: batch.stat(slot, NS_O_ACCEPT, c),
-        step_size: batch.stat(slot, NS_O_STEP, c),
-        tree_depth: batch.stat_u(slot, NS_OU_DEPTH, c),
-        n_leapfrog: batch.stat_u(slot, NS_OU_NLEAP, c),
-        divergent: batch.stat_u(slot, NS_OU_DIVERGENT, c) != 0,
-        energy: batch.stat(slot, NS_O_ENERGY, c),
+/// Each chain's leapfrog steps over its `draws[c]` draws of `batch`, read slot by slot (a
+/// slot's statistics are rows of neighbouring chains).
+fn leapfrog_steps(batch: &NutsBatch, draws: &[usize]) -> Vec<u64> {
+    let mut steps = vec![0u64; draws.len()];
+    for slot in 0..draws.iter().copied().max().unwrap_or(0) {
+        let row = batch.stat_u_row(slot, NS_OU_NLEAP, 0..draws.len());
+        for ((steps, &draws), &leapfrog) in steps.iter_mut().zip(draws).zip(row) {
+            if slot < draws {
+                *steps += u64::from(leapfrog);
+            }
+        }
+    }
+    steps
+}
+
+/// The statistics of slot `slot` of the chains `chains`, into `stats` (in order).
+fn draw_stats_row(batch: &NutsBatch, slot: usize, chains: Range<usize>, stats: &mut [DrawStats]) {
+    let reals = [NS_O_LP, NS_O_ACCEPT, NS_O_STEP, NS_O_ENERGY];
+    for (role, k) in reals.into_iter().enumerate() {
+        for (stats, value) in stats
+            .iter_mut()
+            .zip(batch.stat_row(slot, k, chains.clone()))
+        {
+            match role {
+                0 => stats.lp = value,
+                1 => stats.accept_stat = value,
+                2 => stats.step_size = value,
+                _ => stats.energy = value,
+            }
+        }
+    }
+    let depth = batch.stat_u_row(slot, NS_OU_DEPTH, chains.clone());
+    let leapfrog = batch.stat_u_row(slot, NS_OU_NLEAP, chains.clone());
+    let divergent = batch.stat_u_row(slot, NS_OU_DIVERGENT, chains);
+    for (i, stats) in stats.iter_mut().enumerate() {
+        stats.tree_depth = depth[i];
+        stats.n_leapfrog = leapfrog[i];
+        stats.divergent = divergent[i] != 0;
     }
 }
 
@@ -230,39 +260,53 @@ impl Run<'_> {
     fn record_batch(&mut self, batch: &NutsBatch, warmup: bool) {
         let dim = if batch.has_values() { self.dim } else { 0 };
         let next = &self.next_iteration;
+        let draws: Vec<usize> = (0..self.n)
+            .map(|c| batch.state(NS_U_DRAWS, c) as usize)
+            .collect();
+        let most = draws.iter().copied().max().unwrap_or(0);
         record(
             &mut self.traces,
             &self.writer,
             self.record,
             self.observer,
-            |c, emit| {
-                let mut q = vec![0.0; dim];
-                let draws = batch.state(NS_U_DRAWS, c) as usize;
-                for slot in 0..draws {
-                    for (j, value) in q.iter_mut().enumerate() {
-                        *value = batch.value(slot, j, c);
+            |chains, emit| {
+                // Slot by slot, each value and statistic a row of the range's chains (one
+                // contiguous read), turned into one draw per chain.
+                let m = chains.len();
+                let mut q = vec![0.0; m * dim];
+                let mut stats = vec![DrawStats::default(); m];
+                for slot in 0..most {
+                    for j in 0..dim {
+                        for (i, value) in batch.value_row(slot, j, chains.clone()).enumerate() {
+                            q[i * dim + j] = value;
+                        }
                     }
-                    emit(Draw {
-                        q: &q,
-                        stats: draw_stats(batch, slot, c),
-                        iteration: next[c] + slot as u64,
-                        warmup,
-                    });
+                    draw_stats_row(batch, slot, chains.clone(), &mut stats);
+                    for (i, c) in chains.clone().enumerate() {
+                        if slot >= draws[c] {
+                            continue;
+                        }
+                        emit(
+                            c,
+                            Draw {
+                                q: &q[i * dim..(i + 1) * dim],
+                                stats: stats[i],
+                                iteration: next[c] + slot as u64,
+                                warmup,
+                            },
+                        );
+                    }
                 }
             },
         );
-        for c in 0..self.n {
-            let draws = batch.state(NS_U_DRAWS, c) as usize;
-            let steps: u64 = (0..draws)
-                .map(|slot| u64::from(batch.stat_u(slot, NS_OU_NLEAP, c)))
-                .sum();
-            let trace = &mut self.traces[c];
+        let steps = leapfrog_steps(batch, &draws);
+        for (c, trace) in self.traces.iter_mut().enumerate() {
             if warmup {
-                trace.grad_evals_warmup += steps;
+                trace.grad_evals_warmup += steps[c];
             } else {
-                trace.grad_evals_sampling += steps;
+                trace.grad_evals_sampling += steps[c];
             }
-            self.next_iteration[c] += draws as u64;
+            self.next_iteration[c] += draws[c] as u64;
         }
     }
 }
@@ -550,16 +594,14 @@ pub(super) fn run(
     };
     while let Some(pending) = in_flight.take() {
         let batch = expect_batch(pending.wait()?)?;
-        let mut draws = 0;
-        let mut steps = 0;
-        for (c, left) in remaining.iter_mut().enumerate() {
-            let made = u64::from(batch.state(NS_U_DRAWS, c));
-            *left = left.saturating_sub(made);
-            draws += made;
-            steps += (0..made as usize)
-                .map(|slot| u64::from(batch.stat_u(slot, NS_OU_NLEAP, c)))
-                .sum::<u64>();
+        let made: Vec<usize> = (0..n)
+            .map(|c| batch.state(NS_U_DRAWS, c) as usize)
+            .collect();
+        for (left, made) in remaining.iter_mut().zip(&made) {
+            *left = left.saturating_sub(*made as u64);
         }
+        let draws = made.iter().sum::<usize>() as u64;
+        let steps: u64 = leapfrog_steps(&batch, &made).iter().sum();
         run.dispatches
             .push(dispatch_stats(Phase::Sampling, &batch, run.width, draws));
         if draws > 0 {

@@ -1,8 +1,11 @@
 //! Chain traces as draws come back from the device: the reported values of each draw
 //! (computed on the CPU from its unconstrained position), its statistics, and the observer's
-//! `on_draw`, on all cores, chains split into contiguous chunks (a trace belongs to one
-//! thread).
+//! `on_draw`, on all cores (rayon's pool), chains split into contiguous chunks (a trace
+//! belongs to one task).
 
+use std::ops::Range;
+
+use rayon::prelude::*;
 use sampler::{ChainTrace, DrawEvent, DrawStats, Observer, Tuning};
 
 use super::outputs::OutputWriter;
@@ -68,14 +71,14 @@ fn empty_trace(
     }
 }
 
-/// Threads for recording: the machine's cores, fewer for small batches.
-pub(crate) fn threads_for(n_chains: usize) -> usize {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cores.min(n_chains.div_ceil(64)).max(1)
-}
+/// Chains per recording task: enough work to be worth a hand-over to another core.
+const CHAINS_PER_TASK: usize = 64;
 
-/// Records the draws `draws_of(c, emit)` hands over for every chain `c` of `traces`: values,
-/// statistics, and the observer's call.
+/// Records the draws `draws_of(chains, emit)` hands over for the chains of `traces`: values,
+/// statistics, and the observer's call. Each thread asks for a contiguous range of chains;
+/// `draws_of` emits `(c, draw)` in any order across chains, each chain's draws in order (a
+/// batch laid out chain-contiguously is best read slot by slot, all chains of the range at
+/// once).
 pub(crate) fn record<F>(
     traces: &mut [ChainTrace],
     writer: &OutputWriter,
@@ -83,44 +86,41 @@ pub(crate) fn record<F>(
     observer: &dyn Observer,
     draws_of: F,
 ) where
-    F: Fn(usize, &mut dyn FnMut(Draw<'_>)) + Sync,
+    F: Fn(Range<usize>, &mut dyn FnMut(usize, Draw<'_>)) + Sync,
 {
-    let n = traces.len();
-    let threads = threads_for(n);
-    let chunk = n.div_ceil(threads).max(1);
     let draws_of = &draws_of;
-    std::thread::scope(|scope| {
-        for (k, traces) in traces.chunks_mut(chunk).enumerate() {
-            let mut writer = writer.clone();
-            scope.spawn(move || {
-                let mut values = vec![0.0; writer.n_columns()];
-                for (i, trace) in traces.iter_mut().enumerate() {
-                    let c = k * chunk + i;
-                    draws_of(c, &mut |draw: Draw<'_>| {
-                        // A warmup draw not saved has no values (the device may not even
-                        // have sent them); the observer gets its statistics.
-                        let kept = !draw.warmup || settings.save_warmup;
-                        if kept {
-                            writer.write(draw.q, &mut values);
-                            if draw.warmup {
-                                trace.warmup_draws.extend_from_slice(&values);
-                                trace.warmup_stats.push(draw.stats);
-                            } else {
-                                trace.draws.extend_from_slice(&values);
-                                trace.stats.push(draw.stats);
-                            }
+    // Tasks on rayon's pool: its threads outlive the call, so a batch pays no thread start.
+    traces
+        .par_chunks_mut(CHAINS_PER_TASK)
+        .enumerate()
+        .for_each_init(
+            || (writer.clone(), vec![0.0; writer.n_columns()]),
+            |(writer, values), (k, traces)| {
+                let start = k * CHAINS_PER_TASK;
+                draws_of(start..start + traces.len(), &mut |c, draw: Draw<'_>| {
+                    let trace = &mut traces[c - start];
+                    // A warmup draw not saved has no values (the device may not even have sent
+                    // them); the observer gets its statistics.
+                    let kept = !draw.warmup || settings.save_warmup;
+                    if kept {
+                        writer.write(draw.q, values);
+                        if draw.warmup {
+                            trace.warmup_draws.extend_from_slice(values);
+                            trace.warmup_stats.push(draw.stats);
+                        } else {
+                            trace.draws.extend_from_slice(values);
+                            trace.stats.push(draw.stats);
                         }
-                        observer.on_draw(&DrawEvent {
-                            chain: trace.chain,
-                            iteration: draw.iteration,
-                            total: settings.total,
-                            warmup: draw.warmup,
-                            stats: &draw.stats,
-                            values: if kept { &values } else { &[] },
-                        });
+                    }
+                    observer.on_draw(&DrawEvent {
+                        chain: trace.chain,
+                        iteration: draw.iteration,
+                        total: settings.total,
+                        warmup: draw.warmup,
+                        stats: &draw.stats,
+                        values: if kept { values } else { &[] },
                     });
-                }
-            });
-        }
-    });
+                });
+            },
+        );
 }

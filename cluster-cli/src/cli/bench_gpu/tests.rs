@@ -44,6 +44,7 @@ fn the_minimum_ess_is_nan_when_any_parameter_has_none() {
 fn row(wall: f64, grads: u64, bulk: f64, divergent: usize) -> Row {
     Row {
         wall,
+        first_round: wall,
         useful_grads: grads,
         bulk,
         tail: bulk / 2.0,

@@ -44,9 +44,10 @@ fn host_moments(
             if bin >= len {
                 continue;
             }
-            let index =
-                i64::from(batch.stat_u(slot, crate::kernels::layout::NS_OU_INDEX, c) as i32);
-            let usable = if batch.stat_u(slot, NS_OU_DIVERGENT, c) != 0 {
+            let index = i64::from(
+                batch.stat_u_row(slot, crate::kernels::layout::NS_OU_INDEX, c..c + 1)[0] as i32,
+            );
+            let usable = if batch.stat_u_row(slot, NS_OU_DIVERGENT, c..c + 1)[0] != 0 {
                 index.abs() > 4
             } else {
                 index != 0
@@ -54,8 +55,14 @@ fn host_moments(
             if usable_only && !usable {
                 continue;
             }
-            let q: Vec<f64> = (0..dim).map(|j| batch.value(slot, j, c)).collect();
-            let g: Vec<f64> = (0..dim).map(|j| batch.value(slot, dim + j, c)).collect();
+            let value = |k| {
+                batch
+                    .value_row(slot, k, c..c + 1)
+                    .next()
+                    .expect("one value")
+            };
+            let q: Vec<f64> = (0..dim).map(value).collect();
+            let g: Vec<f64> = (dim..2 * dim).map(value).collect();
             moments[bin].add(&q, &g);
         }
     }
