@@ -5,8 +5,8 @@
 // One workgroup of NM_CHUNK invocations per chunk of NM_CHUNK chains (one chain each) and per
 // value k of a draw (a coordinate of q, then of g); for every iteration of the block it
 // writes the chunk's count of draws, their mean of value k and the sum of squared deviations
-// from it (two passes, each a fixed tree in workgroup memory: the same sums on every device,
-// whatever its subgroup size). The host merges the chunks in order (Chan et al.) in f64;
+// from it (two passes, each a fixed tree in workgroup memory: the same order of additions
+// whatever the device's subgroup size). The host merges the chunks in order (Chan et al.) in f64;
 // sampler's warmup schedules take it from there (gpu-actor `sampling/adapt.rs`).
 //
 // A chain's draw of iteration `it` is in output slot `it - (iter - draws)`, where `iter` and

@@ -102,13 +102,15 @@ def main(paths) -> int:
             f"Ours: `cluster-cli bench --device gpu`, {ours_any.get('kernel')} kernel, "
             f"{ours_any.get('precision')}, {ours_any.get('warmup')} warmup + {ours_any.get('draws')} draws, "
             f"on {ours_any.get('adapter')} ({ours_any.get('device_kind')}, driver {ours_any.get('driver')}); "
-            f"ESS: {ours_any.get('ess_method')}.")
+            + ("wall time of the second of two identical rounds (as NumPyro's); "
+               if "first_round_s" in ours_any else "")
+            + f"ESS: {ours_any.get('ess_method')}.")
     if numpyro_any:
         out.append(
             f"NumPyro {numpyro_any.get('numpyro_version')} (JAX {numpyro_any.get('jax_version')}, "
             f"{numpyro_any.get('jax_backend')}: {numpyro_any.get('adapter')}), chain_method=\"vectorized\", "
             f"{numpyro_any.get('precision')}, {numpyro_any.get('warmup')} warmup + {numpyro_any.get('draws')} draws, "
-            f"compile excluded; ESS: {numpyro_any.get('ess_method')}.")
+            f"compile excluded (second of two identical rounds); ESS: {numpyro_any.get('ess_method')}.")
     out.append("Rates per second of warmup + sampling; ratio = ours / NumPyro; lockstep efficiency = "
                "useful leapfrog steps / executed lane-steps.\n")
     out.append("| model | chains | min bulk-ESS/s ours | NumPyro | ratio | min tail-ESS/s ours | NumPyro "

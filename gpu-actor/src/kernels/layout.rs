@@ -36,8 +36,8 @@ pub(crate) struct NmParams {
     pub pad: [u32; 2],
 }
 
-/// Chains per workgroup of nuts_moments.wgsl (`NM_CHUNK`): a fixed size, so that the moments,
-/// and so the metric and the draws, are the same on every device.
+/// Chains per workgroup of nuts_moments.wgsl (`NM_CHUNK`): a fixed size, so that the order in
+/// which the moments are summed, and so the metric, does not depend on the device.
 pub(crate) const NM_CHUNK: usize = 256;
 
 /// `FuParams` of fused.wgsl.
