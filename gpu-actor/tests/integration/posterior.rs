@@ -373,3 +373,83 @@ fn posterior_gpu_correlated_normal() {
     ];
     check(&model, 600, &truths);
 }
+
+/// Counts the warmup draws an observer sees, and those that came with values.
+#[derive(Default)]
+struct WarmupEvents {
+    seen: std::sync::atomic::AtomicU64,
+    with_values: std::sync::atomic::AtomicU64,
+}
+
+impl sampler::Observer for WarmupEvents {
+    fn on_draw(&self, event: &sampler::DrawEvent) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if event.warmup {
+            self.seen.fetch_add(1, Relaxed);
+            if !event.values.is_empty() {
+                self.with_values.fetch_add(1, Relaxed);
+            }
+        }
+    }
+}
+
+/// Saving warmup reads the warmup draws back; not saving leaves them on the device. Either
+/// way the observer sees every warmup iteration and the draws after warmup are the same
+/// (the metric comes from the moments kernel in both).
+#[test]
+fn gpu_save_warmup_keeps_warmup_draws_and_changes_nothing_else() {
+    let Some(device) = support::shared_device() else {
+        return;
+    };
+    let mut m = ModelBuilder::new("save_warmup");
+    let x = m.vector_param("x", 3);
+    m.sample(&x, Dist::normal(0.5, 2.0));
+    let model = checked(m);
+    let (warmup, draws, chains) = (60, 40, 5);
+    let run = |save_warmup: bool| {
+        let mut request = request(
+            &model,
+            Config {
+                label: "save warmup",
+                kernel: GpuKernel::default(),
+                precision: Precision::F32,
+                adaptation: AdaptationKind::Nutpie,
+                split: false,
+            },
+            Seed(9),
+        );
+        request.settings.num_warmup = warmup;
+        request.settings.num_draws = draws;
+        request.settings.save_warmup = save_warmup;
+        request.chains.truncate(chains);
+        let events = WarmupEvents::default();
+        let traces =
+            sample_on_device_with(&device, &request, &GpuSamplingOptions::default(), &events)
+                .expect("samples")
+                .traces;
+        (traces, events)
+    };
+    let (saved, saved_events) = run(true);
+    let (unsaved, unsaved_events) = run(false);
+    let total = warmup * chains as u64;
+    for (events, with_values) in [(&saved_events, total), (&unsaved_events, 0)] {
+        assert_eq!(
+            events.seen.load(std::sync::atomic::Ordering::Relaxed),
+            total
+        );
+        assert_eq!(
+            events
+                .with_values
+                .load(std::sync::atomic::Ordering::Relaxed),
+            with_values
+        );
+    }
+    for (saved, unsaved) in saved.iter().zip(&unsaved) {
+        assert_eq!(saved.warmup_stats.len(), warmup as usize);
+        assert_eq!(saved.warmup_draws.len(), warmup as usize * saved.n_columns);
+        assert!(saved.warmup_draws.iter().all(|v| v.is_finite()));
+        assert!(unsaved.warmup_draws.is_empty() && unsaved.warmup_stats.is_empty());
+        assert_eq!(saved.draws, unsaved.draws, "chain {}", saved.chain);
+        assert_eq!(saved.stats, unsaved.stats, "chain {}", saved.chain);
+    }
+}
