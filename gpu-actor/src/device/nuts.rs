@@ -265,7 +265,7 @@ impl Timestamps {
         let resolved = buffer(
             device,
             "nuts timestamps",
-            u64::from(TIMESTAMPS) * 8,
+            TIMESTAMP_BYTES,
             wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
         );
         Some(Timestamps {

@@ -80,6 +80,10 @@ impl std::ops::Deref for PooledBytes {
 
 impl Drop for PooledBytes {
     fn drop(&mut self) {
+        // An empty batch (a step-size search) has nothing worth keeping.
+        if self.bytes.capacity() == 0 {
+            return;
+        }
         let mut pool = self.pool.0.lock().unwrap_or_else(|p| p.into_inner());
         if pool.len() < POOLED {
             pool.push(std::mem::take(&mut self.bytes));

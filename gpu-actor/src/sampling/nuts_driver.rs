@@ -141,37 +141,56 @@ fn dispatch_stats(phase: Phase, batch: &NutsBatch, width: usize, draws: u64) -> 
     }
 }
 
-/// Each chain's leapfrog steps over its `draws[c]` draws of `batch`, read slot by slot (a
-/// slot's statistics are rows of neighbouring chains).
-fn leapfrog_steps(batch: &NutsBatch, draws: &[usize]) -> Vec<u64> {
-    let mut steps = vec![0u64; draws.len()];
-    for slot in 0..draws.iter().copied().max().unwrap_or(0) {
-        let row = batch.stat_u_row(slot, NS_OU_NLEAP, 0..draws.len());
-        for ((steps, &draws), &leapfrog) in steps.iter_mut().zip(draws).zip(row) {
-            if slot < draws {
-                *steps += u64::from(leapfrog);
+/// A batch with each chain's draws in it and the leapfrog steps they took, counted once.
+struct Counted {
+    batch: Box<NutsBatch>,
+    draws: Vec<usize>,
+    steps: Vec<u64>,
+}
+
+impl Counted {
+    /// Counts `batch`'s draws and their steps, slot by slot (a slot's statistics are rows of
+    /// neighbouring chains).
+    fn new(batch: Box<NutsBatch>) -> Counted {
+        let n = batch.sizes.n;
+        let draws: Vec<usize> = (0..n)
+            .map(|c| batch.state(NS_U_DRAWS, c) as usize)
+            .collect();
+        let mut steps = vec![0u64; n];
+        for slot in 0..draws.iter().copied().max().unwrap_or(0) {
+            let row = batch.stat_u_row(slot, NS_OU_NLEAP, 0..n);
+            for ((steps, &draws), &leapfrog) in steps.iter_mut().zip(&draws).zip(row) {
+                if slot < draws {
+                    *steps += u64::from(leapfrog);
+                }
             }
         }
+        Counted {
+            batch,
+            draws,
+            steps,
+        }
     }
-    steps
+
+    fn total_draws(&self) -> u64 {
+        self.draws.iter().sum::<usize>() as u64
+    }
 }
 
 /// The statistics of slot `slot` of the chains `chains`, into `stats` (in order).
 fn draw_stats_row(batch: &NutsBatch, slot: usize, chains: Range<usize>, stats: &mut [DrawStats]) {
-    let reals = [NS_O_LP, NS_O_ACCEPT, NS_O_STEP, NS_O_ENERGY];
-    for (role, k) in reals.into_iter().enumerate() {
+    let mut reals = |k: usize, set: fn(&mut DrawStats, f64)| {
         for (stats, value) in stats
             .iter_mut()
             .zip(batch.stat_row(slot, k, chains.clone()))
         {
-            match role {
-                0 => stats.lp = value,
-                1 => stats.accept_stat = value,
-                2 => stats.step_size = value,
-                _ => stats.energy = value,
-            }
+            set(stats, value);
         }
-    }
+    };
+    reals(NS_O_LP, |s, v| s.lp = v);
+    reals(NS_O_ACCEPT, |s, v| s.accept_stat = v);
+    reals(NS_O_STEP, |s, v| s.step_size = v);
+    reals(NS_O_ENERGY, |s, v| s.energy = v);
     let depth = batch.stat_u_row(slot, NS_OU_DEPTH, chains.clone());
     let leapfrog = batch.stat_u_row(slot, NS_OU_NLEAP, chains.clone());
     let divergent = batch.stat_u_row(slot, NS_OU_DIVERGENT, chains);
@@ -188,7 +207,6 @@ struct Run<'a> {
     request: &'a GpuSampleRequest,
     observer: &'a dyn Observer,
     session: SessionId,
-    n: usize,
     dim: usize,
     width: usize,
     params: NsParams,
@@ -257,12 +275,14 @@ impl Run<'_> {
     /// Records the draws of `batch` (warmup or sampling), each chain's from its own next
     /// iteration, and moves the counters on. A warmup batch without values has statistics
     /// only (warmup draws not saved).
-    fn record_batch(&mut self, batch: &NutsBatch, warmup: bool) {
+    fn record_batch(&mut self, counted: &Counted, warmup: bool) {
+        let Counted {
+            batch,
+            draws,
+            steps,
+        } = counted;
         let dim = if batch.has_values() { self.dim } else { 0 };
         let next = &self.next_iteration;
-        let draws: Vec<usize> = (0..self.n)
-            .map(|c| batch.state(NS_U_DRAWS, c) as usize)
-            .collect();
         let most = draws.iter().copied().max().unwrap_or(0);
         record(
             &mut self.traces,
@@ -299,7 +319,6 @@ impl Run<'_> {
                 }
             },
         );
-        let steps = leapfrog_steps(batch, &draws);
         for (c, trace) in self.traces.iter_mut().enumerate() {
             if warmup {
                 trace.grad_evals_warmup += steps[c];
@@ -381,7 +400,6 @@ pub(super) fn run(
         request,
         observer,
         session,
-        n,
         dim,
         width: width as usize,
         params: NsParams {
@@ -445,7 +463,7 @@ pub(super) fn run(
     // Warmup: all chains in step.
     let mut search_evals = vec![0u64; n];
     // A warmup batch whose draws are not yet in the traces.
-    let mut unrecorded: Option<Box<NutsBatch>> = None;
+    let mut unrecorded: Option<Counted> = None;
     if let Some(warmup) = warmup.as_mut() {
         run.search(warmup.initial_search(), pending_consts.take(), true)?;
         let mut iteration = 0;
@@ -482,11 +500,8 @@ pub(super) fn run(
                 if let Some(previous) = unrecorded.take() {
                     run.record_batch(&previous, true);
                 }
-                let batch = expect_batch(pending.wait()?)?;
-                let mut made = 0;
-                for (c, done) in done.iter().enumerate() {
-                    let draws = batch.state(NS_U_DRAWS, c) as usize;
-                    made += draws;
+                let counted = Counted::new(expect_batch(pending.wait()?)?);
+                for (c, (done, draws)) in done.iter().zip(&counted.draws).enumerate() {
                     if done + draws > len {
                         return Err(GpuError::Device {
                             operation: "nuts warmup",
@@ -497,20 +512,20 @@ pub(super) fn run(
                         });
                     }
                 }
-                let moments = pooled_moments(&batch, len, dim, with_grad);
+                let moments = pooled_moments(&counted.batch, len, dim, with_grad);
                 for (block, moments) in block.iter_mut().zip(&moments) {
                     block.merge(moments);
                 }
-                for (c, done) in done.iter_mut().enumerate() {
-                    *done += batch.state(NS_U_DRAWS, c) as usize;
+                for (done, draws) in done.iter_mut().zip(&counted.draws) {
+                    *done += draws;
                 }
                 run.dispatches.push(dispatch_stats(
                     Phase::Warmup,
-                    &batch,
+                    &counted.batch,
                     run.width,
-                    made as u64,
+                    counted.total_draws(),
                 ));
-                unrecorded = Some(batch);
+                unrecorded = Some(counted);
             }
             for (slot, moments) in block.iter().enumerate() {
                 warmup.learn(iteration + slot as u64, moments);
@@ -593,17 +608,18 @@ pub(super) fn run(
         None
     };
     while let Some(pending) = in_flight.take() {
-        let batch = expect_batch(pending.wait()?)?;
-        let made: Vec<usize> = (0..n)
-            .map(|c| batch.state(NS_U_DRAWS, c) as usize)
-            .collect();
-        for (left, made) in remaining.iter_mut().zip(&made) {
+        let counted = Counted::new(expect_batch(pending.wait()?)?);
+        for (left, made) in remaining.iter_mut().zip(&counted.draws) {
             *left = left.saturating_sub(*made as u64);
         }
-        let draws = made.iter().sum::<usize>() as u64;
-        let steps: u64 = leapfrog_steps(&batch, &made).iter().sum();
-        run.dispatches
-            .push(dispatch_stats(Phase::Sampling, &batch, run.width, draws));
+        let draws = counted.total_draws();
+        let steps: u64 = counted.steps.iter().sum();
+        run.dispatches.push(dispatch_stats(
+            Phase::Sampling,
+            &counted.batch,
+            run.width,
+            draws,
+        ));
         if draws > 0 {
             let seen = steps as f64 / draws as f64;
             steps_per_draw = Some(steps_per_draw.map_or(seen, |old| 0.5 * (old + seen)));
@@ -615,7 +631,7 @@ pub(super) fn run(
                 NutsDispatch::plain(plan(&remaining, steps_per_draw), None),
             )));
         }
-        run.record_batch(&batch, false);
+        run.record_batch(&counted, false);
     }
     let sampling_time = sampling_started.elapsed();
 

@@ -75,7 +75,7 @@ fn empty_trace(
 const CHAINS_PER_TASK: usize = 64;
 
 /// Records the draws `draws_of(chains, emit)` hands over for the chains of `traces`: values,
-/// statistics, and the observer's call. Each thread asks for a contiguous range of chains;
+/// statistics, and the observer's call. Each task asks for a contiguous range of chains;
 /// `draws_of` emits `(c, draw)` in any order across chains, each chain's draws in order (a
 /// batch laid out chain-contiguously is best read slot by slot, all chains of the range at
 /// once).
