@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use super::pipelines::moments_pipeline;
-use super::resources::{BytePool, PooledBytes, buffer, check_storage, decode, encode, entry};
+use super::resources::{MappedBytes, StagingPool, buffer, check_storage, decode, encode, entry};
 use super::scope::scoped;
 use super::worker::Worker;
 use super::{ModelKey, ShaderChoice};
@@ -78,17 +78,18 @@ pub(crate) struct MomentsRequest {
 }
 
 /// What one dispatch of the transition kernel produced: the output slots as bytes of the
-/// session's precision, decoded on demand.
-#[derive(Clone, Debug)]
+/// session's precision, decoded on demand from the mapped read-back buffer.
+#[derive(Debug)]
 pub(crate) struct NutsBatch {
     pub sizes: NsSizes,
     pub precision: Precision,
     /// The read-back bytes: the moments kernel's output, the output slots from value
-    /// `out_start` on (all of them, or their statistics only) at byte `out_at`, the integers.
-    bytes: PooledBytes,
+    /// `out_start` on (all of them, or their statistics only) at byte `out_at`, the integers
+    /// at the bytes `uint` (4-byte aligned). None for a step-size search.
+    bytes: Option<MappedBytes>,
     out_at: usize,
     out_start: usize,
-    uint: Vec<u32>,
+    uint: Range<usize>,
     /// The moments kernel's output, when asked for: per chunk and iteration of the
     /// `moment_bins` asked for, a count; then the means and sums of squared deviations.
     moments: Vec<f64>,
@@ -102,7 +103,15 @@ pub(crate) struct NutsBatch {
 impl NutsBatch {
     /// An integer state role of chain `c` (`NS_U_*`).
     pub(crate) fn state(&self, role: usize, c: usize) -> u32 {
-        self.uint[role * self.sizes.n + c]
+        self.uints()[role * self.sizes.n + c]
+    }
+
+    /// The integer state and statistics (`NsSizes::uint`).
+    fn uints(&self) -> &[u32] {
+        match &self.bytes {
+            Some(bytes) => bytemuck::cast_slice(&bytes[self.uint.clone()]),
+            None => &[],
+        }
     }
 
     /// Whether the draws' values came back ([`NutsDispatch::read_values`]).
@@ -153,13 +162,14 @@ impl NutsBatch {
     /// Integer statistic `k` of slot `slot` for the chains `chains`, in order.
     pub(crate) fn stat_u_row(&self, slot: usize, k: usize, chains: Range<usize>) -> &[u32] {
         let at = self.sizes.out_uint_at(slot, k, chains.start);
-        &self.uint[at..at + chains.len()]
+        &self.uints()[at..at + chains.len()]
     }
 
     /// `len` reals of the output slots from value index `at` (after `out_start`'s skip).
     fn real_row(&self, at: usize, len: usize) -> impl Iterator<Item = f64> + '_ {
         let size = self.precision.size_bytes() as usize;
-        let bytes = &self.bytes[self.out_at + at * size..self.out_at + (at + len) * size];
+        let all = self.bytes.as_deref().unwrap_or(&[]);
+        let bytes = &all[self.out_at + at * size..self.out_at + (at + len) * size];
         let precision = self.precision;
         bytes.chunks_exact(size).map(move |b| match precision {
             Precision::F32 => f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
@@ -216,7 +226,7 @@ pub(crate) struct NutsSession {
     search: wgpu::ComputePipeline,
     moments: MomentsKernel,
     /// Read-back buffers, recycled.
-    pool: BytePool,
+    staging: StagingPool,
     /// Begin and end of the transition and moments passes, where the adapter has timestamps.
     timestamps: Option<Timestamps>,
     grid: (u32, u32),
@@ -225,8 +235,6 @@ pub(crate) struct NutsSession {
     vec: wgpu::Buffer,
     uint: wgpu::Buffer,
     out: wgpu::Buffer,
-    staging: wgpu::Buffer,
-    staging_bytes: u64,
     bind_group: wgpu::BindGroup,
     _ckpt: wgpu::Buffer,
     _scratch: wgpu::Buffer,
@@ -365,6 +373,7 @@ impl Worker {
         ] {
             check_storage(what, needed, &self.limits)?;
         }
+        let staging = self.staging_pool(staging_bytes);
         let layout = &self.layouts.nuts;
         let device = &self.device;
         let queue = &self.queue;
@@ -383,12 +392,6 @@ impl Worker {
             let uint = buffer(device, "nuts integers", uint_bytes, rw);
             let out = buffer(device, "nuts draws", out_bytes, rw);
             let scratch = buffer(device, "nuts tapes", scratch_bytes, U::STORAGE);
-            let staging = buffer(
-                device,
-                "nuts readback",
-                staging_bytes,
-                U::MAP_READ | U::COPY_DST,
-            );
             let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some("nuts chains"),
                 layout,
@@ -432,7 +435,7 @@ impl Worker {
                     out: moments_out,
                     bind_group: moments_bind_group,
                 },
-                pool: BytePool::default(),
+                staging,
                 timestamps: Timestamps::new(device, queue),
                 grid,
                 params,
@@ -440,8 +443,6 @@ impl Worker {
                 vec,
                 uint,
                 out,
-                staging,
-                staging_bytes,
                 bind_group,
                 _ckpt: ckpt,
                 _scratch: scratch,
@@ -490,15 +491,19 @@ impl Worker {
         let g = dim_major(&start.g);
         let logp = encode(start.logp.iter().copied(), session.precision);
         let step = encode(start.step.iter().copied(), session.precision);
-        let zeros = vec![0u8; sizes.uint() * 4];
         let queue = &self.queue;
-        scoped(&self.device, "nuts start", || {
+        let device = &self.device;
+        scoped(device, "nuts start", || {
             let at = |index: usize| index as u64 * size;
             queue.write_buffer(&session.vec, at(sizes.vec_at(NS_V_QSAMP, 0, 0)), &q);
             queue.write_buffer(&session.vec, at(sizes.vec_at(NS_V_GSAMP, 0, 0)), &g);
             queue.write_buffer(&session.vec, at(sizes.scalar_at(NS_S_LOGP_SAMP, 0)), &logp);
             queue.write_buffer(&session.vec, at(sizes.scalar_at(NS_S_STEP, 0)), &step);
-            queue.write_buffer(&session.uint, 0, &zeros);
+            let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("nuts start"),
+            });
+            encoder.clear_buffer(&session.uint, 0, None);
+            queue.submit([encoder.finish()]);
         })
     }
 
@@ -561,7 +566,7 @@ impl Worker {
             &session.search
         };
         let started = Instant::now();
-        let submission = scoped(&self.device, "nuts dispatch", || {
+        let (submission, staging) = scoped(&self.device, "nuts dispatch", || {
             self.queue
                 .write_buffer(&session.params, 0, bytemuck::bytes_of(&params));
             if let Some(consts) = &consts {
@@ -614,10 +619,12 @@ impl Worker {
                     1,
                 );
             }
-            if out_bytes > 0 {
+            // A free read-back buffer: the last batch's may still be mapped for the driver.
+            let staging = (out_bytes > 0).then(|| session.staging.take(&self.device));
+            if let Some(staging) = &staging {
                 let mut at = 0;
                 let mut copy = |source: &wgpu::Buffer, from: u64, bytes: u64| {
-                    encoder.copy_buffer_to_buffer(source, from, &session.staging, at, bytes);
+                    encoder.copy_buffer_to_buffer(source, from, staging, at, bytes);
                     at += bytes;
                 };
                 if moments_bytes > 0 {
@@ -636,49 +643,54 @@ impl Worker {
                     encoder.copy_buffer_to_buffer(
                         &timestamps.resolved,
                         0,
-                        &session.staging,
+                        staging,
                         at,
                         u64::from(queries) * 8,
                     );
                 }
             }
-            self.queue.submit([encoder.finish()])
+            (self.queue.submit([encoder.finish()]), staging)
         })?;
         let precision = session.precision;
-        let staging = session.staging.clone();
-        let pool = session.pool.clone();
+        let pool = session.staging.clone();
         let period = timestamps.map(|t| t.period);
         self.stats.batches += 1;
-        if out_bytes == 0 {
+        let Some(staging) = staging else {
             self.wait_for(submission)?;
             return Ok(NutsBatch {
                 sizes,
                 precision,
-                bytes: pool.hold(Vec::new()),
+                bytes: None,
                 out_at: 0,
                 out_start: 0,
-                uint: Vec::new(),
+                uint: 0..0,
                 moments: Vec::new(),
                 moment_bins: 0,
                 elapsed: started.elapsed(),
                 kernel_time: None,
             });
-        }
+        };
         let ticks_bytes = period.map_or(0, |_| u64::from(2 * passes) * 8);
         let out_end = moments_bytes + out_bytes - out_from;
         let uint_end = out_end + uint_bytes;
-        // The draws stay in the read-back bytes (tens of megabytes at thousands of chains):
-        // only the short parts are copied out.
-        let bytes =
-            self.read_back_into(&staging, uint_end + ticks_bytes, submission, pool.take())?;
-        let moments = decode(&bytes[..moments_bytes as usize], precision);
-        let uint = bytemuck::pod_collect_to_vec(&bytes[out_end as usize..uint_end as usize]);
-        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&bytes[uint_end as usize..]);
+        // The draws and statistics (tens of megabytes at thousands of chains) are read where
+        // they were mapped, while the next dispatch copies into another buffer; only the
+        // short parts are copied out here.
+        let view = self.map_read(&staging, uint_end + ticks_bytes, submission)?;
+        let moments = decode(&view[..moments_bytes as usize], precision);
+        let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&view[uint_end as usize..]);
         let kernel_time = period.and_then(|period| pass_time(&ticks, period));
+        let uint = out_end as usize..uint_end as usize;
+        if bytemuck::try_cast_slice::<u8, u32>(&view[uint.clone()]).is_err() {
+            return Err(GpuError::Device {
+                operation: "readback",
+                message: "the mapped read-back memory is not aligned for 32-bit integers".into(),
+            });
+        }
         Ok(NutsBatch {
             sizes,
             precision,
-            bytes: pool.hold(bytes),
+            bytes: Some(pool.hold(staging, view)),
             out_at: moments_bytes as usize,
             out_start,
             uint,
@@ -697,8 +709,9 @@ impl Worker {
         let q_bytes = (dim * n) as u64 * size;
         let scalar_bytes = (NS_S_COUNT * n) as u64 * size;
         let uint_bytes = (NS_U_COUNT * n) as u64 * 4;
-        debug_assert!(q_bytes + scalar_bytes + uint_bytes <= session.staging_bytes);
-        let submission = scoped(&self.device, "nuts snapshot", || {
+        debug_assert!(q_bytes + scalar_bytes + uint_bytes <= session.staging.bytes());
+        let (submission, staging) = scoped(&self.device, "nuts snapshot", || {
+            let staging = session.staging.take(&self.device);
             let mut encoder = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -708,29 +721,30 @@ impl Worker {
             encoder.copy_buffer_to_buffer(
                 &session.vec,
                 at(sizes.vec_at(NS_V_QSAMP, 0, 0)),
-                &session.staging,
+                &staging,
                 0,
                 q_bytes,
             );
             encoder.copy_buffer_to_buffer(
                 &session.vec,
                 at(sizes.scalar_at(0, 0)),
-                &session.staging,
+                &staging,
                 q_bytes,
                 scalar_bytes,
             );
             encoder.copy_buffer_to_buffer(
                 &session.uint,
                 0,
-                &session.staging,
+                &staging,
                 q_bytes + scalar_bytes,
                 uint_bytes,
             );
-            self.queue.submit([encoder.finish()])
+            (self.queue.submit([encoder.finish()]), staging)
         })?;
-        let staging = session.staging.clone();
         let precision = session.precision;
+        let pool = session.staging.clone();
         let bytes = self.read_back(&staging, q_bytes + scalar_bytes + uint_bytes, submission)?;
+        pool.give(staging);
         let q_dim_major = decode(&bytes[..q_bytes as usize], precision);
         let scalars = decode(
             &bytes[q_bytes as usize..(q_bytes + scalar_bytes) as usize],

@@ -36,57 +36,142 @@ pub(crate) fn decode(bytes: &[u8], precision: Precision) -> Vec<f64> {
     }
 }
 
-/// Read-back buffers handed back when their batch is dropped, for the next read-back of the
-/// session ([`super::worker::Worker::read_back_into`]).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct BytePool(Arc<Mutex<Vec<Vec<u8>>>>);
+/// A session's read-back (`MAP_READ | COPY_DST`) buffers, all of one size, recycled. A batch
+/// keeps its buffer mapped while the driver reads it ([`MappedBytes`]), so the next dispatch
+/// copies into another one and the device need not wait for the host to finish reading.
+///
+/// Only the device thread maps, unmaps or creates these buffers (wgpu's error scopes are
+/// per thread): a batch dropped elsewhere hands its buffer back still mapped, and
+/// [`StagingPool::take`] unmaps it.
+#[derive(Clone, Debug)]
+pub(crate) struct StagingPool(Arc<StagingShared>);
+
+#[derive(Debug)]
+struct StagingShared {
+    bytes: u64,
+    free: Mutex<Vec<Staging>>,
+}
+
+#[derive(Debug)]
+struct Staging {
+    buffer: wgpu::Buffer,
+    mapped: bool,
+}
 
 /// Buffers a pool keeps: one being read, one being filled, and one spare.
 const POOLED: usize = 3;
 
-impl BytePool {
-    /// A buffer of earlier read-backs, or a new one.
-    pub(crate) fn take(&self) -> Vec<u8> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop()
-            .unwrap_or_default()
+impl StagingPool {
+    /// A pool of read-back buffers of `bytes` bytes each (none made yet).
+    pub(crate) fn new(bytes: u64) -> StagingPool {
+        StagingPool(Arc::new(StagingShared {
+            bytes,
+            free: Mutex::new(Vec::new()),
+        }))
     }
 
-    /// `bytes` as read-back bytes that go back to this pool when dropped.
-    pub(crate) fn hold(&self, bytes: Vec<u8>) -> PooledBytes {
-        PooledBytes {
-            bytes,
-            pool: self.clone(),
+    /// Bytes of each buffer.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.0.bytes
+    }
+
+    /// Whether anything besides the one holder asking (a session, or a batch's bytes) holds
+    /// this pool.
+    pub(crate) fn in_use(&self) -> bool {
+        Arc::strong_count(&self.0) > 1
+    }
+
+    /// An unmapped buffer: a free one, or a new one. On the device thread only.
+    pub(crate) fn take(&self, device: &wgpu::Device) -> wgpu::Buffer {
+        let free = self.lock().pop();
+        match free {
+            Some(Staging { buffer, mapped }) => {
+                if mapped {
+                    buffer.unmap();
+                }
+                buffer
+            }
+            None => buffer(
+                device,
+                "readback",
+                self.0.bytes,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            ),
         }
     }
+
+    /// Hands back an unmapped buffer that [`StagingPool::take`] gave.
+    pub(crate) fn give(&self, buffer: wgpu::Buffer) {
+        self.keep(Staging {
+            buffer,
+            mapped: false,
+        });
+    }
+
+    /// `view` of `buffer` (mapped from this pool) as bytes that go back to the pool when
+    /// dropped.
+    pub(crate) fn hold(&self, buffer: wgpu::Buffer, view: wgpu::BufferView) -> MappedBytes {
+        MappedBytes(Box::new(Held {
+            view: Some(view),
+            buffer: Some(buffer),
+            pool: self.clone(),
+        }))
+    }
+
+    fn keep(&self, staging: Staging) {
+        let mut free = self.lock();
+        if free.len() < POOLED {
+            free.push(staging);
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Staging>> {
+        self.0.free.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
-/// Bytes that return to their [`BytePool`] when dropped.
-#[derive(Clone, Debug)]
-pub(crate) struct PooledBytes {
-    bytes: Vec<u8>,
-    pool: BytePool,
+/// Read-back bytes still in their mapped buffer: no copy out of it. Dropping them hands the
+/// buffer back to its [`StagingPool`] (dropping the view is only bookkeeping, no wgpu call).
+///
+/// The buffer sits behind a `Send + Sync` trait object: every type that holds these bytes
+/// (replies, and the channels and futures that carry them) would otherwise make the compiler
+/// walk wgpu's internals to prove `Send`, which overflows its recursion limit.
+#[derive(Debug)]
+pub(crate) struct MappedBytes(Box<dyn MappedView>);
+
+trait MappedView: Send + Sync + std::fmt::Debug {
+    fn bytes(&self) -> &[u8];
 }
 
-impl std::ops::Deref for PooledBytes {
+impl std::ops::Deref for MappedBytes {
     type Target = [u8];
 
     fn deref(&self) -> &[u8] {
-        &self.bytes
+        self.0.bytes()
     }
 }
 
-impl Drop for PooledBytes {
+#[derive(Debug)]
+struct Held {
+    view: Option<wgpu::BufferView>,
+    buffer: Option<wgpu::Buffer>,
+    pool: StagingPool,
+}
+
+impl MappedView for Held {
+    fn bytes(&self) -> &[u8] {
+        self.view.as_deref().unwrap_or(&[])
+    }
+}
+
+impl Drop for Held {
     fn drop(&mut self) {
-        // An empty batch (a step-size search) has nothing worth keeping.
-        if self.bytes.capacity() == 0 {
-            return;
-        }
-        let mut pool = self.pool.0.lock().unwrap_or_else(|p| p.into_inner());
-        if pool.len() < POOLED {
-            pool.push(std::mem::take(&mut self.bytes));
+        self.view = None;
+        if let Some(buffer) = self.buffer.take() {
+            self.pool.keep(Staging {
+                buffer,
+                mapped: true,
+            });
         }
     }
 }

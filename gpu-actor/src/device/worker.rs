@@ -11,7 +11,7 @@ use super::fused::{FusedCommand, FusedReply, FusedSession};
 use super::nuts::{NutsCommand, NutsReply, NutsSession, SessionId};
 use super::pipelines::{Layouts, PipelineCache, PipelineKey};
 use super::probe::{self, F64BuiltinCheck};
-use super::resources::{LogpGradWorkspace, ModelResources, decode, encode};
+use super::resources::{LogpGradWorkspace, ModelResources, StagingPool, decode, encode};
 use super::rng_check::{self, RngSamples};
 use super::scope::scoped;
 use super::{
@@ -76,6 +76,9 @@ pub(crate) struct Worker {
     // Field order is drop order: resources before the device, the device before the instance.
     pub(super) nuts_sessions: HashMap<SessionId, NutsSession>,
     pub(super) fused_sessions: HashMap<SessionId, FusedSession>,
+    /// NUTS sessions' read-back buffers by size, kept after a session closes for the next
+    /// one of the same size (see [`Worker::staging_pool`]).
+    staging_pools: HashMap<u64, StagingPool>,
     pub(super) models: HashMap<ModelKey, ModelResources>,
     workspaces: HashMap<PipelineKey, LogpGradWorkspace>,
     pub(super) pipelines: PipelineCache,
@@ -227,6 +230,7 @@ impl Worker {
         let layouts = Layouts::new(&device);
         Ok(Worker {
             nuts_sessions: HashMap::new(),
+            staging_pools: HashMap::new(),
             fused_sessions: HashMap::new(),
             models: HashMap::new(),
             workspaces: HashMap::new(),
@@ -550,30 +554,45 @@ impl Worker {
         }
     }
 
+    /// The read-back buffers of `bytes` bytes each, shared with earlier sessions of that size:
+    /// allocating tens of megabytes of mappable memory took 30 ms on the H100's host, as long
+    /// as a few dispatches. Pools that no open session uses and of another size are dropped,
+    /// so that a worker keeps at most one idle size.
+    pub(super) fn staging_pool(&mut self, bytes: u64) -> StagingPool {
+        self.staging_pools
+            .retain(|&size, pool| size == bytes || pool.in_use());
+        self.staging_pools
+            .entry(bytes)
+            .or_insert_with(|| StagingPool::new(bytes))
+            .clone()
+    }
+
     /// Maps `staging` after `submission`, waits with the watchdog, and copies its bytes out.
-    ///
-    /// Short dispatches are waited for by polling without blocking for up to [`SPIN_WAIT`]:
-    /// a blocking wait costs a thread sleep and wake-up, tens of microseconds, which is most
-    /// of the round trip of a small dispatch. Longer ones then block as usual.
     pub(super) fn read_back(
         &self,
         staging: &wgpu::Buffer,
         bytes: u64,
         submission: wgpu::SubmissionIndex,
     ) -> Result<Vec<u8>, GpuError> {
-        self.read_back_into(staging, bytes, submission, Vec::new())
+        let view = self.map_read(staging, bytes, submission)?;
+        let copy = view.to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(copy)
     }
 
-    /// [`Worker::read_back`] into `into` (cleared first): a buffer of earlier read-backs
-    /// whose memory is already the process's, so that a large read-back is one plain copy
-    /// instead of a fresh allocation faulted in page by page.
-    pub(super) fn read_back_into(
+    /// Maps the first `bytes` of `staging` for reading once `submission` is done, waiting
+    /// with the watchdog, and returns the view; the caller unmaps.
+    ///
+    /// Short dispatches are waited for by polling without blocking for up to [`SPIN_WAIT`]:
+    /// a blocking wait costs a thread sleep and wake-up, tens of microseconds, which is most
+    /// of the round trip of a small dispatch. Longer ones then block as usual.
+    pub(super) fn map_read(
         &self,
         staging: &wgpu::Buffer,
         bytes: u64,
         submission: wgpu::SubmissionIndex,
-        mut into: Vec<u8>,
-    ) -> Result<Vec<u8>, GpuError> {
+    ) -> Result<wgpu::BufferView, GpuError> {
         let (mapped_tx, mapped) = mpsc::channel();
         staging.map_async(wgpu::MapMode::Read, 0..bytes, move |result| {
             let _ = mapped_tx.send(result);
@@ -617,15 +636,9 @@ impl Worker {
             }
         };
         outcome.map_err(|err| map_error(err.to_string()))?;
-        {
-            let view = staging
-                .get_mapped_range(0..bytes)
-                .map_err(|err| map_error(err.to_string()))?;
-            into.clear();
-            into.extend_from_slice(&view);
-        }
-        staging.unmap();
-        Ok(into)
+        staging
+            .get_mapped_range(0..bytes)
+            .map_err(|err| map_error(err.to_string()))
     }
 }
 
