@@ -13,6 +13,14 @@ fn sf_log(x: f32) -> f32 {
     return log(x);
 }
 
+// log(1 + e) for e in [0, 1] (softplus's term): the GPU's log of 1 + e. Where 1 + e rounds e
+// away (e < 2^-24) the absolute error is under 6e-8; log's own is 2^-21 on [1, 2]; both far
+// under the 1e-4 target. It spares `sf_log1p`'s branch and polynomial, which a warp of mixed
+// observations runs both sides of: 8% of the logistic model's NUTS kernel time on the H100.
+fn sf_log1p_unit(e: f32) -> f32 {
+    return log(1.0 + e);
+}
+
 // The largest finite value: `abs(x) <= SF_MAX_FINITE` is false for infinities and NaN.
 const SF_MAX_FINITE: f32 = 3.40282346638528859812e+38;
 

@@ -108,6 +108,11 @@ fn sf_log(x: f64) -> f64 {
     return s * (hfsq + sf_log_r(s)) + dk * SF_LN2_LO - hfsq + f + dk * SF_LN2_HI;
 }
 
+// log(1 + e) for e in [0, 1] (softplus's term): `sf_log1p`, to the last bits.
+fn sf_log1p_unit(e: f64) -> f64 {
+    return sf_log1p(e);
+}
+
 // The largest finite value: `abs(x) <= SF_MAX_FINITE` is false for infinities and NaN.
 const SF_MAX_FINITE: f64 = 1.7976931348623157e+308;
 

@@ -111,15 +111,12 @@ struct SfSoftplusLogistic {
 }
 
 // softplus(eta) and logistic(eta) from one exponential (dist.rs `softplus_and_logistic`).
+// No branches: a warp's lanes hold different observations, and both sides of a branch cost.
 fn sf_softplus_and_logistic(eta: T) -> SfSoftplusLogistic {
     let e = sf_exp(-abs(eta));
-    let softplus = max(eta, 0.0) + sf_log1p(e);
-    var logistic: T;
-    if (eta >= 0.0) {
-        logistic = 1.0 / (1.0 + e);
-    } else {
-        logistic = e / (1.0 + e);
-    }
+    let r = 1.0 / (1.0 + e);
+    let softplus = max(eta, 0.0) + sf_log1p_unit(e);
+    let logistic = select(e * r, r, eta >= 0.0);
     return SfSoftplusLogistic(softplus, logistic);
 }
 
