@@ -1,6 +1,7 @@
 //! The moments kernel against the host: the pooled moments of a warmup block computed on the
 //! device equal those of the same draws read back, for whole and partial chunks, both usable
 //! rules, and chains that stop mid-block (a step budget) and go on in the next dispatch.
+//! A batch held while the next dispatch runs keeps its bytes (each has its own read-back buffer).
 
 use sampler::{
     ChainId, ChainSpec, CheckedModel, Dist, Limits, ModelBuilder, SamplerSettings, Seed,
@@ -67,6 +68,16 @@ fn host_moments(
         }
     }
     moments
+}
+
+/// Every value and real statistic of `batch`'s first slot.
+fn first_slot(batch: &NutsBatch) -> Vec<f64> {
+    let n = batch.sizes.n;
+    let mut values: Vec<f64> = (0..batch.sizes.width())
+        .flat_map(|k| batch.value_row(0, k, 0..n))
+        .collect();
+    values.extend((0..crate::kernels::layout::NS_O_COUNT).flat_map(|k| batch.stat_row(0, k, 0..n)));
+    values
 }
 
 fn assert_close(device: &IterationMoments, host: &IterationMoments, what: &str) {
@@ -169,6 +180,8 @@ fn device_moments_equal_the_hosts() {
         let mut device_total = vec![IterationMoments::new(dim); len as usize];
         let mut host_total = device_total.clone();
         let mut partial = false;
+        // The last batch, held while the next dispatch runs, as the driver holds it.
+        let mut held: Option<(Box<NutsBatch>, Vec<f64>)> = None;
         loop {
             let reply = device
                 .nuts(NutsCommand::Run(
@@ -186,6 +199,16 @@ fn device_moments_equal_the_hosts() {
                 panic!("not a batch");
             };
             dispatches += 1;
+            if let Some((held, values)) = &held {
+                let now = first_slot(held);
+                assert!(
+                    now.iter()
+                        .zip(values)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "block {block}, dispatch {dispatches}: a held batch changed under the next one"
+                );
+            }
+            let values = first_slot(&batch);
             let device_moments = pooled_moments(&batch, len as usize, dim, true);
             let host = host_moments(&batch, block, len as usize, dim, usable_only);
             for bin in 0..len as usize {
@@ -200,6 +223,7 @@ fn device_moments_equal_the_hosts() {
                 break;
             }
             assert!(dispatches < 100, "block {block} does not end");
+            held = Some((batch, values));
         }
         for bin in 0..len as usize {
             assert_close(
