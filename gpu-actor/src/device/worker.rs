@@ -642,7 +642,7 @@ impl Worker {
     }
 }
 
-/// How long [`Worker::read_back`] polls without blocking before it blocks.
+/// How long [`Worker::map_read`] polls without blocking before it blocks.
 const SPIN_WAIT: Duration = Duration::from_micros(500);
 
 /// Workgroups `(x, y)` for `invocations` invocations (chains times lanes):
