@@ -7,7 +7,9 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use super::pipelines::moments_pipeline;
-use super::resources::{MappedBytes, StagingPool, buffer, check_storage, decode, encode, entry};
+use super::resources::{
+    MappedBytes, StagingPool, buffer, check_storage, decode, decoded, encode, entry,
+};
 use super::scope::scoped;
 use super::worker::Worker;
 use super::{ModelKey, ShaderChoice};
@@ -169,12 +171,10 @@ impl NutsBatch {
     fn real_row(&self, at: usize, len: usize) -> impl Iterator<Item = f64> + '_ {
         let size = self.precision.size_bytes() as usize;
         let all = self.bytes.as_deref().unwrap_or(&[]);
-        let bytes = &all[self.out_at + at * size..self.out_at + (at + len) * size];
-        let precision = self.precision;
-        bytes.chunks_exact(size).map(move |b| match precision {
-            Precision::F32 => f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
-            Precision::F64 => f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
-        })
+        decoded(
+            &all[self.out_at + at * size..self.out_at + (at + len) * size],
+            self.precision,
+        )
     }
 }
 
@@ -622,6 +622,15 @@ impl Worker {
             // A free read-back buffer: the last batch's may still be mapped for the driver.
             let staging = (out_bytes > 0).then(|| session.staging.take(&self.device));
             if let Some(staging) = &staging {
+                let queries = 2 * passes;
+                if let Some(timestamps) = timestamps {
+                    encoder.resolve_query_set(
+                        &timestamps.queries,
+                        0..queries,
+                        &timestamps.resolved,
+                        0,
+                    );
+                }
                 let mut at = 0;
                 let mut copy = |source: &wgpu::Buffer, from: u64, bytes: u64| {
                     encoder.copy_buffer_to_buffer(source, from, staging, at, bytes);
@@ -633,20 +642,7 @@ impl Worker {
                 copy(&session.out, out_from, out_bytes - out_from);
                 copy(&session.uint, 0, uint_bytes);
                 if let Some(timestamps) = timestamps {
-                    let queries = 2 * passes;
-                    encoder.resolve_query_set(
-                        &timestamps.queries,
-                        0..queries,
-                        &timestamps.resolved,
-                        0,
-                    );
-                    encoder.copy_buffer_to_buffer(
-                        &timestamps.resolved,
-                        0,
-                        staging,
-                        at,
-                        u64::from(queries) * 8,
-                    );
+                    copy(&timestamps.resolved, 0, u64::from(queries) * 8);
                 }
             }
             (self.queue.submit([encoder.finish()]), staging)

@@ -24,16 +24,17 @@ pub(crate) fn encode(values: impl Iterator<Item = f64>, precision: Precision) ->
 
 /// Bytes of `precision` as values.
 pub(crate) fn decode(bytes: &[u8], precision: Precision) -> Vec<f64> {
-    match precision {
-        Precision::F32 => bytes
-            .chunks_exact(4)
-            .map(|b| f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])))
-            .collect(),
-        Precision::F64 => bytes
-            .chunks_exact(8)
-            .map(|b| f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
-            .collect(),
-    }
+    decoded(bytes, precision).collect()
+}
+
+/// Bytes of `precision` as values, one by one.
+pub(crate) fn decoded(bytes: &[u8], precision: Precision) -> impl Iterator<Item = f64> + '_ {
+    bytes
+        .chunks_exact(precision.size_bytes() as usize)
+        .map(move |b| match precision {
+            Precision::F32 => f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+            Precision::F64 => f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        })
 }
 
 /// A session's read-back (`MAP_READ | COPY_DST`) buffers, all of one size, recycled. A batch
