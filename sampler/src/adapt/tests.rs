@@ -111,6 +111,21 @@ fn welford_merge_equals_adding_one_by_one() {
                     .collect();
                 Welford::from_moments(rest.len() as u64, mean, m2)
             };
+            if !dense {
+                // Merging the moments themselves is the same arithmetic, bit for bit.
+                let mut direct = welford(&rows[..split]);
+                let moments = part.mean().iter().copied().zip(part.sum_squares().to_vec());
+                direct.merge_moments(part.count(), moments);
+                let mut reference = welford(&rows[..split]);
+                reference.merge(&part);
+                assert_eq!(direct.count(), reference.count());
+                assert_eq!(direct.mean(), reference.mean(), "split {split}");
+                assert_eq!(
+                    direct.sum_squares(),
+                    reference.sum_squares(),
+                    "split {split}"
+                );
+            }
             merged.merge(&part);
             assert_eq!(merged.count(), all.count());
             for (got, want) in merged.sum_squares().iter().zip(all.sum_squares()) {

@@ -155,6 +155,34 @@ impl Welford {
         }
     }
 
+    /// Adds `count` samples of a diagonal estimator whose means and sums of squared
+    /// deviations are `moments` (`(mean, m2)` per coordinate): [`Welford::merge`] of
+    /// [`Welford::from_moments`], same arithmetic, without building one.
+    pub fn merge_moments(&mut self, count: u64, moments: impl IntoIterator<Item = (f64, f64)>) {
+        debug_assert!(!self.dense);
+        if count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            for ((mean, m2), (mean_b, m2_b)) in self.mean.iter_mut().zip(&mut self.m2).zip(moments)
+            {
+                *mean = mean_b;
+                *m2 = m2_b;
+            }
+            self.count = count;
+            return;
+        }
+        let (na, nb) = (self.count as f64, count as f64);
+        let n = na + nb;
+        let weight = na * nb / n;
+        for ((mean, m2), (mean_b, m2_b)) in self.mean.iter_mut().zip(&mut self.m2).zip(moments) {
+            let delta = mean_b - *mean;
+            *m2 += m2_b + delta * delta * weight;
+            *mean += delta * (nb / n);
+        }
+        self.count += count;
+    }
+
     /// Forgets every sample.
     pub fn restart(&mut self) {
         self.count = 0;
@@ -193,6 +221,11 @@ impl Welford {
                 *m2 += delta * (x - mean);
             }
         }
+    }
+
+    /// The mean of the samples.
+    pub fn mean(&self) -> &[f64] {
+        &self.mean
     }
 
     /// The sum of squared deviations (diagonal or full); divide by `count - 1` for the variance.
