@@ -52,29 +52,18 @@ impl IterationMoments {
         }
     }
 
-    /// Moments computed on the device: `count` draws, and per value (the coordinates of q,
-    /// then of g when `with_grad`) its mean and sum of squared deviations, interleaved.
-    pub(crate) fn from_device(
-        count: u64,
-        values: &[f64],
-        dim: usize,
-        with_grad: bool,
-    ) -> IterationMoments {
-        let part = |from: usize| {
-            let pairs = &values[2 * from..2 * (from + dim)];
-            Welford::from_moments(
-                count,
-                pairs.iter().step_by(2).copied().collect(),
-                pairs.iter().skip(1).step_by(2).copied().collect(),
-            )
+    /// Adds moments computed on the device: `count` draws, and per value (the coordinates
+    /// of q, then of g when `with_grad`) its mean and sum of squared deviations, interleaved.
+    pub(crate) fn merge_device(&mut self, count: u64, values: &[f64], with_grad: bool) {
+        let dim = self.q.mean().len();
+        let pairs = |from: usize| {
+            values[2 * from..2 * (from + dim)]
+                .chunks_exact(2)
+                .map(|pair| (pair[0], pair[1]))
         };
-        IterationMoments {
-            q: part(0),
-            g: if with_grad {
-                part(dim)
-            } else {
-                Welford::new(dim, false)
-            },
+        self.q.merge_moments(count, pairs(0));
+        if with_grad {
+            self.g.merge_moments(count, pairs(dim));
         }
     }
 
@@ -220,15 +209,21 @@ impl Warmup {
                     }
                 }
                 if start < nutpie.final_window_start {
-                    let freq = if start < nutpie.early_end {
+                    let early = start < nutpie.early_end;
+                    let freq = if early {
                         EARLY_SWITCH_FREQ
                     } else {
                         nutpie.window_size
                     };
-                    // The iteration that fills the background window ends the dispatch.
-                    let after_switch =
-                        start + freq.saturating_sub(nutpie.background_iterations).max(1);
-                    end = end.min(after_switch);
+                    // The iteration that fills the background window ends the dispatch, if
+                    // the windows switch there: not once the next window would run past the
+                    // final one (`learn`'s `late`), and never again after that.
+                    let switch = start + freq.saturating_sub(nutpie.background_iterations).max(1);
+                    let late =
+                        nutpie.next_window_size(early) + (switch - 1) > nutpie.final_window_start;
+                    if !late {
+                        end = end.min(switch);
+                    }
                     // nutpie's first metric comes after a draw or two: stop early until then.
                     if nutpie.first_update_pending {
                         end = end.min(start + 1);
@@ -382,5 +377,53 @@ impl NutpiePooled {
             metric: Some(metric),
             search,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lengths of the warmup dispatches that `warmup`'s schedule asks for, at most `m`
+    /// iterations each, learning from the same draws every iteration.
+    fn dispatch_lengths(mut warmup: Warmup, num_warmup: u64, m: u64) -> Vec<u64> {
+        let mut moments = IterationMoments::new(2);
+        for k in 0..4 {
+            let x = f64::from(k) - 1.5;
+            moments.add(&[x, 2.0 * x], &[-x, -0.5 * x]);
+        }
+        let mut lengths = Vec::new();
+        let mut start = 0;
+        while start < num_warmup {
+            let end = warmup.boundary(start, m, num_warmup);
+            assert!(end > start && end - start <= m, "{start}..{end}");
+            for iteration in start..end {
+                warmup.learn(iteration, &moments);
+            }
+            warmup.at_boundary(start);
+            lengths.push(end - start);
+            start = end;
+        }
+        lengths
+    }
+
+    #[test]
+    fn nutpie_dispatches_stop_at_switches_and_run_full_length_once_none_come() {
+        let q = vec![vec![0.5, -0.5]; 4];
+        let g = vec![vec![-0.5, 0.5]; 4];
+        let (warmup, _) = Warmup::new(AdaptationKind::Nutpie, 400, 2, &q, &g);
+        let lengths = dispatch_lengths(warmup, 400, 16);
+        // The first dispatch is one draw (the first metric comes early), then early windows
+        // of 10 draws to iteration 120, a window of 80 to 200, no switch after that (the next
+        // window would end past iteration 340), and the step-size-only phase.
+        let expected: Vec<u64> = [1, 9]
+            .into_iter()
+            .chain([10; 11])
+            .chain([16, 16, 16, 16, 16])
+            .chain([16; 8])
+            .chain([12])
+            .chain([16, 16, 16, 12])
+            .collect();
+        assert_eq!(lengths, expected);
     }
 }

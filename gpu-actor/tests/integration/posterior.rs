@@ -369,7 +369,11 @@ fn posterior_gpu_correlated_normal() {
     let truths = [
         Truth::new(&model, "x1", None, 0.0, Some(1.0)),
         Truth::new(&model, "x2", None, 0.0, Some(1.0)),
-        Truth::new(&model, "product", None, rho, Some((1.0 + rho * rho).sqrt())),
+        // The product's mean only: its sd estimate (a fourth moment of a heavy-tailed
+        // variable) errs far from normally. Over 12 seeds of each of three kernels its
+        // z-scores were skewed low (down to -3.3, and -4.6 at this test's seed) while the
+        // mean's were not; x1 and x2 check the spread.
+        Truth::new(&model, "product", None, rho, None),
     ];
     check(&model, 600, &truths);
 }
