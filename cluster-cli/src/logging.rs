@@ -12,7 +12,7 @@ use tracing_subscriber::{Layer, fmt};
 
 /// The default filter of `node`: our crates at `info`.
 pub const NODE_DEFAULT: &str = "info,ractor=warn,ractor_cluster=warn";
-/// The default filter of the short-lived client commands (`join`, `status`): warnings from
+/// The default filter of the other commands (`join`, `status`, `sample`, `bench`): warnings from
 /// our crates, errors from ractor's (a client's session closing is a ractor_cluster warning).
 pub const CLIENT_DEFAULT: &str = "warn,ractor=error,ractor_cluster=error";
 

@@ -41,7 +41,7 @@ use sampler::{CheckedModel, ModelHash};
 
 use crate::error::GpuError;
 use crate::reply::{Pending, reply_channel};
-use crate::wgsl::{DEFAULT_WORKGROUP_SIZE, DataPlacement, Precision, TapePlacement};
+use crate::wgsl::{DataPlacement, Precision, TapePlacement};
 use worker::{Command, Worker};
 
 pub use adapters::{
@@ -118,27 +118,16 @@ pub(crate) fn default_lanes(
 
 /// What a caller asks of the shaders of a session's kernels; each `None` is chosen for the
 /// program and the adapter (`Worker::shader_options`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub(crate) struct ShaderChoice {
     /// Where tapes live; `None` for [`TapePlacement::choose_for_lanes`].
     pub placement: Option<TapePlacement>,
-    /// Invocations per workgroup.
-    pub workgroup_size: u32,
+    /// Invocations per workgroup; `None` for [`crate::wgsl::default_workgroup_size`].
+    pub workgroup_size: Option<u32>,
     /// Where the model's data is read from; `None` for [`DataPlacement::choose_for_lanes`].
     pub data: Option<DataPlacement>,
     /// Invocations per chain; `None` for [`default_lanes`].
     pub lanes: Option<u32>,
-}
-
-impl Default for ShaderChoice {
-    fn default() -> ShaderChoice {
-        ShaderChoice {
-            placement: None,
-            workgroup_size: DEFAULT_WORKGROUP_SIZE,
-            data: None,
-            lanes: None,
-        }
-    }
 }
 
 /// Log densities and gradients of many chains at once.
@@ -263,6 +252,12 @@ impl GpuDevice {
     /// The adapter this device runs on.
     pub fn report(&self) -> &AdapterReport {
         &self.report
+    }
+
+    /// How long a caller that sends dispatches back to back should poll for each reply
+    /// before sleeping: what the device thread itself polls ([`worker::spin_wait`]).
+    pub(crate) fn spin_wait(&self) -> std::time::Duration {
+        worker::spin_wait(&self.report)
     }
 
     /// Whether kernels of `precision` can run here.

@@ -120,6 +120,20 @@ impl<T> Pending<T> {
         }
     }
 
+    /// Like [`Pending::wait`], but first checks for the reply without sleeping for up to
+    /// `spin`: a sleeping thread takes tens to hundreds of microseconds to wake, which a
+    /// driver that sends the next dispatch as soon as one is back pays on every dispatch.
+    pub fn wait_spinning(self, spin: Duration) -> Result<T, GpuError> {
+        let until = Instant::now() + spin;
+        while Instant::now() < until {
+            if let Some(value) = Self::take(&mut self.shared.lock()) {
+                return value;
+            }
+            std::hint::spin_loop();
+        }
+        self.wait()
+    }
+
     /// Like [`Pending::wait`], but gives up after `timeout` with [`GpuError::ReplyTimeout`].
     pub fn wait_timeout(self, timeout: Duration) -> Result<T, GpuError> {
         let deadline = Instant::now() + timeout;

@@ -45,7 +45,7 @@ pub use steps::{FusedLeapfrog, LeapfrogStart, LeapfrogSteps};
 
 use crate::device::{GpuDevice, ShaderChoice};
 use crate::error::GpuError;
-use crate::wgsl::{DEFAULT_WORKGROUP_SIZE, DataPlacement, Precision, TapePlacement};
+use crate::wgsl::{DataPlacement, Precision, TapePlacement};
 
 /// Which GPU kernel runs the chains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,12 +97,12 @@ pub struct GpuSampleRequest {
 }
 
 /// Knobs of [`sample_on_device_with`] beyond the request, for benchmarks and tests.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Default)]
 pub struct GpuSamplingOptions {
     /// Where the model's tapes live; `None` for `TapePlacement::choose`.
     pub placement: Option<TapePlacement>,
-    /// Chains per workgroup.
-    pub workgroup_size: u32,
+    /// Invocations per workgroup; `None` for `wgsl::default_workgroup_size`.
+    pub workgroup_size: Option<u32>,
     /// Where the kernels read the model's data; `None` for workgroup memory when it fits
     /// the adapter (`DataPlacement::choose`).
     pub data: Option<DataPlacement>,
@@ -121,18 +121,6 @@ impl GpuSamplingOptions {
             workgroup_size: self.workgroup_size,
             data: self.data,
             lanes: self.lanes,
-        }
-    }
-}
-
-impl Default for GpuSamplingOptions {
-    fn default() -> GpuSamplingOptions {
-        GpuSamplingOptions {
-            placement: None,
-            workgroup_size: DEFAULT_WORKGROUP_SIZE,
-            data: None,
-            lockstep_width: None,
-            lanes: None,
         }
     }
 }

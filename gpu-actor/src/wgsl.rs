@@ -342,7 +342,7 @@ pub struct ShaderOptions {
     pub precision: Precision,
     /// Where tapes live.
     pub placement: TapePlacement,
-    /// Invocations per workgroup (one chain each).
+    /// Invocations per workgroup (a chain each, or `lanes` per chain).
     pub workgroup_size: u32,
     /// Where the model's data is read from.
     pub data: DataPlacement,
@@ -353,6 +353,37 @@ pub struct ShaderOptions {
 
 /// The default workgroup size: two NVIDIA warps, eight lavapipe SIMD lanes.
 pub const DEFAULT_WORKGROUP_SIZE: u32 = 64;
+
+/// The workgroup size of split chains (more than one invocation per chain) when there are
+/// enough of them: on an H100, logistic at 8192 chains of 32 lanes ran its NUTS kernel 12%
+/// faster in workgroups of 512 than of 64 (BENCHMARKS.md); chains on one invocation ran
+/// slower in larger workgroups.
+pub const SPLIT_WORKGROUP_SIZE: u32 = 512;
+
+/// The fewest workgroups [`default_workgroup_size`] leaves a dispatch of split chains, so
+/// that a few chains still spread over every multiprocessor.
+pub const MIN_SPLIT_WORKGROUPS: u64 = 512;
+
+/// The workgroup size of `n_chains` chains of `lanes` invocations each when a request leaves
+/// it open: [`DEFAULT_WORKGROUP_SIZE`] for one invocation per chain; for split chains the
+/// largest power of two up to [`SPLIT_WORKGROUP_SIZE`] (and the adapter's
+/// `max_invocations`) that leaves [`MIN_SPLIT_WORKGROUPS`] workgroups, at least the default.
+pub fn default_workgroup_size(n_chains: usize, lanes: u32, max_invocations: u32) -> u32 {
+    if lanes <= 1 {
+        return DEFAULT_WORKGROUP_SIZE;
+    }
+    let invocations = n_chains as u64 * u64::from(lanes);
+    let cap = if max_invocations == 0 {
+        1
+    } else {
+        1 << max_invocations.ilog2()
+    };
+    let mut size = SPLIT_WORKGROUP_SIZE.min(cap);
+    while size > DEFAULT_WORKGROUP_SIZE && invocations / u64::from(size) < MIN_SPLIT_WORKGROUPS {
+        size /= 2;
+    }
+    size.max(lanes).min(cap.max(lanes))
+}
 
 impl ShaderOptions {
     /// Defaults for `program` in `precision`: [`TapePlacement::choose`],

@@ -66,6 +66,8 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    // Warnings; `RUST_LOG=gpu_actor::timeline=debug` adds each GPU dispatch's timeline.
+    crate::logging::init(crate::logging::CLIENT_DEFAULT);
     if args.device == BenchDevice::Gpu {
         anyhow::ensure!(
             !args.compare_adaptation,

@@ -35,7 +35,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::ValueEnum;
-use gpu_actor::wgsl::DEFAULT_WORKGROUP_SIZE;
 use gpu_actor::{
     DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DataPlacement, DeviceOptions, FusedLeapfrog,
     GpuDevice, GpuKernel, GpuSampleRequest, GpuSamplingOptions, LeapfrogStart, LogpGradRequest,
@@ -92,7 +91,8 @@ pub struct GpuBenchArgs {
     /// GPU: where the model's tapes live [default: auto, private arrays for short tapes].
     #[arg(long, value_enum)]
     tape: Option<TapeArg>,
-    /// GPU: invocations per workgroup (1 to 1024) [default: 64].
+    /// GPU: invocations per workgroup (1 to 1024) [default: 64; chains split over lanes: up
+    /// to 512, at least 512 workgroups].
     #[arg(long, value_name = "N")]
     workgroup_size: Option<u32>,
     /// GPU: invocations per chain, which split the model's long vectors: 1, or a power of
@@ -347,7 +347,6 @@ pub fn run(
         "adapter": report.name,
         "device_kind": report.kind.to_string(),
         "driver": report.driver,
-        "workgroup_size": args.workgroup_size.unwrap_or(DEFAULT_WORKGROUP_SIZE),
     });
 
     // First: it is short, and a run cut short by its caller still has it.
@@ -388,13 +387,25 @@ pub fn run(
                 lanes,
             )
         });
-        let options = GpuSamplingOptions {
+        // Each row's workgroup size is set here (the default depends on the chains), so
+        // that its pipeline is compiled by a warm-up run, not in a timed one.
+        let workgroup_size = |n_chains: usize| {
+            args.workgroup_size.unwrap_or_else(|| {
+                gpu_actor::wgsl::default_workgroup_size(
+                    n_chains,
+                    lanes,
+                    report.limits.max_compute_invocations_per_workgroup,
+                )
+            })
+        };
+        let mut options = GpuSamplingOptions {
             data: Some(data),
             placement: args.tape(),
-            workgroup_size: args.workgroup_size.unwrap_or(DEFAULT_WORKGROUP_SIZE),
+            workgroup_size: Some(workgroup_size(1)),
             lanes: Some(lanes),
             ..GpuSamplingOptions::default()
         };
+        let mut warmed = vec![options.workgroup_size];
         let mut context = context.clone();
         context["lanes"] = json!(lanes);
         // The CPU reference first: the GPU's warm-up run then comes right before the timed
@@ -443,6 +454,14 @@ pub fn run(
                 rows_skipped = true;
                 continue;
             }
+            options.workgroup_size = Some(workgroup_size(n_chains as usize));
+            if !warmed.contains(&options.workgroup_size) {
+                warm_up(&device, &model, &settings, kernel, precision, &options)
+                    .with_context(|| format!("{}: the warm-up run failed", model.name()))?;
+                warmed.push(options.workgroup_size);
+            }
+            let mut context = context.clone();
+            context["workgroup_size"] = json!(options.workgroup_size);
             let mut rows = Vec::new();
             for seed in 1..=seeds {
                 let row = measure(

@@ -154,6 +154,7 @@ fn kernel_name(kernel: GpuKernel) -> &'static str {
 }
 
 pub fn run(args: SampleArgs) -> anyhow::Result<()> {
+    crate::logging::init(crate::logging::CLIENT_DEFAULT);
     let model = load_model(&args.model)?;
     anyhow::ensure!(args.chains > 0, "--chains must be at least 1");
     anyhow::ensure!(

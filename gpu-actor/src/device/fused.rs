@@ -142,7 +142,7 @@ impl Worker {
     }
 
     fn fused_open(&mut self, open: &FusedOpen) -> Result<SessionId, GpuError> {
-        let (program, options) = self.shader_options(open.model, &open.shader)?;
+        let (program, options) = self.shader_options(open.model, &open.shader, open.n_chains)?;
         let precision = open.model.precision;
         let pipeline = self.pipeline(open.model, &program, KernelKind::Fused, options)?;
         let (n, dim, max_steps) = (open.n_chains, program.dim, open.max_steps.max(1));

@@ -103,9 +103,10 @@ pub(crate) struct NutsBatch {
 }
 
 impl NutsBatch {
-    /// An integer state role of chain `c` (`NS_U_*`).
-    pub(crate) fn state(&self, role: usize, c: usize) -> u32 {
-        self.uints()[role * self.sizes.n + c]
+    /// An integer state role (`NS_U_*`) of every chain, in order.
+    pub(crate) fn state_row(&self, role: usize) -> &[u32] {
+        let n = self.sizes.n;
+        &self.uints()[role * n..(role + 1) * n]
     }
 
     /// The integer state and statistics (`NsSizes::uint`).
@@ -204,6 +205,11 @@ pub(crate) enum NutsCommand {
     Open(NutsOpen),
     Start(SessionId, NutsStart),
     Run(SessionId, NutsDispatch),
+    /// Submits a transition dispatch behind the session's queued one and answers with that
+    /// one's batch ([`NutsReply::Queued`]); [`NutsCommand::Collect`] takes the last.
+    Queue(SessionId, NutsDispatch),
+    /// The batch of the session's queued dispatch.
+    Collect(SessionId),
     Search(SessionId, NutsDispatch),
     Snapshot(SessionId),
     Close(SessionId),
@@ -214,7 +220,26 @@ pub(crate) enum NutsReply {
     Opened(SessionId),
     Done,
     Batch(Box<NutsBatch>),
+    /// The batch of the dispatch queued before, if there was one.
+    Queued(Option<Box<NutsBatch>>),
     Snapshot(Box<NutsSnapshot>),
+}
+
+/// A dispatch on its way through the device, and how to read its batch.
+pub(crate) struct Submitted {
+    submission: wgpu::SubmissionIndex,
+    /// None for a step-size search, which reads nothing back.
+    staging: Option<wgpu::Buffer>,
+    sizes: NsSizes,
+    out_start: usize,
+    moments_bytes: u64,
+    out_bytes: u64,
+    uint_bytes: u64,
+    /// Nanoseconds per timestamp tick, where the passes are timed.
+    period: Option<f64>,
+    passes: u32,
+    moment_bins: usize,
+    started: Instant,
 }
 
 /// A session's buffers and pipelines.
@@ -236,6 +261,8 @@ pub(crate) struct NutsSession {
     uint: wgpu::Buffer,
     out: wgpu::Buffer,
     bind_group: wgpu::BindGroup,
+    /// The dispatch submitted by [`NutsCommand::Queue`] and not yet read.
+    queued: Option<Submitted>,
     _ckpt: wgpu::Buffer,
     _scratch: wgpu::Buffer,
 }
@@ -317,6 +344,12 @@ impl Worker {
             NutsCommand::Run(id, dispatch) => self
                 .nuts_dispatch(id, &dispatch, KernelKind::Nuts)
                 .map(|batch| NutsReply::Batch(Box::new(batch))),
+            NutsCommand::Queue(id, dispatch) => self
+                .nuts_queue(id, &dispatch)
+                .map(|batch| NutsReply::Queued(batch.map(Box::new))),
+            NutsCommand::Collect(id) => self
+                .nuts_take_queued(id)
+                .map(|batch| NutsReply::Batch(Box::new(batch))),
             NutsCommand::Search(id, dispatch) => {
                 self.nuts_dispatch(id, &dispatch, KernelKind::NutsSearch)?;
                 self.nuts_snapshot(id)
@@ -326,14 +359,19 @@ impl Worker {
                 .nuts_snapshot(id)
                 .map(|snapshot| NutsReply::Snapshot(Box::new(snapshot))),
             NutsCommand::Close(id) => {
-                self.nuts_sessions.remove(&id);
+                if let Some(session) = self.nuts_sessions.remove(&id)
+                    && let Some(staging) = session.queued.and_then(|queued| queued.staging)
+                {
+                    // Unmapped: it is only read after a wait, which never came.
+                    session.staging.give(staging);
+                }
                 Ok(NutsReply::Done)
             }
         }
     }
 
     fn nuts_open(&mut self, open: &NutsOpen) -> Result<SessionId, GpuError> {
-        let (program, options) = self.shader_options(open.model, &open.shader)?;
+        let (program, options) = self.shader_options(open.model, &open.shader, open.n_chains)?;
         let precision = open.model.precision;
         let nuts = self.pipeline(open.model, &program, KernelKind::Nuts, options)?;
         let search = self.pipeline(open.model, &program, KernelKind::NutsSearch, options)?;
@@ -444,6 +482,7 @@ impl Worker {
                 uint,
                 out,
                 bind_group,
+                queued: None,
                 _ckpt: ckpt,
                 _scratch: scratch,
             }
@@ -464,6 +503,13 @@ impl Worker {
             });
         }
         Ok(session)
+    }
+
+    fn nuts_session_mut(&mut self, id: SessionId) -> Result<&mut NutsSession, GpuError> {
+        self.nuts_session(id)?;
+        self.nuts_sessions
+            .get_mut(&id)
+            .ok_or(GpuError::SessionGone { session: id.0 })
     }
 
     fn nuts_start(&mut self, id: SessionId, start: &NutsStart) -> Result<(), GpuError> {
@@ -513,6 +559,44 @@ impl Worker {
         dispatch: &NutsDispatch,
         kernel: KernelKind,
     ) -> Result<NutsBatch, GpuError> {
+        let submitted = self.nuts_submit(id, dispatch, kernel)?;
+        self.nuts_collect(id, submitted)
+    }
+
+    /// Submits `dispatch` behind the session's queued one, then waits for that one (if any)
+    /// and returns its batch: the device always has the next dispatch when one ends.
+    fn nuts_queue(
+        &mut self,
+        id: SessionId,
+        dispatch: &NutsDispatch,
+    ) -> Result<Option<NutsBatch>, GpuError> {
+        let submitted = self.nuts_submit(id, dispatch, KernelKind::Nuts)?;
+        let session = self.nuts_session_mut(id)?;
+        match session.queued.replace(submitted) {
+            Some(previous) => self.nuts_collect(id, previous).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The batch of the session's queued dispatch, once it is done.
+    fn nuts_take_queued(&mut self, id: SessionId) -> Result<NutsBatch, GpuError> {
+        let session = self.nuts_session_mut(id)?;
+        let queued = session.queued.take().ok_or(GpuError::Device {
+            operation: "nuts collect",
+            message: "the session has no queued dispatch".into(),
+        })?;
+        self.nuts_collect(id, queued)
+    }
+
+    /// Checks `dispatch` against the session, writes its parameters and submits the
+    /// transition kernel (or the search), the moments kernel and the copies into a read-back
+    /// buffer; returns without waiting.
+    fn nuts_submit(
+        &mut self,
+        id: SessionId,
+        dispatch: &NutsDispatch,
+        kernel: KernelKind,
+    ) -> Result<Submitted, GpuError> {
         let session = self.nuts_session(id)?;
         let params = dispatch.params;
         let mut sizes = session.sizes;
@@ -619,7 +703,8 @@ impl Worker {
                     1,
                 );
             }
-            // A free read-back buffer: the last batch's may still be mapped for the driver.
+            // A free read-back buffer: the last batches' may still be mapped for the driver
+            // or waiting to be read.
             let staging = (out_bytes > 0).then(|| session.staging.take(&self.device));
             if let Some(staging) = &staging {
                 let queries = 2 * passes;
@@ -647,10 +732,40 @@ impl Worker {
             }
             (self.queue.submit([encoder.finish()]), staging)
         })?;
-        let precision = session.precision;
-        let pool = session.staging.clone();
         let period = timestamps.map(|t| t.period);
         self.stats.batches += 1;
+        Ok(Submitted {
+            submission,
+            staging,
+            sizes,
+            out_start,
+            moments_bytes,
+            out_bytes: out_bytes - out_from,
+            uint_bytes,
+            period,
+            passes,
+            moment_bins: dispatch.moments.map_or(0, |m| m.bins as usize),
+            started,
+        })
+    }
+
+    /// Waits for `submitted` and maps its read-back buffer as its batch.
+    fn nuts_collect(&self, id: SessionId, submitted: Submitted) -> Result<NutsBatch, GpuError> {
+        let session = self.nuts_session(id)?;
+        let precision = session.precision;
+        let Submitted {
+            submission,
+            staging,
+            sizes,
+            out_start,
+            moments_bytes,
+            out_bytes,
+            uint_bytes,
+            period,
+            passes,
+            moment_bins,
+            started,
+        } = submitted;
         let Some(staging) = staging else {
             self.wait_for(submission)?;
             return Ok(NutsBatch {
@@ -667,7 +782,7 @@ impl Worker {
             });
         };
         let ticks_bytes = period.map_or(0, |_| u64::from(2 * passes) * 8);
-        let out_end = moments_bytes + out_bytes - out_from;
+        let out_end = moments_bytes + out_bytes;
         let uint_end = out_end + uint_bytes;
         // The draws and statistics (tens of megabytes at thousands of chains) are read where
         // they were mapped, while the next dispatch copies into another buffer; only the
@@ -686,12 +801,12 @@ impl Worker {
         Ok(NutsBatch {
             sizes,
             precision,
-            bytes: Some(pool.hold(staging, view)),
+            bytes: Some(session.staging.hold(staging, view)),
             out_at: moments_bytes as usize,
             out_start,
             uint,
             moments,
-            moment_bins: dispatch.moments.map_or(0, |m| m.bins as usize),
+            moment_bins,
             elapsed: started.elapsed(),
             kernel_time,
         })

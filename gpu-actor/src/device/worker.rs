@@ -92,6 +92,8 @@ pub(crate) struct Worker {
     report: AdapterReport,
     pub(super) limits: wgpu::Limits,
     poll_timeout: Duration,
+    /// How long to poll a submission without sleeping before blocking ([`Worker::map_read`]).
+    spin: Duration,
     events: mpsc::Receiver<DeviceEvent>,
     lost: Option<String>,
     pub(super) stats: DeviceStats,
@@ -111,6 +113,7 @@ impl Worker {
         &self,
         model: ModelKey,
         choice: &ShaderChoice,
+        n_chains: usize,
     ) -> Result<(Arc<sampler::Program>, ShaderOptions), GpuError> {
         let ShaderChoice {
             placement,
@@ -137,7 +140,13 @@ impl Worker {
             lanes,
             placement: placement
                 .unwrap_or_else(|| TapePlacement::choose_for_lanes(&program, lanes)),
-            workgroup_size,
+            workgroup_size: workgroup_size.unwrap_or_else(|| {
+                crate::wgsl::default_workgroup_size(
+                    n_chains,
+                    lanes,
+                    self.limits.max_compute_invocations_per_workgroup,
+                )
+            }),
             data: data.unwrap_or_else(|| {
                 DataPlacement::choose_for_lanes(
                     &program,
@@ -228,6 +237,7 @@ impl Worker {
             let _ = events_tx.send(DeviceEvent::Lost(format!("{reason:?}: {message}")));
         });
         let layouts = Layouts::new(&device);
+        let spin = spin_wait(&report);
         Ok(Worker {
             nuts_sessions: HashMap::new(),
             staging_pools: HashMap::new(),
@@ -244,6 +254,7 @@ impl Worker {
             report,
             limits,
             poll_timeout: options.poll_timeout,
+            spin,
             events,
             lost: None,
             stats: DeviceStats::default(),
@@ -262,7 +273,7 @@ impl Worker {
 
     /// Serves commands until shutdown or until every handle is gone.
     pub(crate) fn run(mut self, commands: mpsc::Receiver<Command>) {
-        while let Ok(command) = commands.recv() {
+        while let Some(command) = self.next_command(&commands) {
             match command {
                 Command::Upload {
                     model,
@@ -307,6 +318,26 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// The next command, checked for without sleeping for up to [`COMMAND_SPIN`] first on a
+    /// hardware adapter (a driver's next dispatch comes a fraction of a millisecond after its
+    /// last reply); None once every handle is gone.
+    fn next_command(&self, commands: &mpsc::Receiver<Command>) -> Option<Command> {
+        let spin = if self.report.is_software() {
+            Duration::ZERO
+        } else {
+            COMMAND_SPIN
+        };
+        let until = Instant::now() + spin;
+        while Instant::now() < until {
+            match commands.try_recv() {
+                Ok(command) => return Some(command),
+                Err(mpsc::TryRecvError::Disconnected) => return None,
+                Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
+            }
+        }
+        commands.recv().ok()
     }
 
     /// Runs `work` and turns device events seen meanwhile into its error.
@@ -418,12 +449,15 @@ impl Worker {
     }
 
     fn logp_grad(&mut self, request: &LogpGradRequest) -> Result<LogpGradBatch, GpuError> {
+        // One workgroup size whatever the number of points: a retry of a few initial points
+        // reuses the pipeline.
         let choice = ShaderChoice {
             placement: request.placement,
             lanes: request.lanes,
+            workgroup_size: Some(crate::wgsl::DEFAULT_WORKGROUP_SIZE),
             ..ShaderChoice::default()
         };
-        let (program, options) = self.shader_options(request.model, &choice)?;
+        let (program, options) = self.shader_options(request.model, &choice, 0)?;
         let dim = program.dim;
         let len = request.points.len();
         if dim == 0 || len == 0 || !len.is_multiple_of(dim) {
@@ -584,9 +618,10 @@ impl Worker {
     /// Maps the first `bytes` of `staging` for reading once `submission` is done, waiting
     /// with the watchdog, and returns the view; the caller unmaps.
     ///
-    /// Short dispatches are waited for by polling without blocking for up to [`SPIN_WAIT`]:
-    /// a blocking wait costs a thread sleep and wake-up, tens of microseconds, which is most
-    /// of the round trip of a small dispatch. Longer ones then block as usual.
+    /// Dispatches are waited for by polling without blocking for up to [`spin_wait`]: a
+    /// blocking wait costs a thread sleep and wake-up, tens to hundreds of microseconds, which
+    /// is most of the round trip of a small dispatch and a tenth of the host's time between
+    /// two of a sampling run's. Longer ones then block as usual.
     pub(super) fn map_read(
         &self,
         staging: &wgpu::Buffer,
@@ -606,7 +641,7 @@ impl Worker {
             message,
         };
         let mut outcome = None;
-        let spin_until = Instant::now() + SPIN_WAIT;
+        let spin_until = Instant::now() + self.spin;
         while Instant::now() < spin_until {
             self.device.poll(wgpu::PollType::Poll).map_err(poll_error)?;
             if let Ok(result) = mapped.try_recv() {
@@ -642,8 +677,20 @@ impl Worker {
     }
 }
 
-/// How long [`Worker::map_read`] polls without blocking before it blocks.
-const SPIN_WAIT: Duration = Duration::from_micros(500);
+/// How long the device thread polls without sleeping before it blocks, as CUDA's default
+/// schedule spins while the host has cores to spare: a dispatch's length on a hardware
+/// adapter (tens of milliseconds at most in a sampling run), and 0.5 ms on a software one,
+/// whose dispatches run on the same cores as the polling thread.
+pub(crate) fn spin_wait(report: &AdapterReport) -> Duration {
+    if report.is_software() {
+        Duration::from_micros(500)
+    } else {
+        Duration::from_millis(50)
+    }
+}
+
+/// The most the device thread polls for its next command without sleeping.
+const COMMAND_SPIN: Duration = Duration::from_millis(2);
 
 /// Workgroups `(x, y)` for `invocations` invocations (chains times lanes):
 /// one-dimensional up to the per-dimension limit, then two-dimensional (the kernel computes

@@ -585,15 +585,11 @@ pub(super) fn run(
         dispatches: Vec::new(),
     };
     let writer = OutputWriter::new(program);
-    let mut traces: Vec<ChainTrace> = empty_traces(
-        &request.chains,
-        &init.q,
-        writer.n_columns(),
-        settings.num_draws as usize,
-    );
+    let mut traces: Vec<ChainTrace> = empty_traces(&request.chains, &init.q, writer.n_columns());
     let record_settings = RecordSettings {
         save_warmup: settings.save_warmup,
         total: settings.num_warmup + settings.num_draws,
+        draws: settings.num_draws as usize,
     };
     let flush = |driver: &mut Driver<'_>, traces: &mut [ChainTrace], warmup: bool| {
         let finished: Vec<Vec<Finished>> = driver

@@ -12,9 +12,9 @@
 //!   leapfrog budget (about M transitions' worth, from the mean trajectory length seen so far)
 //!   instead of the same number of transitions. Lanes of a warp then stay busy for the whole
 //!   dispatch whatever their trajectories' lengths; a trajectory longer than the budget goes
-//!   on in the next dispatch. The last dispatch has no budget and ends every chain. The next
-//!   dispatch is sent before the draws of the last one are recorded, so the device works while
-//!   the host computes outputs.
+//!   on in the next dispatch. The last dispatch has no budget and ends every chain. Two
+//!   dispatches are in flight (`NutsCommand::Queue`): the device has the next one when one
+//!   ends, and the host records a batch's draws while the device runs.
 
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -55,12 +55,7 @@ fn pooled_moments(
             let mut pooled = IterationMoments::new(dim);
             for chunk in 0..batch.moment_chunks() {
                 let (count, values) = batch.moments(chunk, bin);
-                pooled.merge(&IterationMoments::from_device(
-                    count as u64,
-                    values,
-                    dim,
-                    with_grad,
-                ));
+                pooled.merge_device(count as u64, values, with_grad);
             }
             pooled
         })
@@ -119,9 +114,10 @@ fn consts(request: &GpuSampleRequest, metric: &[f64]) -> Vec<f64> {
 
 /// Lockstep statistics of a dispatch from each chain's step count.
 fn dispatch_stats(phase: Phase, batch: &NutsBatch, width: usize, draws: u64) -> DispatchStats {
-    let n = batch.sizes.n;
-    let steps: Vec<u64> = (0..n)
-        .map(|c| u64::from(batch.state(NS_U_STEPS, c)))
+    let steps: Vec<u64> = batch
+        .state_row(NS_U_STEPS)
+        .iter()
+        .map(|&steps| u64::from(steps))
         .collect();
     let useful = steps.iter().sum();
     let lockstep = steps
@@ -136,7 +132,7 @@ fn dispatch_stats(phase: Phase, batch: &NutsBatch, width: usize, draws: u64) -> 
         kernel_time: batch.kernel_time,
         useful_steps: useful,
         lockstep_steps: lockstep,
-        dispatch_steps: n as u64 * max,
+        dispatch_steps: steps.len() as u64 * max,
         draws,
     }
 }
@@ -153,8 +149,10 @@ impl Counted {
     /// neighbouring chains).
     fn new(batch: Box<NutsBatch>) -> Counted {
         let n = batch.sizes.n;
-        let draws: Vec<usize> = (0..n)
-            .map(|c| batch.state(NS_U_DRAWS, c) as usize)
+        let draws: Vec<usize> = batch
+            .state_row(NS_U_DRAWS)
+            .iter()
+            .map(|&draws| draws as usize)
             .collect();
         let mut steps = vec![0u64; n];
         for slot in 0..draws.iter().copied().max().unwrap_or(0) {
@@ -372,6 +370,7 @@ pub(super) fn run(
         request.seed,
         &request.chains,
     )?;
+    timeline(warmup_started, "initial points");
     let open = NutsOpen {
         model: key,
         n_chains: n,
@@ -388,13 +387,9 @@ pub(super) fn run(
         device,
         id: session,
     };
+    timeline(warmup_started, "session open");
     let writer = OutputWriter::new(program);
-    let traces = empty_traces(
-        &request.chains,
-        &init.q,
-        writer.n_columns(),
-        settings.num_draws as usize,
-    );
+    let traces = empty_traces(&request.chains, &init.q, writer.n_columns());
     let mut run = Run {
         device,
         request,
@@ -416,6 +411,7 @@ pub(super) fn run(
         record: RecordSettings {
             save_warmup: settings.save_warmup,
             total: settings.num_warmup + settings.num_draws,
+            draws: settings.num_draws as usize,
         },
         dispatches: Vec::new(),
         search_time: Duration::ZERO,
@@ -454,6 +450,7 @@ pub(super) fn run(
         },
     ))
     .wait()?;
+    timeline(warmup_started, "chains started");
     for (trace, evals) in run.traces.iter_mut().zip(&init.grad_evals) {
         trace.grad_evals_warmup = *evals;
     }
@@ -461,11 +458,13 @@ pub(super) fn run(
     let mut pending_consts = Some(consts(request, &metric));
 
     // Warmup: all chains in step.
+    let mut last_reply = None;
     let mut search_evals = vec![0u64; n];
     // A warmup batch whose draws are not yet in the traces.
     let mut unrecorded: Option<Counted> = None;
     if let Some(warmup) = warmup.as_mut() {
         run.search(warmup.initial_search(), pending_consts.take(), true)?;
+        timeline(warmup_started, "first step-size search");
         let mut iteration = 0;
         while iteration < n_warm {
             run.check_stop()?;
@@ -487,6 +486,7 @@ pub(super) fn run(
                 usable_only: warmup.usable_only(),
             };
             while done.iter().any(|&d| d < len) {
+                let waiting = Instant::now();
                 let pending = run.send(NutsCommand::Run(
                     session,
                     NutsDispatch {
@@ -500,7 +500,9 @@ pub(super) fn run(
                 if let Some(previous) = unrecorded.take() {
                     run.record_batch(&previous, true);
                 }
-                let counted = Counted::new(expect_batch(pending.wait()?)?);
+                let reply = pending.wait_spinning(run.device.spin_wait())?;
+                let counted = Counted::new(expect_batch(reply)?);
+                dispatch_timeline(Phase::Warmup, &mut last_reply, waiting, &counted.batch);
                 for (c, (done, draws)) in done.iter().zip(&counted.draws).enumerate() {
                     if done + draws > len {
                         return Err(GpuError::Device {
@@ -557,6 +559,7 @@ pub(super) fn run(
             *evals = u64::from(snapshot.search_evals(c));
         }
     }
+    timeline(warmup_started, "warmup");
     let warmup_time = warmup_started.elapsed();
     let after_warmup = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
     for (c, trace) in run.traces.iter_mut().enumerate() {
@@ -574,19 +577,22 @@ pub(super) fn run(
     let mut remaining: Vec<u64> = vec![num_draws; n];
     let mut steps_per_draw = mean_steps_per_draw(&run.dispatches);
     let base = run.params;
-    let plan = |remaining: &[u64], steps_per_draw: Option<f64>| -> NsParams {
+    // `known`: the draws each chain has left as far as the host has read; `estimate`: less
+    // those the dispatch in flight should make. The last dispatch (no budget) is sized for
+    // the known draws, so that it ends every chain unless the one in flight fell short.
+    let plan = |known: &[u64], estimate: &[u64], steps_per_draw: Option<f64>| -> NsParams {
         let mut params = base;
         params.iter_end = total as u32;
         params.with_grad = 0;
         params.flags = 0;
-        let most = remaining.iter().copied().max().unwrap_or(0);
+        let most = |left: &[u64]| left.iter().copied().max().unwrap_or(0);
         match steps_per_draw {
-            Some(per_draw) if most > m => {
-                params.capacity = sample_capacity.min(most) as u32;
+            Some(per_draw) if most(estimate) > m => {
+                params.capacity = sample_capacity.min(most(known)) as u32;
                 params.step_budget = (m as f64 * per_draw).ceil().max(1.0) as u32;
             }
             _ => {
-                params.capacity = most.min(sample_capacity.max(m)) as u32;
+                params.capacity = most(known).min(sample_capacity.max(m)) as u32;
                 params.step_budget = 0;
             }
         }
@@ -598,17 +604,52 @@ pub(super) fn run(
         }
         params
     };
-    let mut in_flight = if num_draws > 0 {
-        run.check_stop()?;
-        Some(run.send(NutsCommand::Run(
-            session,
-            NutsDispatch::plain(plan(&remaining, steps_per_draw), pending_consts.take()),
-        )))
-    } else {
-        None
-    };
-    while let Some(pending) = in_flight.take() {
-        let counted = Counted::new(expect_batch(pending.wait()?)?);
+    // Two dispatches in flight: each `Queue` submits the next one before waiting for the
+    // one before it, so the device never waits for the host between them. A dispatch is
+    // planned from the draws known so far less those the one in flight should make.
+    let mut in_flight: Option<Vec<u64>> = None;
+    let mut unrecorded: Option<Counted> = None;
+    loop {
+        let estimate: Vec<u64> = match &in_flight {
+            Some(expected) => remaining
+                .iter()
+                .zip(expected)
+                .map(|(left, made)| left.saturating_sub(*made))
+                .collect(),
+            None => remaining.clone(),
+        };
+        let next = estimate
+            .iter()
+            .any(|&left| left > 0)
+            .then(|| plan(&remaining, &estimate, steps_per_draw));
+        let pending = match (&next, in_flight.is_some()) {
+            (Some(params), _) => {
+                run.check_stop()?;
+                run.send(NutsCommand::Queue(
+                    session,
+                    NutsDispatch::plain(*params, pending_consts.take()),
+                ))
+            }
+            (None, true) => run.send(NutsCommand::Collect(session)),
+            // Nothing in flight and nothing planned: every chain has all its draws.
+            (None, false) => break,
+        };
+        // The last batch's draws are recorded while the device runs.
+        if let Some(previous) = unrecorded.take() {
+            run.record_batch(&previous, false);
+        }
+        let waiting = Instant::now();
+        let batch = match pending.wait_spinning(run.device.spin_wait())? {
+            NutsReply::Queued(batch) => batch,
+            NutsReply::Batch(batch) => Some(batch),
+            _ => return Err(unexpected()),
+        };
+        if let Some(batch) = &batch {
+            dispatch_timeline(Phase::Sampling, &mut last_reply, waiting, batch);
+        }
+        in_flight = next.map(|params| expected_draws(&estimate, &params, m));
+        let Some(batch) = batch else { continue };
+        let counted = Counted::new(batch);
         for (left, made) in remaining.iter_mut().zip(&counted.draws) {
             *left = left.saturating_sub(*made as u64);
         }
@@ -624,15 +665,12 @@ pub(super) fn run(
             let seen = steps as f64 / draws as f64;
             steps_per_draw = Some(steps_per_draw.map_or(seen, |old| 0.5 * (old + seen)));
         }
-        if remaining.iter().any(|&r| r > 0) {
-            run.check_stop()?;
-            in_flight = Some(run.send(NutsCommand::Run(
-                session,
-                NutsDispatch::plain(plan(&remaining, steps_per_draw), None),
-            )));
-        }
-        run.record_batch(&counted, false);
+        unrecorded = Some(counted);
     }
+    if let Some(previous) = unrecorded.take() {
+        run.record_batch(&previous, false);
+    }
+    timeline(warmup_started, "sampling");
     let sampling_time = sampling_started.elapsed();
 
     let last = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
@@ -649,6 +687,51 @@ pub(super) fn run(
         search_time: run.search_time,
         sampling_time,
     })
+}
+
+/// The draws each chain should make in a sampling dispatch of `params`, from the draws it
+/// has left (`left`): about `m` under a step budget, else as many as the slots hold.
+fn expected_draws(left: &[u64], params: &NsParams, m: u64) -> Vec<u64> {
+    let most = if params.step_budget > 0 {
+        m.min(u64::from(params.capacity))
+    } else {
+        u64::from(params.capacity)
+    };
+    left.iter().map(|&left| left.min(most)).collect()
+}
+
+/// A `debug` event of target `gpu_actor::timeline`: `what` ended, this long into the run.
+fn timeline(started: Instant, what: &str) {
+    tracing::debug!(
+        target: "gpu_actor::timeline",
+        ms = started.elapsed().as_secs_f64() * 1e3,
+        "{what}"
+    );
+}
+
+/// A `debug` event of target `gpu_actor::timeline` for a batch the driver began to wait
+/// for at `waiting`: the host's time from the last reply to then (`host_ms`), the wait, the
+/// device's time from submission to mapped results and the kernels' own. Where `device_ms`
+/// exceeds `kernel_ms` the device copied or waited; with one dispatch in flight (warmup),
+/// `host_ms` is time the device sat idle.
+fn dispatch_timeline(
+    phase: Phase,
+    last_reply: &mut Option<Instant>,
+    waiting: Instant,
+    batch: &NutsBatch,
+) {
+    let now = Instant::now();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    tracing::debug!(
+        target: "gpu_actor::timeline",
+        ?phase,
+        host_ms = last_reply.map(|last| ms(waiting.saturating_duration_since(last))),
+        wait_ms = ms(now - waiting),
+        device_ms = ms(batch.elapsed),
+        kernel_ms = batch.kernel_time.map(ms),
+        "dispatch"
+    );
+    *last_reply = Some(now);
 }
 
 /// Mean leapfrog steps per draw over the last warmup dispatches, if any.

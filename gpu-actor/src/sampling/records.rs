@@ -27,36 +27,34 @@ pub(crate) struct RecordSettings {
     pub save_warmup: bool,
     /// Total iterations, warmup included (the observer's `total`).
     pub total: u64,
+    /// Draws after warmup, each trace's room for them.
+    pub draws: usize,
 }
 
-/// An empty trace per chain, each with room for `draws` draws and its initial point.
+/// An empty trace per chain with its initial point. Room for the draws is made by
+/// [`record`] with the first of them, on the recording tasks: thousands of chains' traces
+/// are hundreds of megabytes, which one thread would allocate while the device waits.
 pub(crate) fn empty_traces(
     chains: &[sampler::ChainSpec],
     init: &[Vec<f64>],
     n_columns: usize,
-    draws: usize,
 ) -> Vec<ChainTrace> {
     chains
         .iter()
         .zip(init)
-        .map(|(spec, q)| empty_trace(spec.chain, n_columns, draws, q.clone()))
+        .map(|(spec, q)| empty_trace(spec.chain, n_columns, q.clone()))
         .collect()
 }
 
 /// An empty trace for a chain.
-fn empty_trace(
-    chain: sampler::ChainId,
-    n_columns: usize,
-    draws: usize,
-    init: Vec<f64>,
-) -> ChainTrace {
+fn empty_trace(chain: sampler::ChainId, n_columns: usize, init: Vec<f64>) -> ChainTrace {
     ChainTrace {
         chain,
         n_columns,
         warmup_draws: Vec::new(),
         warmup_stats: Vec::new(),
-        draws: Vec::with_capacity(draws * n_columns),
-        stats: Vec::with_capacity(draws),
+        draws: Vec::new(),
+        stats: Vec::new(),
         tuning: Tuning {
             step_size: 0.0,
             inv_metric: Vec::new(),
@@ -108,6 +106,10 @@ pub(crate) fn record<F>(
                             trace.warmup_draws.extend_from_slice(values);
                             trace.warmup_stats.push(draw.stats);
                         } else {
+                            if trace.draws.capacity() == 0 {
+                                trace.draws.reserve_exact(settings.draws * values.len());
+                                trace.stats.reserve_exact(settings.draws);
+                            }
                             trace.draws.extend_from_slice(values);
                             trace.stats.push(draw.stats);
                         }

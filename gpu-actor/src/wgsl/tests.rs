@@ -581,3 +581,25 @@ fn generated_parameters_do_not_shadow_globals() {
     }
     assert!(text.contains("subgroupShuffleXor(g_x, (g_lane ^ g_source))"));
 }
+
+#[test]
+fn split_chains_get_large_workgroups_only_when_enough_remain() {
+    for chains in [1, 8192, 65536] {
+        assert_eq!(
+            default_workgroup_size(chains, 1, 1024),
+            DEFAULT_WORKGROUP_SIZE
+        );
+    }
+    // At least 512 workgroups of 32-lane chains.
+    assert_eq!(default_workgroup_size(65536, 32, 1024), 512);
+    assert_eq!(default_workgroup_size(8192, 32, 1024), 512);
+    assert_eq!(default_workgroup_size(4096, 32, 1024), 256);
+    assert_eq!(
+        default_workgroup_size(1024, 32, 1024),
+        DEFAULT_WORKGROUP_SIZE
+    );
+    assert_eq!(default_workgroup_size(16, 8, 1024), DEFAULT_WORKGROUP_SIZE);
+    // The adapter's limit, rounded down to a power of two, wins.
+    assert_eq!(default_workgroup_size(8192, 32, 256), 256);
+    assert_eq!(default_workgroup_size(8192, 32, 300), 256);
+}

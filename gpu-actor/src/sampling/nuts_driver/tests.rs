@@ -38,8 +38,8 @@ fn host_moments(
 ) -> Vec<IterationMoments> {
     let mut moments = vec![IterationMoments::new(dim); len];
     for c in 0..batch.sizes.n {
-        let draws = batch.state(NS_U_DRAWS, c);
-        let first = batch.state(NS_U_ITER, c) - draws;
+        let draws = batch.state_row(NS_U_DRAWS)[c];
+        let first = batch.state_row(NS_U_ITER)[c] - draws;
         for slot in 0..draws as usize {
             let bin = (first + slot as u32).wrapping_sub(start) as usize;
             if bin >= len {
@@ -217,7 +217,9 @@ fn device_moments_equal_the_hosts() {
                 device_total[bin].merge(&device_moments[bin]);
                 host_total[bin].merge(&host[bin]);
             }
-            let iters: Vec<u32> = (0..n as usize).map(|c| batch.state(NS_U_ITER, c)).collect();
+            let iters: Vec<u32> = (0..n as usize)
+                .map(|c| batch.state_row(NS_U_ITER)[c])
+                .collect();
             partial |= iters.iter().any(|&i| i > block && i < block + len);
             if iters.iter().all(|&i| i == block + len) {
                 break;
