@@ -5,10 +5,12 @@
 //! A draw's outputs rarely need the likelihood: the logistic model's 500 x 20 matrix-vector
 //! product feeds a density, not an output. So the program is cut down to the instructions
 //! whose slots an output reads, directly or through other slots; densities and factors go.
+//! Where what is left only copies coordinates (parameters on the real line), a draw's values
+//! are copied without the evaluator.
 
 use std::sync::Arc;
 
-use sampler::{Evaluator, LogDensity, Operand, Program};
+use sampler::{Evaluator, Inst, LogDensity, Operand, Program, SlotId, ThetaRef, Transform};
 
 /// `program` without the instructions no output needs.
 pub(crate) fn outputs_program(program: &Program) -> Program {
@@ -43,16 +45,49 @@ pub(crate) fn outputs_program(program: &Program) -> Program {
     pruned
 }
 
+/// Where each output column is in the unconstrained position, when every output is a
+/// parameter on an identity transform (the logistic model's coefficients): the values are
+/// then a copy, and the evaluator is not run for each of thousands of chains' draws.
+fn identity_columns(outputs: &Program) -> Option<Vec<usize>> {
+    let mut thetas: Vec<(SlotId, ThetaRef)> = Vec::new();
+    for inst in &outputs.insts {
+        match *inst {
+            Inst::Constrain {
+                transform: Transform::Identity,
+                theta,
+                dst,
+            } => thetas.push((dst, theta)),
+            _ => return None,
+        }
+    }
+    let mut columns = Vec::new();
+    for output in &outputs.outputs {
+        let Operand::Slot(id) = output.value else {
+            return None;
+        };
+        let &(_, theta) = thetas.iter().find(|(slot, _)| *slot == id)?;
+        if output.len != theta.len {
+            return None;
+        }
+        columns.extend(theta.offset as usize..(theta.offset + theta.len) as usize);
+    }
+    Some(columns)
+}
+
 /// Writes a draw's reported values from its unconstrained position.
 #[derive(Clone, Debug)]
 pub(crate) struct OutputWriter {
     evaluator: Evaluator,
+    /// [`identity_columns`] of the outputs' program.
+    identity: Option<Arc<[usize]>>,
 }
 
 impl OutputWriter {
     pub(crate) fn new(program: &Program) -> OutputWriter {
+        let outputs = outputs_program(program);
         OutputWriter {
-            evaluator: Evaluator::new(Arc::new(outputs_program(program))),
+            identity: identity_columns(&outputs).map(Arc::from),
+            evaluator: Evaluator::new(Arc::new(outputs)),
         }
     }
 
@@ -62,6 +97,47 @@ impl OutputWriter {
     }
 
     pub(crate) fn write(&mut self, q: &[f64], out: &mut [f64]) {
-        self.evaluator.write_outputs(q, out);
+        match &self.identity {
+            Some(columns) => {
+                for (out, &k) in out.iter_mut().zip(columns.iter()) {
+                    *out = q[k];
+                }
+            }
+            None => self.evaluator.write_outputs(q, out),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(name: &str) -> sampler::CheckedModel {
+        let path = format!("{}/../models/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"));
+        sampler::CheckedModel::from_json(&text, &sampler::Limits::default()).unwrap()
+    }
+
+    #[test]
+    fn the_copy_for_identity_outputs_writes_what_the_evaluator_writes() {
+        for (name, identity) in [
+            ("logistic", true),
+            ("eight_schools_noncentered", false),
+            ("sv", false),
+        ] {
+            let model = model(name);
+            let program = model.program();
+            let mut writer = OutputWriter::new(program);
+            assert_eq!(writer.identity.is_some(), identity, "{name}");
+            let mut evaluator = Evaluator::new(model.program().clone());
+            let q: Vec<f64> = (0..program.dim)
+                .map(|k| (k as f64 * 0.37).sin() * 2.0)
+                .collect();
+            let mut fast = vec![f64::NAN; writer.n_columns()];
+            let mut full = vec![f64::NAN; evaluator.n_outputs()];
+            writer.write(&q, &mut fast);
+            evaluator.write_outputs(&q, &mut full);
+            assert_eq!(fast, full, "{name}");
+        }
     }
 }
