@@ -1,19 +1,20 @@
 //! The moments kernel against the host: the pooled moments of a warmup block computed on the
 //! device equal those of the same draws read back, for whole and partial chunks, both usable
 //! rules, and chains that stop mid-block (a step budget) and go on in the next dispatch.
-//! A batch held while the next dispatch runs keeps its bytes (each has its own read-back buffer).
+//! A batch held while the next dispatch runs keeps its bytes (each has its own read-back buffer),
+//! and queued dispatches give what dispatches one at a time give.
 
 use sampler::{
     ChainId, ChainSpec, CheckedModel, Dist, Limits, ModelBuilder, SamplerSettings, Seed,
 };
 
 use super::{MomentsRequest, NutsBatch, pooled_moments};
-use crate::device::nuts::{NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsStart};
+use crate::device::nuts::{NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsStart, SessionId};
 use crate::device::{DeviceOptions, GpuDevice};
 use crate::error::GpuError;
 use crate::kernels::layout::{NS_FLAG_ADAPT, NS_OU_DIVERGENT, NS_U_DRAWS, NS_U_ITER, NsParams};
 use crate::sampling::adapt::IterationMoments;
-use crate::sampling::init::initial_points;
+use crate::sampling::init::{InitialPoints, initial_points};
 use crate::wgsl::Precision;
 
 fn device() -> Option<GpuDevice> {
@@ -98,11 +99,8 @@ fn assert_close(device: &IterationMoments, host: &IterationMoments, what: &str) 
     }
 }
 
-#[test]
-fn device_moments_equal_the_hosts() {
-    let Some(device) = device() else {
-        return;
-    };
+/// The test model (d = 3) uploaded, and `n` chains' initial points.
+fn setup(device: &GpuDevice, n: u32) -> (crate::device::ModelKey, InitialPoints) {
     let mut m = ModelBuilder::new("moments");
     let x = m.param("x");
     let y = m.vector_param("y", 2);
@@ -113,18 +111,25 @@ fn device_moments_equal_the_hosts() {
         .upload_model(&model, Precision::F32)
         .wait()
         .expect("uploads");
-    let dim = 3;
-    // 300 chains: a whole chunk of 256 and a partial one.
-    let n = 300;
     let specs: Vec<ChainSpec> = (0..n).map(|c| ChainSpec::new(ChainId(c))).collect();
     let settings = SamplerSettings::default();
-    let init = initial_points(&device, key, &model, &settings, Seed(7), &specs).expect("starts");
-    let len = 4u32;
+    let init = initial_points(device, key, &model, &settings, Seed(7), &specs).expect("starts");
+    (key, init)
+}
+
+/// A session of `n` chains with `capacity` slots, started at `init`.
+fn open_session(
+    device: &GpuDevice,
+    key: crate::device::ModelKey,
+    init: &InitialPoints,
+    n: u32,
+    capacity: u32,
+) -> SessionId {
     let open = NutsOpen {
         model: key,
         n_chains: n as usize,
         max_depth: 6,
-        capacity: len as usize,
+        capacity: capacity as usize,
         with_grad: true,
         shader: Default::default(),
     };
@@ -144,17 +149,41 @@ fn device_moments_equal_the_hosts() {
         ))
         .wait()
         .expect("starts");
-    let mut consts = vec![0.0; crate::kernels::layout::NS_C_COUNT + dim];
-    consts[crate::kernels::layout::NS_C_MAX_ENERGY_ERROR] = 1000.0;
-    consts[crate::kernels::layout::NS_C_DA_TARGET] = 0.8;
-    consts[crate::kernels::layout::NS_C_DA_GAMMA] = 0.05;
-    consts[crate::kernels::layout::NS_C_DA_T0] = 10.0;
-    consts[crate::kernels::layout::NS_C_DA_KAPPA] = 0.75;
-    consts[crate::kernels::layout::NS_C_DA_MAX_LOG_STEP] = f64::INFINITY;
-    for value in &mut consts[crate::kernels::layout::NS_C_COUNT..] {
+    session
+}
+
+/// The kernels' settings and a unit metric.
+fn test_consts(dim: usize) -> Vec<f64> {
+    use crate::kernels::layout::{
+        NS_C_COUNT, NS_C_DA_GAMMA, NS_C_DA_KAPPA, NS_C_DA_MAX_LOG_STEP, NS_C_DA_T0, NS_C_DA_TARGET,
+        NS_C_MAX_ENERGY_ERROR,
+    };
+    let mut consts = vec![0.0; NS_C_COUNT + dim];
+    consts[NS_C_MAX_ENERGY_ERROR] = 1000.0;
+    consts[NS_C_DA_TARGET] = 0.8;
+    consts[NS_C_DA_GAMMA] = 0.05;
+    consts[NS_C_DA_T0] = 10.0;
+    consts[NS_C_DA_KAPPA] = 0.75;
+    consts[NS_C_DA_MAX_LOG_STEP] = f64::INFINITY;
+    for value in &mut consts[NS_C_COUNT..] {
         *value = 1.0;
     }
-    let mut consts = Some(consts);
+    consts
+}
+
+#[test]
+fn device_moments_equal_the_hosts() {
+    let Some(device) = device() else {
+        return;
+    };
+    let dim = 3;
+    // 300 chains: a whole chunk of 256 and a partial one.
+    let n = 300;
+    let len = 4u32;
+    let (key, init) = setup(&device, n);
+    let session = open_session(&device, key, &init, n, len);
+    let mut consts = Some(test_consts(dim));
+
     // Two blocks: the first with a step budget small enough that chains stop mid-block at
     // different iterations and finish it in later dispatches.
     for (block, budget, usable_only) in [(0u32, 5u32, false), (len, 0, true)] {
@@ -246,4 +275,84 @@ fn device_moments_equal_the_hosts() {
         }
     }
     let _ = device.nuts(NutsCommand::Close(session)).wait();
+}
+
+/// Sampling's queued dispatches (each submitted before the one ahead is waited for) give the
+/// batches that the same dispatches run one at a time give; a collect with nothing queued is
+/// an error, and closing a session with a dispatch queued leaves the device working.
+#[test]
+fn queued_dispatches_give_what_dispatches_one_at_a_time_give() {
+    let Some(device) = device() else {
+        return;
+    };
+    let n = 64;
+    let (key, init) = setup(&device, n);
+    let params = |round: u32| NsParams {
+        n_chains: n,
+        max_depth: 6,
+        iter_end: 3 * (round + 1),
+        capacity: 3,
+        seed_lo: 7,
+        da_final_iter: u32::MAX,
+        late_from_iter: u32::MAX,
+        ..NsParams::default()
+    };
+    let consts = || Some(test_consts(3));
+    let one_at_a_time = open_session(&device, key, &init, n, 3);
+    let mut expected = Vec::new();
+    for round in 0..3 {
+        let dispatch = NutsDispatch::plain(params(round), consts());
+        let reply = device
+            .nuts(NutsCommand::Run(one_at_a_time, dispatch))
+            .wait();
+        let Ok(NutsReply::Batch(batch)) = reply else {
+            panic!("not a batch");
+        };
+        expected.push((first_slot(&batch), batch.state_row(NS_U_ITER).to_vec()));
+    }
+    let queued = open_session(&device, key, &init, n, 3);
+    let collect = device.nuts(NutsCommand::Collect(queued)).wait();
+    assert!(collect.is_err(), "a collect with nothing queued");
+    let mut got = Vec::new();
+    for round in 0..3 {
+        let dispatch = NutsDispatch::plain(params(round), consts());
+        match device.nuts(NutsCommand::Queue(queued, dispatch)).wait() {
+            Ok(NutsReply::Queued(None)) => assert_eq!(round, 0, "only the first has none ahead"),
+            Ok(NutsReply::Queued(Some(batch))) => {
+                got.push((first_slot(&batch), batch.state_row(NS_U_ITER).to_vec()));
+            }
+            _ => panic!("not queued"),
+        }
+    }
+    let Ok(NutsReply::Batch(last)) = device.nuts(NutsCommand::Collect(queued)).wait() else {
+        panic!("not a batch");
+    };
+    got.push((first_slot(&last), last.state_row(NS_U_ITER).to_vec()));
+    assert_eq!(got.len(), expected.len());
+    for (round, ((got, got_iter), (want, want_iter))) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(got_iter, want_iter, "round {round}: iterations");
+        assert!(
+            got.iter()
+                .zip(want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "round {round}: the queued batch differs"
+        );
+    }
+    // Closed with a dispatch queued; the device goes on.
+    let dispatch = NutsDispatch::plain(params(3), consts());
+    let reply = device.nuts(NutsCommand::Queue(queued, dispatch)).wait();
+    assert!(matches!(reply, Ok(NutsReply::Queued(None))));
+    device
+        .nuts(NutsCommand::Close(queued))
+        .wait()
+        .expect("closes");
+    let dispatch = NutsDispatch::plain(params(3), consts());
+    let reply = device
+        .nuts(NutsCommand::Run(one_at_a_time, dispatch))
+        .wait();
+    assert!(
+        matches!(reply, Ok(NutsReply::Batch(_))),
+        "the device still runs"
+    );
+    let _ = device.nuts(NutsCommand::Close(one_at_a_time)).wait();
 }
