@@ -42,6 +42,8 @@
 //! equal to the number of split draws (ArviZ treats a range below 1e-15 as constant), MCSE of the
 //! mean 0 and MCSE of the sd NaN. No input panics.
 
+pub mod truth;
+
 /// ArviZ's `_not_valid(min_draws=4)`: fewer draws per chain than this give NaN.
 const MIN_DRAWS_PER_CHAIN: usize = 4;
 /// R-hat compares chains, so ArviZ wants two before splitting.

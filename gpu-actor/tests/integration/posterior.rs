@@ -2,7 +2,7 @@
 //! deviations from whole runs (warmup included) against analytic truth, within 4 Monte Carlo
 //! standard errors (`sampler::diagnostics::{mcse_mean, mcse_sd}`, Vehtari et al. 2021), for
 //! kernel (b) in f32 and f64 and for kernel (a). The models and truths are those of
-//! `sampler/tests/integration/posterior.rs`; the checker is ported from there.
+//! `sampler/tests/integration/posterior.rs`; the checker is `sampler::diagnostics::truth`.
 //!
 //! lavapipe runs every kernel on two shared CPU cores, so runs are smaller than on the CPU
 //! path (16 chains of 400 + 500 iterations: 8,000 draws, as many as the CPU tests' 4 x 2,000);
@@ -12,7 +12,7 @@
 use gpu_actor::{
     GpuKernel, GpuSampleRequest, GpuSamplingOptions, Precision, sample_on_device_with,
 };
-use sampler::diagnostics::{mcse_mean, mcse_sd};
+use sampler::diagnostics::truth::{Comparison, Truth, compare};
 use sampler::{
     AdaptationKind, ChainId, ChainRng, ChainSpec, ChainTrace, CheckedModel, Constraint, Dist,
     Limits, ModelBuilder, NoObserver, SamplerSettings, Seed, digamma,
@@ -72,92 +72,16 @@ const FUSED_F32: Config = Config {
 };
 const CONFIGS: [Config; 4] = [NUTS_F32, NUTS_F32_SPLIT, NUTS_F64, FUSED_F32];
 
-#[derive(Clone, Debug)]
-struct Truth {
-    label: String,
-    column: usize,
+/// The truth for column `name` of `model`; the column must exist.
+fn truth(
+    model: &CheckedModel,
+    name: &str,
+    index: Option<usize>,
     mean: f64,
     sd: Option<f64>,
-}
-
-impl Truth {
-    fn new(
-        model: &CheckedModel,
-        name: &str,
-        index: Option<usize>,
-        mean: f64,
-        sd: Option<f64>,
-    ) -> Truth {
-        let columns = model.columns();
-        let column = columns
-            .iter()
-            .position(|c| c.name == name && c.index == index)
-            .unwrap_or_else(|| panic!("{}: no column {name} {index:?}", model.name()));
-        Truth {
-            label: columns[column].to_string(),
-            column,
-            mean,
-            sd,
-        }
-    }
-}
-
-#[derive(Clone, Debug)]
-struct Comparison {
-    label: String,
-    mean: f64,
-    z_mean: f64,
-    sd: f64,
-    z_sd: Option<f64>,
-    resolution: f64,
-}
-
-impl std::fmt::Display for Comparison {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: mean {:.4} (z {:+.2}), sd {:.4} (z {})",
-            self.label,
-            self.mean,
-            self.z_mean,
-            self.sd,
-            self.z_sd
-                .map_or("not checked".into(), |z| format!("{z:+.2}"))
-        )
-    }
-}
-
-impl Comparison {
-    fn max_abs_z(&self) -> f64 {
-        self.z_mean.abs().max(self.z_sd.map_or(0.0, f64::abs))
-    }
-
-    fn agrees(&self) -> bool {
-        self.max_abs_z() <= Z_TOLERANCE
-    }
-}
-
-fn compare(traces: &[ChainTrace], truth: &Truth) -> Comparison {
-    let chains: Vec<Vec<f64>> = traces.iter().map(|t| t.column(truth.column)).collect();
-    let chains: Vec<&[f64]> = chains.iter().map(Vec::as_slice).collect();
-    let n_total: usize = chains.iter().map(|c| c.len()).sum();
-    let mean = chains.iter().flat_map(|c| c.iter()).sum::<f64>() / n_total as f64;
-    let variance = chains
-        .iter()
-        .flat_map(|c| c.iter())
-        .map(|x| (x - mean).powi(2))
-        .sum::<f64>()
-        / (n_total - 1) as f64;
-    let sd = variance.sqrt();
-    let mcse_of_mean = mcse_mean(&chains);
-    Comparison {
-        label: truth.label.clone(),
-        mean,
-        z_mean: (mean - truth.mean) / mcse_of_mean,
-        sd,
-        z_sd: truth.sd.map(|true_sd| (sd - true_sd) / mcse_sd(&chains)),
-        resolution: Z_TOLERANCE * mcse_of_mean / sd,
-    }
+) -> Truth {
+    Truth::new(model, name, index, mean, sd)
+        .unwrap_or_else(|| panic!("{}: no column {name} {index:?}", model.name()))
 }
 
 /// The request of a run.
@@ -220,7 +144,10 @@ fn check(model: &CheckedModel, seed: u64, truths: &[Truth]) {
             .iter()
             .map(Comparison::max_abs_z)
             .fold(0.0, f64::max);
-        let resolution = comparisons.iter().map(|c| c.resolution).fold(0.0, f64::max);
+        let resolution = comparisons
+            .iter()
+            .map(|c| c.resolution(Z_TOLERANCE))
+            .fold(0.0, f64::max);
         let leapfrogs: u64 = traces.iter().map(|t| t.grad_evals_sampling).sum();
         println!(
             "{} {} (seed {}): {} checks, max |z| {max_abs_z:.2}, resolution {resolution:.3} sd, {divergent} divergent, {:.2} leapfrog/draw, step sizes {:.3}..{:.3}, {:.1} s",
@@ -247,7 +174,7 @@ fn check(model: &CheckedModel, seed: u64, truths: &[Truth]) {
         let failures: Vec<String> = comparisons
             .iter()
             .zip(truths)
-            .filter(|(comparison, _)| !comparison.agrees())
+            .filter(|(comparison, _)| !comparison.agrees(Z_TOLERANCE))
             .map(|(comparison, truth)| {
                 format!(
                     "{comparison}; truth: mean {}, sd {:?}",
@@ -287,7 +214,7 @@ fn posterior_gpu_conjugate_normal() {
     m.sample(&mu, Dist::normal(prior_mean, prior_sd));
     m.sample(&y_data, Dist::normal(&mu, sigma));
     let model = checked(m);
-    let truth = Truth::new(&model, "mu", None, posterior_mean, Some(posterior_sd));
+    let truth = truth(&model, "mu", None, posterior_mean, Some(posterior_sd));
     check(&model, 100, &[truth]);
 }
 
@@ -305,14 +232,14 @@ fn posterior_gpu_gamma_poisson() {
     m.sample(&y, Dist::poisson_log(&log_rate));
     let model = checked(m);
     let truths = [
-        Truth::new(
+        truth(
             &model,
             "rate",
             None,
             shape / rate_parameter,
             Some(shape.sqrt() / rate_parameter),
         ),
-        Truth::new(
+        truth(
             &model,
             "log_rate",
             None,
@@ -334,10 +261,10 @@ fn posterior_gpu_noncentred_funnel() {
     m.sample(&y, Dist::normal(0.0, 3.0));
     m.sample(&x_raw, Dist::normal(0.0, 1.0));
     let model = checked(m);
-    let mut truths = vec![Truth::new(&model, "y", None, 0.0, Some(3.0))];
+    let mut truths = vec![truth(&model, "y", None, 0.0, Some(3.0))];
     for i in 0..FUNNEL_DIM {
-        truths.push(Truth::new(&model, "x_raw", Some(i), 0.0, Some(1.0)));
-        truths.push(Truth::new(&model, "x", Some(i), 0.0, None));
+        truths.push(truth(&model, "x_raw", Some(i), 0.0, Some(1.0)));
+        truths.push(truth(&model, "x", Some(i), 0.0, None));
     }
     check(&model, 300, &truths);
 }
@@ -351,7 +278,7 @@ fn posterior_gpu_standard_normal_100d() {
     m.sample(&x, Dist::normal(0.0, 1.0));
     let model = checked(m);
     let truths: Vec<Truth> = (0..NORMAL_DIM)
-        .map(|i| Truth::new(&model, "x", Some(i), 0.0, Some(1.0)))
+        .map(|i| truth(&model, "x", Some(i), 0.0, Some(1.0)))
         .collect();
     check(&model, 500, &truths);
 }
@@ -367,13 +294,13 @@ fn posterior_gpu_correlated_normal() {
     m.sample(&x2, Dist::normal(rho * &x1, (1.0 - rho * rho).sqrt()));
     let model = checked(m);
     let truths = [
-        Truth::new(&model, "x1", None, 0.0, Some(1.0)),
-        Truth::new(&model, "x2", None, 0.0, Some(1.0)),
+        truth(&model, "x1", None, 0.0, Some(1.0)),
+        truth(&model, "x2", None, 0.0, Some(1.0)),
         // The product's mean only: its sd estimate (a fourth moment of a heavy-tailed
         // variable) errs far from normally. Over 12 seeds of each of three kernels its
         // z-scores were skewed low (down to -3.3, and -4.6 at this test's seed) while the
         // mean's were not; x1 and x2 check the spread.
-        Truth::new(&model, "product", None, rho, None),
+        truth(&model, "product", None, rho, None),
     ];
     check(&model, 600, &truths);
 }

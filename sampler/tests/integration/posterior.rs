@@ -4,8 +4,9 @@
 //! An estimate passes when it is within [`Z_TOLERANCE`] Monte Carlo standard errors of the
 //! truth, the MCSE of the mean and of the sd computed as in Vehtari, Gelman, Simpson, Carpenter
 //! and Bürkner (2021), "Rank-normalization, folding, and localization: an improved R-hat for
-//! assessing convergence of MCMC", Bayesian Analysis 16(2) (`mcse_mean`, `mcse_sd`). Seeds are
-//! fixed, so every run is deterministic; the tolerance keeps each check meaningful: 4 chains of
+//! assessing convergence of MCMC", Bayesian Analysis 16(2) (`mcse_mean`, `mcse_sd`; the
+//! comparison is `sampler::diagnostics::truth`). Seeds are fixed, so every run is
+//! deterministic; the tolerance keeps each check meaningful: 4 chains of
 //! 2,000 draws give 1,000 (ρ = 0.99 under a diagonal metric) to 12,000 effective draws, so 4 MCSE
 //! is 0.04 to 0.13 posterior sd (each run prints this resolution), and
 //! `posterior_conjugate_normal` shows that the same draws reject a truth off by 0.15 sd.
@@ -15,7 +16,7 @@
 //! pass with max |z| 3.4; a change of seed that fails by a hair is not a bug report, a |z| of 6
 //! or more is.
 
-use sampler::diagnostics::{mcse_mean, mcse_sd};
+use sampler::diagnostics::truth::{Comparison, Truth, compare};
 use sampler::{
     AdaptationKind, ChainId, ChainRng, ChainTrace, CheckedModel, Constraint, Dist, Limits,
     MetricKind, ModelBuilder, NoObserver, RunSummary, SamplerSettings, Seed, digamma, sample,
@@ -56,100 +57,16 @@ const STAN_DENSE: Config = Config {
 /// Every configuration the sampler offers (nutpie's adaptation has no dense metric).
 const ALL_CONFIGS: [Config; 3] = [STAN_DIAG, NUTPIE_DIAG, STAN_DENSE];
 
-/// The analytic posterior mean, and sd where it is known and its MCSE trustworthy, of one
-/// output column.
-#[derive(Clone, Debug)]
-struct Truth {
-    label: String,
-    column: usize,
+/// The truth for column `name` of `model`; the column must exist.
+fn truth(
+    model: &CheckedModel,
+    name: &str,
+    index: Option<usize>,
     mean: f64,
     sd: Option<f64>,
-}
-
-impl Truth {
-    /// The truth for column `name` (a scalar when `index` is `None`) of `model`.
-    fn new(
-        model: &CheckedModel,
-        name: &str,
-        index: Option<usize>,
-        mean: f64,
-        sd: Option<f64>,
-    ) -> Truth {
-        let columns = model.columns();
-        let column = columns
-            .iter()
-            .position(|c| c.name == name && c.index == index)
-            .unwrap_or_else(|| panic!("{}: no column {name} {index:?}", model.name()));
-        Truth {
-            label: columns[column].to_string(),
-            column,
-            mean,
-            sd,
-        }
-    }
-}
-
-/// How far the sampler's estimates are from one truth, in MCSE.
-#[derive(Clone, Debug)]
-struct Comparison {
-    label: String,
-    mean: f64,
-    z_mean: f64,
-    sd: f64,
-    z_sd: Option<f64>,
-    /// The smallest bias of the mean, in posterior sds, that the tolerance lets through:
-    /// `Z_TOLERANCE · MCSE / sd`.
-    resolution: f64,
-}
-
-impl std::fmt::Display for Comparison {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: mean {:.4} (z {:+.2}), sd {:.4} (z {})",
-            self.label,
-            self.mean,
-            self.z_mean,
-            self.sd,
-            self.z_sd
-                .map_or("not checked".into(), |z| format!("{z:+.2}"))
-        )
-    }
-}
-
-impl Comparison {
-    fn max_abs_z(&self) -> f64 {
-        self.z_mean.abs().max(self.z_sd.map_or(0.0, f64::abs))
-    }
-
-    /// Whether the estimates agree with the truth; NaN z-scores (no MCSE) never agree.
-    fn agrees(&self) -> bool {
-        self.max_abs_z() <= Z_TOLERANCE
-    }
-}
-
-/// Compares the draws of `truth.column` over all chains with `truth`.
-fn compare(traces: &[ChainTrace], truth: &Truth) -> Comparison {
-    let chains: Vec<Vec<f64>> = traces.iter().map(|t| t.column(truth.column)).collect();
-    let chains: Vec<&[f64]> = chains.iter().map(Vec::as_slice).collect();
-    let n_total: usize = chains.iter().map(|c| c.len()).sum();
-    let mean = chains.iter().flat_map(|c| c.iter()).sum::<f64>() / n_total as f64;
-    let variance = chains
-        .iter()
-        .flat_map(|c| c.iter())
-        .map(|x| (x - mean).powi(2))
-        .sum::<f64>()
-        / (n_total - 1) as f64;
-    let sd = variance.sqrt();
-    let mcse_of_mean = mcse_mean(&chains);
-    Comparison {
-        label: truth.label.clone(),
-        mean,
-        z_mean: (mean - truth.mean) / mcse_of_mean,
-        sd,
-        z_sd: truth.sd.map(|true_sd| (sd - true_sd) / mcse_sd(&chains)),
-        resolution: Z_TOLERANCE * mcse_of_mean / sd,
-    }
+) -> Truth {
+    Truth::new(model, name, index, mean, sd)
+        .unwrap_or_else(|| panic!("{}: no column {name} {index:?}", model.name()))
 }
 
 fn settings(config: Config) -> SamplerSettings {
@@ -184,7 +101,10 @@ fn check(
         .iter()
         .map(Comparison::max_abs_z)
         .fold(0.0, f64::max);
-    let resolution = comparisons.iter().map(|c| c.resolution).fold(0.0, f64::max);
+    let resolution = comparisons
+        .iter()
+        .map(|c| c.resolution(Z_TOLERANCE))
+        .fold(0.0, f64::max);
     println!(
         "{} {} (seed {}): {} checks, max |z| {max_abs_z:.2}, resolution {resolution:.3} sd, {divergent} divergent, {:.1} s of chain time, step sizes {:?}",
         model.name(),
@@ -209,7 +129,7 @@ fn check(
     let failures: Vec<String> = comparisons
         .iter()
         .zip(truths)
-        .filter(|(comparison, _)| !comparison.agrees())
+        .filter(|(comparison, _)| !comparison.agrees(Z_TOLERANCE))
         .map(|(comparison, truth)| {
             format!(
                 "{comparison}; truth: mean {}, sd {:?}",
@@ -254,7 +174,7 @@ fn posterior_conjugate_normal() {
     m.sample(&mu, Dist::normal(prior_mean, prior_sd));
     m.sample(&y_data, Dist::normal(&mu, sigma));
     let model = checked(m);
-    let truth = Truth::new(&model, "mu", None, posterior_mean, Some(posterior_sd));
+    let truth = truth(&model, "mu", None, posterior_mean, Some(posterior_sd));
 
     for (k, config) in ALL_CONFIGS.into_iter().enumerate() {
         let (traces, _) = check(
@@ -278,7 +198,7 @@ fn posterior_conjugate_normal() {
             let comparison = compare(&traces, &wrong);
             println!("    deliberately wrong truth: {comparison}");
             assert!(
-                !comparison.agrees(),
+                !comparison.agrees(Z_TOLERANCE),
                 "{}: the check accepts a wrong truth {wrong:?}: {comparison}",
                 config.label
             );
@@ -305,7 +225,7 @@ fn posterior_gamma_poisson() {
     m.sample(&y, Dist::poisson_log(&log_rate));
     let model = checked(m);
     let truths = [
-        Truth::new(
+        truth(
             &model,
             "rate",
             None,
@@ -313,7 +233,7 @@ fn posterior_gamma_poisson() {
             Some(shape.sqrt() / rate_parameter),
         ),
         // E[log X] = ψ(shape) − ln(rate) for X ~ Gamma(shape, rate).
-        Truth::new(
+        truth(
             &model,
             "log_rate",
             None,
@@ -341,10 +261,10 @@ fn posterior_noncentred_funnel() {
     m.sample(&y, Dist::normal(0.0, 3.0));
     m.sample(&x_raw, Dist::normal(0.0, 1.0));
     let model = checked(m);
-    let mut truths = vec![Truth::new(&model, "y", None, 0.0, Some(3.0))];
+    let mut truths = vec![truth(&model, "y", None, 0.0, Some(3.0))];
     for i in 0..FUNNEL_DIM {
-        truths.push(Truth::new(&model, "x_raw", Some(i), 0.0, Some(1.0)));
-        truths.push(Truth::new(&model, "x", Some(i), 0.0, None));
+        truths.push(truth(&model, "x_raw", Some(i), 0.0, Some(1.0)));
+        truths.push(truth(&model, "x", Some(i), 0.0, None));
     }
     for (k, config) in ALL_CONFIGS.into_iter().enumerate() {
         check(&model, config, Seed(300 + k as u64), &truths);
@@ -361,7 +281,7 @@ fn posterior_centred_funnel_is_flagged() {
         let seed = Seed(400 + k as u64);
         let run_settings = settings(config);
         let traces = run(&model, config, seed);
-        let y = Truth::new(&model, "y", None, 0.0, Some(3.0));
+        let y = truth(&model, "y", None, 0.0, Some(3.0));
         let comparison = compare(&traces, &y);
         let summary = RunSummary::new(
             &model.columns(),
@@ -418,7 +338,7 @@ fn posterior_standard_normal_100d() {
     m.sample(&x, Dist::normal(0.0, 1.0));
     let model = checked(m);
     let truths: Vec<Truth> = (0..NORMAL_DIM)
-        .map(|i| Truth::new(&model, "x", Some(i), 0.0, Some(1.0)))
+        .map(|i| truth(&model, "x", Some(i), 0.0, Some(1.0)))
         .collect();
     for (k, config) in ALL_CONFIGS.into_iter().enumerate() {
         check(&model, config, Seed(500 + k as u64), &truths);
@@ -438,9 +358,9 @@ fn posterior_correlated_normal() {
     m.sample(&x2, Dist::normal(rho * &x1, (1.0 - rho * rho).sqrt()));
     let model = checked(m);
     let truths = [
-        Truth::new(&model, "x1", None, 0.0, Some(1.0)),
-        Truth::new(&model, "x2", None, 0.0, Some(1.0)),
-        Truth::new(&model, "product", None, rho, Some((1.0 + rho * rho).sqrt())),
+        truth(&model, "x1", None, 0.0, Some(1.0)),
+        truth(&model, "x2", None, 0.0, Some(1.0)),
+        truth(&model, "product", None, rho, Some((1.0 + rho * rho).sqrt())),
     ];
     for (k, config) in ALL_CONFIGS.into_iter().enumerate() {
         check(&model, config, Seed(600 + k as u64), &truths);
@@ -496,22 +416,22 @@ fn posterior_every_constraint() {
         (2.0 / r.powi(2) - e * (t * t + 2.0 * t / r + 2.0 / r.powi(2))) / (1.0 - e);
     let inside_sd = (inside_second_moment - inside_mean.powi(2)).sqrt();
     let truths = [
-        Truth::new(&model, "p", None, beta_mean, Some(beta_sd)),
-        Truth::new(
+        truth(&model, "p", None, beta_mean, Some(beta_sd)),
+        truth(
             &model,
             "above",
             None,
             above_bound + 1.0 / above_rate,
             Some(1.0 / above_rate),
         ),
-        Truth::new(
+        truth(
             &model,
             "below",
             None,
             -half_normal_mean,
             Some(half_normal_sd),
         ),
-        Truth::new(&model, "inside", None, inside_mean, Some(inside_sd)),
+        truth(&model, "inside", None, inside_mean, Some(inside_sd)),
     ];
     for (k, config) in ALL_CONFIGS.into_iter().enumerate() {
         check(&model, config, Seed(700 + k as u64), &truths);
