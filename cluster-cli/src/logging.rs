@@ -12,9 +12,11 @@ use tracing_subscriber::{Layer, fmt};
 
 /// The default filter of `node`: our crates at `info`.
 pub const NODE_DEFAULT: &str = "info,ractor=warn,ractor_cluster=warn";
-/// The default filter of the other commands (`join`, `status`, `sample`, `bench`): warnings from
+/// The default filter of the other commands (`join`, `status`, `bench`): warnings from
 /// our crates, errors from ractor's (a client's session closing is a ractor_cluster warning).
 pub const CLIENT_DEFAULT: &str = "warn,ractor=error,ractor_cluster=error";
+/// The default filter of `sample`: nothing, unless `RUST_LOG` says otherwise.
+pub const QUIET: &str = "off";
 
 /// Installs the subscriber; `default` applies when `RUST_LOG` is unset or invalid.
 pub fn init(default: &str) {

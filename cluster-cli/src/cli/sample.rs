@@ -154,7 +154,9 @@ fn kernel_name(kernel: GpuKernel) -> &'static str {
 }
 
 pub fn run(args: SampleArgs) -> anyhow::Result<()> {
-    crate::logging::init(crate::logging::CLIENT_DEFAULT);
+    // Silent unless `RUST_LOG` asks (`gpu_actor::timeline=debug`, say): what a run has to
+    // say, the fallback to the CPU included, it prints itself, once.
+    crate::logging::init(crate::logging::QUIET);
     let model = load_model(&args.model)?;
     anyhow::ensure!(args.chains > 0, "--chains must be at least 1");
     anyhow::ensure!(
