@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use gpu_actor::{
-    Fault, GpuError, LogpGradRequest, ModelKey, Precision, TapePlacement, enumerate_adapters,
+    Fault, GpuDevice, GpuError, LogpGradRequest, ModelKey, Precision, TapePlacement,
+    enumerate_adapters,
 };
 use sampler::{CheckedModel, Limits};
 
@@ -16,6 +17,24 @@ fn eight_schools() -> CheckedModel {
     );
     let text = std::fs::read_to_string(path).expect("the benchmark model is readable");
     CheckedModel::from_json(&text, &Limits::default()).expect("the benchmark model checks")
+}
+
+/// The eight-schools model uploaded in f32.
+fn upload(device: &GpuDevice) -> ModelKey {
+    device
+        .upload_model(&eight_schools(), Precision::F32)
+        .wait()
+        .expect("upload")
+}
+
+/// Log densities and gradients at `points` of `model`, placements and lanes left open.
+fn points(model: ModelKey, points: Vec<f64>) -> LogpGradRequest {
+    LogpGradRequest {
+        model,
+        points,
+        placement: None,
+        lanes: None,
+    }
 }
 
 #[test]
@@ -113,19 +132,9 @@ fn device_refuses_points_that_do_not_fill_whole_chains() {
     let Some(device) = support::shared_device() else {
         return;
     };
-    let key = device
-        .upload_model(&eight_schools(), Precision::F32)
-        .wait()
-        .expect("upload");
+    let key = upload(&device);
     for len in [0, 9, 21] {
-        let result = device
-            .logp_grad(LogpGradRequest {
-                model: key,
-                points: vec![0.1; len],
-                placement: None,
-                lanes: None,
-            })
-            .wait();
+        let result = device.logp_grad(points(key, vec![0.1; len])).wait();
         match result {
             Err(GpuError::BadPoints {
                 len: found,
@@ -145,14 +154,7 @@ fn device_requests_for_unknown_models_are_errors() {
         hash: sampler::ModelHash([7; 16]),
         precision: Precision::F32,
     };
-    let result = device
-        .logp_grad(LogpGradRequest {
-            model: key,
-            points: vec![0.0],
-            placement: None,
-            lanes: None,
-        })
-        .wait();
+    let result = device.logp_grad(points(key, vec![0.0])).wait();
     let message = result.expect_err("unknown model").to_string();
     assert!(message.contains("07070707"), "{message}");
 }
@@ -162,22 +164,14 @@ fn device_panic_gives_errors_never_a_hang() {
     let Some(device) = support::open_device() else {
         return;
     };
-    let key = device
-        .upload_model(&eight_schools(), Precision::F32)
-        .wait()
-        .expect("upload");
+    let key = upload(&device);
     let clone = device.clone();
     let fault = device
         .inject_fault(Fault::Panic)
         .wait_timeout(Duration::from_secs(30));
     assert!(matches!(fault, Err(GpuError::WorkerGone)), "{fault:?}");
     let after = clone
-        .logp_grad(LogpGradRequest {
-            model: key,
-            points: vec![0.1; 10],
-            placement: None,
-            lanes: None,
-        })
+        .logp_grad(points(key, vec![0.1; 10]))
         .wait_timeout(Duration::from_secs(30));
     assert!(matches!(after, Err(GpuError::WorkerGone)), "{after:?}");
     assert!(device.shutdown().is_ok());
@@ -190,12 +184,7 @@ fn device_panic_gives_errors_never_a_hang() {
         .wait()
         .expect("upload after restart");
     let batch = restarted
-        .logp_grad(LogpGradRequest {
-            model: key,
-            points: vec![0.1; 10],
-            placement: None,
-            lanes: None,
-        })
+        .logp_grad(points(key, vec![0.1; 10]))
         .wait()
         .expect("a batch after restart");
     assert!(batch.logp[0].is_finite());
@@ -207,20 +196,12 @@ fn device_loss_gives_device_lost_errors() {
     let Some(device) = support::open_device() else {
         return;
     };
-    let key = device
-        .upload_model(&eight_schools(), Precision::F32)
-        .wait()
-        .expect("upload");
+    let key = upload(&device);
     let _ = device
         .inject_fault(Fault::LoseDevice)
         .wait_timeout(Duration::from_secs(30));
     let after = device
-        .logp_grad(LogpGradRequest {
-            model: key,
-            points: vec![0.1; 10],
-            placement: None,
-            lanes: None,
-        })
+        .logp_grad(points(key, vec![0.1; 10]))
         .wait_timeout(Duration::from_secs(30));
     assert!(
         matches!(after, Err(GpuError::DeviceLost { .. })),
