@@ -373,16 +373,12 @@ pub fn default_workgroup_size(n_chains: usize, lanes: u32, max_invocations: u32)
         return DEFAULT_WORKGROUP_SIZE;
     }
     let invocations = n_chains as u64 * u64::from(lanes);
-    let cap = if max_invocations == 0 {
-        1
-    } else {
-        1 << max_invocations.ilog2()
-    };
+    let cap = max_invocations.checked_ilog2().map_or(1, |bits| 1 << bits);
     let mut size = SPLIT_WORKGROUP_SIZE.min(cap);
     while size > DEFAULT_WORKGROUP_SIZE && invocations / u64::from(size) < MIN_SPLIT_WORKGROUPS {
         size /= 2;
     }
-    size.max(lanes).min(cap.max(lanes))
+    size.max(lanes)
 }
 
 impl ShaderOptions {

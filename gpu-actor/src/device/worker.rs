@@ -92,8 +92,6 @@ pub(crate) struct Worker {
     report: AdapterReport,
     pub(super) limits: wgpu::Limits,
     poll_timeout: Duration,
-    /// How long to poll a submission without sleeping before blocking ([`Worker::map_read`]).
-    spin: Duration,
     events: mpsc::Receiver<DeviceEvent>,
     lost: Option<String>,
     pub(super) stats: DeviceStats,
@@ -237,7 +235,6 @@ impl Worker {
             let _ = events_tx.send(DeviceEvent::Lost(format!("{reason:?}: {message}")));
         });
         let layouts = Layouts::new(&device);
-        let spin = spin_wait(&report);
         Ok(Worker {
             nuts_sessions: HashMap::new(),
             staging_pools: HashMap::new(),
@@ -254,7 +251,6 @@ impl Worker {
             report,
             limits,
             poll_timeout: options.poll_timeout,
-            spin,
             events,
             lost: None,
             stats: DeviceStats::default(),
@@ -641,7 +637,7 @@ impl Worker {
             message,
         };
         let mut outcome = None;
-        let spin_until = Instant::now() + self.spin;
+        let spin_until = Instant::now() + spin_wait(&self.report);
         while Instant::now() < spin_until {
             self.device.poll(wgpu::PollType::Poll).map_err(poll_error)?;
             if let Ok(result) = mapped.try_recv() {
