@@ -48,6 +48,22 @@ fn g_set_grad(j: u32, value: T) {
     fu_g[j] = value;
 }
 
+// Each lane holds the whole chain: a split parameter vector's element is read from it, and
+// the lanes' gradients go to every lane.
+fn g_theta_split(k: u32, offset: u32) -> T {
+    return fu_q[min(offset + k * G_LANES + g_lane, G_DIM - 1u)];
+}
+
+fn g_set_grad_split(k: u32, offset: u32, len: u32, value: T) {
+    for (var source = 0u; source < G_LANES; source = source + 1u) {
+        let got = g_lane_get(value, source);
+        let i = k * G_LANES + source;
+        if (i < len) {
+            fu_g[offset + i] = got;
+        }
+    }
+}
+
 @compute @workgroup_size(G_WORKGROUP_SIZE)
 fn fused_main(
     @builtin(workgroup_id) workgroup: vec3<u32>,

@@ -27,6 +27,18 @@ fn g_set_grad(j: u32, value: T) {
     lg_grad[j * lg_params.n_chains + g_chain] = value;
 }
 
+// Every lane reads and writes its own coordinates of a split parameter vector.
+fn g_theta_split(k: u32, offset: u32) -> T {
+    return g_theta(min(offset + k * G_LANES + g_lane, G_DIM - 1u));
+}
+
+fn g_set_grad_split(k: u32, offset: u32, len: u32, value: T) {
+    let i = k * G_LANES + g_lane;
+    if (i < len) {
+        g_set_grad(offset + i, value);
+    }
+}
+
 // The grid is 2-D when more than 65535 workgroups are needed; trailing invocations past
 // `n_chains` do nothing (there is no barrier below, so an early return is safe).
 @compute @workgroup_size(G_WORKGROUP_SIZE)

@@ -259,6 +259,32 @@ fn g_set_grad(j: u32, value: T) {
     }
 }
 
+// A split parameter vector from coordinate `offset` (wgsl/split.rs) holds its element i on
+// lane i % G_LANES, while ns_q holds coordinate offset + i on lane (offset + i) % G_LANES: a
+// rotation by r = offset % G_LANES. Lane m holds the coordinates that lane (m - r) mod G_LANES
+// needs, at its element k + offset / G_LANES, one further when m < r (the coordinate wrapped
+// past a multiple of G_LANES). Every lane of the chain calls these together.
+fn ns_rotated(k: u32, offset: u32) -> u32 {
+    var at = k + offset / G_LANES;
+    if (g_lane < offset % G_LANES) {
+        at = at + 1u;
+    }
+    return min(at, NS_LOCAL - 1u);
+}
+
+fn g_theta_split(k: u32, offset: u32) -> T {
+    let source = (g_lane + offset % G_LANES) % G_LANES;
+    return g_lane_get(ns_q[ns_rotated(k, offset)], source);
+}
+
+fn g_set_grad_split(k: u32, offset: u32, len: u32, value: T) {
+    let source = (g_lane + G_LANES - offset % G_LANES) % G_LANES;
+    let got = g_lane_get(value, source);
+    if (k * G_LANES + source < len) {
+        ns_g[ns_rotated(k, offset)] = got;
+    }
+}
+
 // End `end` of the trajectory (0 forward, 1 backward) from storage into ns_q, ns_p, ns_g.
 fn ns_load_end(end: u32) {
     let q_role = NS_V_Q0 + 3u * end;

@@ -26,7 +26,10 @@
 //! A kernel that calls `g_logp_grad()` must
 //! * define `fn g_theta(j: u32) -> T` (coordinate `j` of the chain's unconstrained point) and
 //!   `fn g_set_grad(j: u32, value: T)` (called exactly once per coordinate, with the final
-//!   gradient: nothing needs zeroing first);
+//!   gradient: nothing needs zeroing first), and their split forms `fn g_theta_split(k: u32,
+//!   offset: u32) -> T` and `fn g_set_grad_split(k: u32, offset: u32, len: u32, value: T)`,
+//!   which every lane of a chain calls together for its element `k` of a parameter vector
+//!   split across the lanes (see "Lanes"; `wgsl/ast.rs`'s `Hook` says exactly what they do);
 //! * set the private variable `g_chain` (which chain this invocation evaluates) before the
 //!   call: a storage tape is indexed by it;
 //! * bind group 0 to the model's data ([`DATA_BINDING`], [`INDEX_BINDING`]) and binding 0 of
@@ -87,8 +90,9 @@
 //!
 //! [`ShaderOptions::lanes`] invocations run each chain: 1, or a power of two up to the
 //! adapter's smallest subgroup ([`choose_lanes`] picks the subgroup size, at most
-//! [`MAX_LANES`], for programs with a vector of at least [`SPLIT_MIN_PER_LANE`] elements per
-//! lane, such as the logistic model's 500 observations). The kernels find their chain with
+//! [`MAX_LANES`], or half of it, for programs with a vector of at least
+//! [`SPLIT_MIN_PER_LANE`] elements per lane, such as the logistic model's 500 observations or
+//! the stochastic-volatility model's 100 log-volatilities). The kernels find their chain with
 //! the generated `g_chain_of(invocation)`, which also sets `g_lane`; a chain's lanes are
 //! neighbouring invocations, an aligned run of one subgroup. The model's long vectors are
 //! split across the lanes (`wgsl/split.rs`), and the NUTS kernels split the chain's vectors
@@ -404,18 +408,23 @@ pub const MAX_LANES: u32 = 32;
 pub const SPLIT_MIN_PER_LANE: u32 = 4;
 
 /// The default invocations per chain for `program`: the adapter's smallest subgroup size
-/// (at most [`MAX_LANES`]) when the adapter has subgroup operations and the program has a
-/// vector that splits into at least [`SPLIT_MIN_PER_LANE`] elements per lane (the logistic
-/// model's 500 observations), else 1.
+/// (at most [`MAX_LANES`]), or half of it, whichever first splits a vector into at least
+/// [`SPLIT_MIN_PER_LANE`] elements per lane (the logistic model's 500 observations take a
+/// whole NVIDIA subgroup, the stochastic-volatility model's 100 log-volatilities half of
+/// one), when the adapter has subgroup operations; else 1.
 pub fn choose_lanes(program: &Program, subgroup: bool, min_subgroup_size: u32) -> u32 {
-    let lanes = min_subgroup_size.min(MAX_LANES);
-    if !subgroup || lanes < 2 || !lanes.is_power_of_two() || check::check(program).is_err() {
+    let largest = min_subgroup_size.min(MAX_LANES);
+    if !subgroup || largest < 2 || !largest.is_power_of_two() || check::check(program).is_err() {
         return 1;
     }
-    match split::plan(program, lanes) {
-        Ok(plan) if plan.longest_split(program) >= SPLIT_MIN_PER_LANE * lanes => lanes,
-        _ => 1,
-    }
+    [largest, largest / 2]
+        .into_iter()
+        .filter(|&lanes| lanes >= 2)
+        .find(|&lanes| {
+            split::plan(program, lanes)
+                .is_ok_and(|plan| plan.longest_split(program) >= SPLIT_MIN_PER_LANE * lanes)
+        })
+        .unwrap_or(1)
 }
 
 /// The longest vector of `program` that `lanes` invocations per chain split (0: none), or

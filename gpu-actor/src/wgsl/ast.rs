@@ -105,6 +105,16 @@ pub(crate) enum Hook {
     Theta,
     /// `g_set_grad(j: u32, value: T)`: coordinate `j` of this chain's gradient (kernel).
     SetGrad,
+    /// `g_theta_split(k: u32, offset: u32) -> T`: coordinate `offset + k * G_LANES + g_lane`
+    /// of this chain's point, this lane's element `k` of a split parameter vector that starts
+    /// at coordinate `offset` (kernel; any value past the vector's end). Every lane of the
+    /// chain calls it together (it may read other lanes' values).
+    ThetaSplit,
+    /// `g_set_grad_split(k: u32, offset: u32, len: u32, value: T)`: the gradient at coordinate
+    /// `offset + k * G_LANES + g_lane`, this lane's element `k` of a split parameter vector of
+    /// `len` coordinates from `offset`; ignored past its end (kernel). Every lane of the chain
+    /// calls it together.
+    SetGradSplit,
     /// `g_logp_grad() -> T`: the generated model.
     LogpGrad,
     /// `g_stage_data(local: u32)`: copies the model's data into workgroup memory, or does
@@ -125,6 +135,8 @@ impl Hook {
         match self {
             Hook::Theta => "g_theta",
             Hook::SetGrad => "g_set_grad",
+            Hook::ThetaSplit => "g_theta_split",
+            Hook::SetGradSplit => "g_set_grad_split",
             Hook::LogpGrad => "g_logp_grad",
             Hook::StageData => "g_stage_data",
             Hook::ChainOf => "g_chain_of",
@@ -206,6 +218,7 @@ pub(crate) enum BinOp {
     Div,
     Rem,
     Gt,
+    Eq,
     Ne,
     And,
     Xor,
@@ -220,6 +233,7 @@ impl BinOp {
             BinOp::Div => "/",
             BinOp::Rem => "%",
             BinOp::Gt => ">",
+            BinOp::Eq => "==",
             BinOp::Ne => "!=",
             BinOp::And => "&&",
             BinOp::Xor => "^",
@@ -283,6 +297,10 @@ impl Expr {
 
     pub(crate) fn gt(self, rhs: Expr) -> Expr {
         Expr::binary(BinOp::Gt, self, rhs)
+    }
+
+    pub(crate) fn equals(self, rhs: Expr) -> Expr {
+        Expr::binary(BinOp::Eq, self, rhs)
     }
 
     pub(crate) fn ne(self, rhs: Expr) -> Expr {

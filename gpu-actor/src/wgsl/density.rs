@@ -9,9 +9,9 @@
 
 use sampler::{DensityKind, Operand, Program};
 
-use super::ast::{Expr, Field, Ident, Stmt, Ty};
+use super::ast::{Expr, Field, Global, Hook, Ident, Stmt, Ty};
 use super::library::{LibFn, TermFn};
-use super::tape::{Accumulator, Arg, Tape, accumulate};
+use super::tape::{Accumulator, Arg, Tape, accumulate, local_index};
 
 /// Which operand a part reads.
 #[derive(Clone, Copy, Debug)]
@@ -322,15 +322,32 @@ pub(crate) fn random_walk(
 
     let (z0, total) = (Ident::new("z0"), Ident::new("total"));
     let (z0e, totale) = (|| Expr::local(&z0), || Expr::local(&total));
+    // Split, element 0 is lane 0's first; every lane reads it.
+    let x0 = if x.is_split() {
+        let first = tape.value(Expr::U32(x.offset()));
+        Expr::hook(Hook::LaneGet, vec![first, Expr::U32(0)])
+    } else {
+        x.at(tape, &zero)
+    };
     let mut inside = vec![
-        Stmt::let_(&z0, (x.at(tape, &zero) - m0()) / s0()),
+        Stmt::let_(&z0, (x0 - m0()) / s0()),
         Stmt::Var(
             total.clone(),
             Ty::Real,
             Some(Expr::Real(-0.5) * z0e() * z0e()),
         ),
     ];
-    inside.extend(accumulate(tape, &x, &zero, -z0e() / s0()));
+    if x.is_split() {
+        let lane0 = Expr::Global(Global::Lane).equals(Expr::U32(0));
+        let first = tape.adjoint(Expr::U32(x.offset()));
+        inside.push(Stmt::If(
+            lane0,
+            vec![Stmt::add_to(first, -z0e() / s0())],
+            Vec::new(),
+        ));
+    } else {
+        inside.extend(accumulate(tape, &x, &zero, -z0e() / s0()));
+    }
     inside.extend(accumulate(tape, &init_mu, &zero, z0e() / s0()));
     inside.extend(accumulate(tape, &init_sigma, &zero, z0e() * z0e() / s0()));
     if init_sigma.is_param() {
@@ -364,21 +381,23 @@ pub(crate) fn random_walk(
     inside.push(Stmt::let_(&inv_s, Expr::Real(1.0) / s()));
     inside.push(Stmt::zero(&sum_z2));
     inside.push(Stmt::zero(&sum_dz));
-    inside.push(Stmt::Var(prev.clone(), Ty::Real, Some(x.at(tape, &zero))));
-    let mut step = vec![
-        Stmt::let_(&cur, x.at(tape, &next())),
-        Stmt::let_(
-            &z,
-            (Expr::local(&cur) - Expr::local(&prev) - d()) * Expr::local(&inv_s),
-        ),
-        Stmt::add_to(Expr::local(&sum_z2), Expr::local(&z) * Expr::local(&z)),
-        Stmt::add_to(Expr::local(&sum_dz), Expr::local(&z)),
-        Stmt::let_(&g, Expr::local(&z) * Expr::local(&inv_s)),
-    ];
-    step.extend(accumulate(tape, &x, &next(), -Expr::local(&g)));
-    step.extend(accumulate(tape, &x, &ke(), Expr::local(&g)));
-    step.push(Stmt::Assign(Expr::local(&prev), Expr::local(&cur)));
-    inside.push(Stmt::for_(&k, Expr::U32(steps), step));
+    let z_of = |prev: Expr| (Expr::local(&cur) - prev - d()) * Expr::local(&inv_s);
+    if x.is_split() {
+        inside.push(split_walk_steps(tape, &x, z_of, [&sum_z2, &sum_dz, &inv_s]));
+    } else {
+        inside.push(Stmt::Var(prev.clone(), Ty::Real, Some(x.at(tape, &zero))));
+        let mut step = vec![
+            Stmt::let_(&cur, x.at(tape, &next())),
+            Stmt::let_(&z, z_of(Expr::local(&prev))),
+            Stmt::add_to(Expr::local(&sum_z2), Expr::local(&z) * Expr::local(&z)),
+            Stmt::add_to(Expr::local(&sum_dz), Expr::local(&z)),
+            Stmt::let_(&g, Expr::local(&z) * Expr::local(&inv_s)),
+        ];
+        step.extend(accumulate(tape, &x, &next(), -Expr::local(&g)));
+        step.extend(accumulate(tape, &x, &ke(), Expr::local(&g)));
+        step.push(Stmt::Assign(Expr::local(&prev), Expr::local(&cur)));
+        inside.push(Stmt::for_(&k, Expr::U32(steps), step));
+    }
     inside.push(Stmt::Assign(
         totale(),
         totale() - Expr::Real(0.5) * Expr::local(&sum_z2),
@@ -421,4 +440,81 @@ pub(crate) fn random_walk(
         inside,
     ));
     out
+}
+
+/// The steps of a random walk over a split vector `x` (`n` elements, `T = ceil(n / L)` on each
+/// lane): on trip `li`, each lane's element `i = li * L + lane` takes its predecessor from
+/// the lane before (lane 0 from lane `L - 1`'s element of the trip before), adds its step's
+/// terms to the lane's sums `[sum_z2, sum_dz]` (then summed over the lanes) and `-g` to its
+/// own adjoint, and passes `g` back to the lane that holds its predecessor. Every lane runs
+/// every trip and both shuffles; elements 0 and past the end take no step and pass 0.
+fn split_walk_steps(
+    tape: &Tape,
+    x: &Arg,
+    z_of: impl Fn(Expr) -> Expr,
+    [sum_z2, sum_dz, inv_s]: [&Ident; 3],
+) -> Stmt {
+    let lanes = tape.lanes();
+    let n = x.len();
+    let trips = n.div_ceil(lanes);
+    let li = Tape::local_index;
+    // Trip `li - 1` as a literal index once unrolled (`li - 1` would be an overflowing
+    // constant on the first trip); it is read there only by lane 0's element 0.
+    let before = || (li() + Expr::U32(trips - 1)) % Expr::U32(trips);
+    let lane = || Expr::Global(Global::Lane);
+    let last_lane = || lane().equals(Expr::U32(lanes - 1));
+    let at = |index: Expr| tape.value(index.plus_u32(x.offset()));
+    let adjoint = |index: Expr| tape.adjoint(index.plus_u32(x.offset()));
+    let names = ["cur", "supply", "prev", "i", "z", "g", "gn"].map(Ident::new);
+    let [cur, supply, prev, i, z, g, gn] = &names;
+    let local = Expr::local;
+    let step = vec![
+        Stmt::let_(z, z_of(local(prev))),
+        Stmt::add_to(local(sum_z2), local(z) * local(z)),
+        Stmt::add_to(local(sum_dz), local(z)),
+        Stmt::Assign(local(g), local(z) * local(inv_s)),
+        Stmt::add_to(adjoint(li()), -local(g)),
+    ];
+    let trip = vec![
+        Stmt::let_(cur, at(li())),
+        Stmt::Var(supply.clone(), Ty::Real, Some(local(cur))),
+        Stmt::If(
+            last_lane(),
+            vec![Stmt::Assign(local(supply), at(before()))],
+            Vec::new(),
+        ),
+        Stmt::let_(
+            prev,
+            Expr::hook(
+                Hook::LaneGet,
+                vec![
+                    local(supply),
+                    (lane() + Expr::U32(lanes - 1)) % Expr::U32(lanes),
+                ],
+            ),
+        ),
+        Stmt::let_(i, li() * Expr::U32(lanes) + lane()),
+        Stmt::zero(g),
+        Stmt::If(
+            local(i).gt(Expr::U32(0)).and(Expr::U32(n).gt(local(i))),
+            step,
+            Vec::new(),
+        ),
+        Stmt::let_(
+            gn,
+            Expr::hook(
+                Hook::LaneGet,
+                vec![local(g), (lane() + Expr::U32(1)) % Expr::U32(lanes)],
+            ),
+        ),
+        Stmt::If(
+            last_lane(),
+            vec![Stmt::add_to(adjoint(before()), local(gn))],
+            vec![Stmt::add_to(adjoint(li()), local(gn))],
+        ),
+    ];
+    let mut out = vec![Stmt::for_(&local_index(), Expr::U32(trips), trip)];
+    out.push(Tape::sum_over_lanes(sum_z2));
+    out.push(Tape::sum_over_lanes(sum_dz));
+    Stmt::Block(out)
 }

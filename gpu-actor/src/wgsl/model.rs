@@ -214,20 +214,24 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
                 }
             };
             let lj = Ident::new("lj");
-            let mut body = vec![Stmt::let_(
-                &u,
-                Expr::hook(Hook::Theta, vec![ie().plus_u32(theta.offset)]),
-            )];
-            body.extend(set(tape, &dst, &ie(), value));
-            let Some(log_jacobian) = log_jacobian else {
-                return vec![each(theta.len, body)];
+            // Split, every lane reads its coordinate before the bound check (a shuffle).
+            let read_u = Stmt::let_(&u, theta_at(split, theta.offset));
+            let mut body = set(tape, &dst, &ie(), value);
+            if let Some(log_jacobian) = &log_jacobian {
+                body.push(Stmt::add_to(Expr::local(&lj), log_jacobian.clone()));
+            }
+            let each_u = if split {
+                tape.each_split(&i(), theta.len, vec![read_u], body, Vec::new())
+            } else {
+                each(theta.len, [read_u].into_iter().chain(body).collect())
             };
-            body.push(Stmt::add_to(Expr::local(&lj), log_jacobian));
-            vec![
-                Stmt::zero(&lj),
-                each(theta.len, body),
-                Stmt::add_to(Expr::local(lp), Expr::local(&lj)),
-            ]
+            if log_jacobian.is_none() {
+                return vec![each_u];
+            }
+            let mut out = vec![Stmt::zero(&lj), each_u];
+            out.extend(tape.lane_sum(split, &lj));
+            out.push(Stmt::add_to(Expr::local(lp), Expr::local(&lj)));
+            out
         }
         Inst::Map { op, a, dst } => {
             let dst = slot_arg(program, tape, dst);
@@ -417,6 +421,10 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
             let dst = slot_arg(program, tape, dst);
             let (u, a, x) = (Ident::new("u"), Ident::new("a"), Ident::new("x"));
             let (ue, ae, xe) = (|| Expr::local(&u), || Expr::local(&a), || Expr::local(&x));
+            let mut lets = vec![Stmt::let_(&a, dst.adjoint_at(tape, &ie()))];
+            if !matches!(transform, Transform::Identity) {
+                lets.push(Stmt::let_(&x, dst.at(tape, &ie())));
+            }
             // The CPU adds the log-Jacobian's derivative in the forward sweep and the adjoint
             // term here, to a gradient that starts at 0; this is the same sum.
             let grad = match transform {
@@ -425,36 +433,43 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                 Transform::Upper(upper) => Expr::Real(1.0) - ae() * (Expr::Real(upper) - xe()),
                 Transform::Interval(lower, upper) => {
                     let width = upper - lower;
-                    let s = (xe() - Expr::Real(lower)) / Expr::Real(width);
+                    let s = Ident::new("s");
+                    lets.push(Stmt::let_(
+                        &s,
+                        (xe() - Expr::Real(lower)) / Expr::Real(width),
+                    ));
+                    let se = || Expr::local(&s);
                     let jacobian =
                         Expr::Real(1.0) - Expr::Real(2.0) * Expr::lib(LibFn::Logistic, vec![ue()]);
-                    let s_ident = Ident::new("s");
-                    let se = || Expr::local(&s_ident);
-                    return vec![each(
-                        theta.len,
-                        vec![
-                            Stmt::let_(
-                                &u,
-                                Expr::hook(Hook::Theta, vec![ie().plus_u32(theta.offset)]),
-                            ),
-                            Stmt::let_(&a, dst.adjoint_at(tape, &ie())),
-                            Stmt::let_(&x, dst.at(tape, &ie())),
-                            Stmt::let_(&s_ident, s),
-                            set_grad(
-                                theta.offset,
-                                jacobian
-                                    + ae() * Expr::Real(width) * se() * (Expr::Real(1.0) - se()),
-                            ),
-                        ],
-                    )];
+                    jacobian + ae() * Expr::Real(width) * se() * (Expr::Real(1.0) - se())
                 }
             };
-            let mut body = vec![Stmt::let_(&a, dst.adjoint_at(tape, &ie()))];
-            if matches!(transform, Transform::Lower(_) | Transform::Upper(_)) {
-                body.push(Stmt::let_(&x, dst.at(tape, &ie())));
+            let read_u = matches!(transform, Transform::Interval(..))
+                .then(|| Stmt::let_(&u, theta_at(split, theta.offset)));
+            if !split {
+                let mut body: Vec<Stmt> = read_u.into_iter().chain(lets).collect();
+                body.push(Stmt::Call(Expr::hook(
+                    Hook::SetGrad,
+                    vec![ie().plus_u32(theta.offset), grad],
+                )));
+                return vec![each(theta.len, body)];
             }
-            body.push(set_grad(theta.offset, grad));
-            vec![each(theta.len, body)]
+            // Split: every lane reads its coordinate and passes its gradient (0 past the
+            // vector's end) to the lane that holds the coordinate.
+            let gr = Ident::new("gr");
+            let mut before: Vec<Stmt> = read_u.into_iter().collect();
+            before.push(Stmt::zero(&gr));
+            lets.push(Stmt::Assign(Expr::local(&gr), grad));
+            let after = vec![Stmt::Call(Expr::hook(
+                Hook::SetGradSplit,
+                vec![
+                    Tape::local_index(),
+                    Expr::U32(theta.offset),
+                    Expr::U32(theta.len),
+                    Expr::local(&gr),
+                ],
+            ))];
+            vec![tape.each_split(&i(), theta.len, before, lets, after)]
         }
         Inst::Map { op, a, dst } => {
             let a = Arg::new(program, tape, a);
@@ -660,7 +675,15 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
     }
 }
 
-fn set_grad(theta_offset: u32, value: Expr) -> Stmt {
-    let call = Expr::hook(Hook::SetGrad, vec![ie().plus_u32(theta_offset), value]);
-    Stmt::Call(call)
+/// The unconstrained coordinate of element `i` of a parameter vector from coordinate
+/// `offset`: `g_theta(i + offset)`, or split, `g_theta_split(li, offset)` (every lane).
+fn theta_at(split: bool, offset: u32) -> Expr {
+    if split {
+        Expr::hook(
+            Hook::ThetaSplit,
+            vec![Tape::local_index(), Expr::U32(offset)],
+        )
+    } else {
+        Expr::hook(Hook::Theta, vec![ie().plus_u32(offset)])
+    }
 }

@@ -14,14 +14,20 @@
 //!
 //! A slot is split when its instruction is elementwise over operands that are split, scalars
 //! or data (a long observation vector, the product of a data matrix with a replicated vector),
-//! and it has at least `L` elements. A program that would need a split slot gathered whole
-//! (a replicated vector combined with a split one, a cumulative sum or random walk over a
-//! split slot, a gather from one) cannot use lanes: [`plan`] says which instruction is in the
-//! way.
+//! and it has at least `L` elements. A parameter vector of at least `L` coordinates is split
+//! too (its `Constrain` reads each lane's coordinates from the kernel's split chain state
+//! through `g_theta_split` and writes their gradient through `g_set_grad_split`), and so is a
+//! Gaussian random walk over a split vector (each step's previous element comes from the
+//! neighbouring lane). When splitting the parameter vectors leaves a split slot that must be
+//! gathered whole (a replicated vector combined with a split one, a cumulative sum over a
+//! split slot, a gather from one, a product with one), the plan keeps parameter vectors
+//! replicated instead; a program that needs such a gather even then cannot use lanes:
+//! [`plan`] says which instruction is in the way.
 //!
 //! # Fused
 //!
-//! When no reduction (`Sum`, `Dot`) reads a split slot, nothing outside the split instructions
+//! When no reduction (`Sum`, `Dot`) reads a split slot and no parameter vector or random walk
+//! is split, nothing outside the split instructions
 //! reads what they write: their results only flow into densities and factors, whose adjoint
 //! is 1. Then the plan is *fused*: the split instructions run after all the others, in one
 //! loop over each lane's elements (`G_SPLIT_TRIPS` trips), whose trip runs their forward sweep
@@ -132,6 +138,11 @@ pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> 
     if lanes <= 1 {
         return Ok(Plan::whole(program));
     }
+    plan_with(program, lanes, true).or_else(|_| plan_with(program, lanes, false))
+}
+
+/// [`plan`], with parameter vectors split or kept replicated.
+fn plan_with(program: &Program, lanes: u32, split_params: bool) -> Result<Plan, SplitRefusal> {
     let mut split = vec![false; program.slots.len()];
     let mut inst_split = vec![false; program.insts.len()];
     // Fused unless a reduction (`Sum`, `Dot`) reads a split slot: its result's adjoint is only
@@ -163,7 +174,7 @@ pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> 
             problem,
         };
         let (dst, runs_split) = match *inst {
-            Inst::Constrain { dst, .. } => (Some(dst), false),
+            Inst::Constrain { theta, dst, .. } => (Some(dst), split_params && theta.len >= lanes),
             Inst::Map { a, dst, .. } => {
                 let len = program.slot(dst).len;
                 let s = elementwise(&split, &[a], len).map_err(refuse)?;
@@ -191,12 +202,8 @@ pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> 
                 }
                 (Some(dst), false)
             }
-            Inst::RandomWalk { x, .. } => {
-                if held(&split, x) == Held::Split {
-                    return Err(refuse("runs over a split vector"));
-                }
-                (None, false)
-            }
+            // Its parameters are scalars (sampler's lowering).
+            Inst::RandomWalk { x, .. } => (None, held(&split, x) == Held::Split),
             Inst::Matvec { m, v, dst } => {
                 if held(&split, v) == Held::Split {
                     return Err(refuse("multiplies by a split vector"));
@@ -224,7 +231,10 @@ pub(crate) fn plan(program: &Program, lanes: u32) -> Result<Plan, SplitRefusal> 
             split[dst.0 as usize] = runs_split && !reduces;
         }
         if runs_split {
-            fused &= !reduces;
+            // A split parameter vector or walk reads other lanes' elements (shuffles every
+            // lane runs), which a fused loop's one element at a time cannot give.
+            let gathers = matches!(inst, Inst::Constrain { .. } | Inst::RandomWalk { .. });
+            fused &= !reduces && !gathers;
             longest = longest.max(elements(program, inst));
         }
     }
@@ -265,6 +275,12 @@ fn elements(program: &Program, inst: &Inst) -> u32 {
             program.slot(dst).len
         }
         Inst::Density { len, .. } => len,
+        Inst::Constrain { theta, .. } => theta.len,
+        Inst::RandomWalk { x, .. } => match x {
+            Operand::Slot(id) => program.slot(id).len,
+            Operand::Data(data) => data.len,
+            Operand::Const(_) => 1,
+        },
         Inst::Factor { a, .. } => match a {
             Operand::Slot(id) => program.slot(id).len,
             Operand::Data(data) => data.len,

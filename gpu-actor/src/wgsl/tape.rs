@@ -27,7 +27,7 @@ fn partial_adjoints() -> Ident {
 }
 
 /// The local index of a split loop: element `i` of a split slot is at local position `li`.
-fn local_index() -> Ident {
+pub(crate) fn local_index() -> Ident {
     Ident::new("li")
 }
 
@@ -111,6 +111,46 @@ impl Tape {
             ));
         }
         Stmt::for_(&li, Expr::U32(len.div_ceil(lanes)), inner)
+    }
+
+    /// The loop over this lane's elements of a split vector of `len` elements whose trips
+    /// also run statements every lane of the chain must run together (shuffles): on each trip
+    /// `li`, `before` on every lane, then `body` for this lane's element `var` if it exists
+    /// (as [`Tape::each`]), then `after` on every lane. Not for fused plans.
+    pub(crate) fn each_split(
+        &self,
+        var: &Ident,
+        len: u32,
+        before: Vec<Stmt>,
+        body: Vec<Stmt>,
+        after: Vec<Stmt>,
+    ) -> Stmt {
+        debug_assert!(!self.plan.fused, "a uniform split loop in a fused plan");
+        let lanes = self.plan.lanes;
+        let global = Tape::local_index() * Expr::U32(lanes) + Expr::Global(Global::Lane);
+        let mut trip = before;
+        trip.push(Stmt::let_(var, global));
+        if len.is_multiple_of(lanes) {
+            trip.extend(body);
+        } else {
+            trip.push(Stmt::If(
+                Expr::U32(len).gt(Expr::local(var)),
+                body,
+                Vec::new(),
+            ));
+        }
+        trip.extend(after);
+        Stmt::for_(&local_index(), Expr::U32(len.div_ceil(lanes)), trip)
+    }
+
+    /// The trip `li` of a split loop ([`Tape::each`], [`Tape::each_split`]).
+    pub(crate) fn local_index() -> Expr {
+        Expr::local(&local_index())
+    }
+
+    /// Invocations per chain.
+    pub(crate) fn lanes(&self) -> u32 {
+        self.plan.lanes
     }
 
     /// `name = g_lane_sum(name)` (the sum over the chain's lanes, the same bits on every
@@ -254,6 +294,16 @@ impl Arg {
 
     pub(crate) fn len(&self) -> u32 {
         self.len
+    }
+
+    /// Whether it is a split slot.
+    pub(crate) fn is_split(&self) -> bool {
+        self.split
+    }
+
+    /// Its first position on the tape (data: in the data).
+    pub(crate) fn offset(&self) -> u32 {
+        self.offset
     }
 
     /// Tape position of element `i`, broadcasting a scalar. A split slot is read only in a

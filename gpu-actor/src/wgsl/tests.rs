@@ -465,8 +465,75 @@ fn split_plans_split_observation_vectors_and_keep_parameters_whole() {
     assert_eq!(
         choose_lanes(&program, true, 32),
         1,
-        "40 rows are under 4 per lane"
+        "40 rows are under 4 per lane, on 32 lanes and on 16"
     );
+    // Splitting the 3 coefficients (2 lanes) would multiply the matrix by a split vector:
+    // they stay whole and the rows still split, fused.
+    let two = split::plan(&program, 2).expect("a regression splits");
+    assert!(two.fused);
+    for inst in &program.insts {
+        if let Inst::Constrain { dst, .. } = *inst {
+            assert!(!two.slot(dst).split, "{inst:?}");
+        }
+    }
+}
+
+/// The stochastic-volatility model's shape: two positive scalars, a random walk of `n`
+/// log-volatilities from coordinate 2, Student-t returns scaled by their exponential.
+fn volatility(n: usize) -> Program {
+    let mut m = ModelBuilder::new("volatility");
+    let returns = m.data_vector("returns", (0..n).map(|k| (k as f64 * 0.7).sin()).collect());
+    let sigma = m.param_constrained("sigma", sampler::Constraint::Positive);
+    let nu = m.param_constrained("nu", sampler::Constraint::Positive);
+    let s = m.vector_param("s", n);
+    m.sample(&sigma, Dist::exponential(50.0));
+    m.sample(&nu, Dist::exponential(0.1));
+    m.sample(&s, Dist::gaussian_random_walk(&sigma));
+    m.sample(&returns, Dist::student_t(&nu, 0.0, s.exp()));
+    let checked = CheckedModel::new(m.build(), &Limits::default()).expect("the model checks");
+    (**checked.program()).clone()
+}
+
+#[test]
+fn split_plans_split_parameter_vectors_and_random_walks() {
+    let program = volatility(100);
+    let plan = split::plan(&program, 16).expect("the walk splits");
+    assert!(!plan.fused, "a split walk reads its neighbours' elements");
+    for (k, inst) in program.insts.iter().enumerate() {
+        let expected = match inst {
+            Inst::Constrain { theta, .. } => theta.len == 100,
+            Inst::RandomWalk { .. } | Inst::Map { .. } => true,
+            Inst::Density { len, .. } => *len == 100,
+            _ => false,
+        };
+        assert_eq!(plan.insts[k], expected, "instruction {k}: {inst:?}");
+    }
+    // Scalars whole, the two vectors 7 values per lane.
+    assert_eq!(plan.tape_len, 1 + 1 + 7 + 7);
+    assert_eq!(plan.longest_split(&program), 100);
+    // 100 values are under 4 per lane on 32 lanes, not on 16.
+    assert_eq!(choose_lanes(&program, true, 32), 16);
+    assert_eq!(choose_lanes(&program, true, 8), 8);
+    assert_eq!(choose_lanes(&program, false, 8), 1);
+    // The generated model reads the vector's coordinates (from coordinate 2) and passes their
+    // gradient through the split hooks, and takes each step's predecessor from a neighbour.
+    let options = ShaderOptions {
+        lanes: 16,
+        ..options(Precision::F32, TapePlacement::Private)
+    };
+    for kernel in [KernelKind::LogpGrad, KernelKind::Nuts, KernelKind::Fused] {
+        let text = kernel_source(&program, kernel, &options).expect("the kernel generates");
+        assert!(text.contains("g_theta_split(6u, 2u)"), "{kernel:?}");
+        assert!(
+            text.contains("g_set_grad_split(6u, 2u, 100u, g_gr)"),
+            "{kernel:?}"
+        );
+        assert!(text.contains("g_lane_get(g_supply, ((g_lane + 15u) % 16u))"));
+        assert!(
+            !text.contains("g_li"),
+            "every split loop unrolled: {kernel:?}"
+        );
+    }
 }
 
 #[test]

@@ -269,6 +269,27 @@ fn posterior_gpu_noncentred_funnel() {
     check(&model, 300, &truths);
 }
 
+const WALK_LEN: usize = 9;
+
+/// A Gaussian random walk with unit steps, from coordinate 1 (so that, split across lanes,
+/// its elements sit one lane off the chain's coordinates, and 9 take lavapipe's 8 lanes
+/// and one more): `x_t ~ N(0, sqrt(t + 1))`.
+#[test]
+fn posterior_gpu_random_walk() {
+    let mut m = ModelBuilder::new("random_walk");
+    let mu = m.param("mu");
+    let x = m.vector_param("x", WALK_LEN);
+    m.sample(&mu, Dist::normal(0.0, 1.0));
+    m.sample(&x, Dist::gaussian_random_walk(1.0));
+    let model = checked(m);
+    let mut truths = vec![truth(&model, "mu", None, 0.0, Some(1.0))];
+    for t in 0..WALK_LEN {
+        let sd = ((t + 1) as f64).sqrt();
+        truths.push(truth(&model, "x", Some(t), 0.0, Some(sd)));
+    }
+    check(&model, 400, &truths);
+}
+
 const NORMAL_DIM: usize = 100;
 
 #[test]
