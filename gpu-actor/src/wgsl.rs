@@ -403,15 +403,16 @@ impl ShaderOptions {
 /// The most invocations per chain: a subgroup of NVIDIA's.
 pub const MAX_LANES: u32 = 32;
 
-/// A split vector must have at least this many elements per lane for
-/// [`choose_lanes`] to split a chain.
-pub const SPLIT_MIN_PER_LANE: u32 = 4;
+/// A split vector must have at least this many elements per lane for [`choose_lanes`] to
+/// split a chain: on an H100, sv's 100 log-volatilities (3.1 per lane) sampled 8192 chains
+/// in 5.7 s on 32 lanes, 15.9 s on 16 and 29.5 s on 8 (88 s on one; BENCHMARKS.md).
+pub const SPLIT_MIN_PER_LANE: u32 = 3;
 
 /// The default invocations per chain for `program`: the adapter's smallest subgroup size
 /// (at most [`MAX_LANES`]), or half of it, whichever first splits a vector into at least
-/// [`SPLIT_MIN_PER_LANE`] elements per lane (the logistic model's 500 observations take a
-/// whole NVIDIA subgroup, the stochastic-volatility model's 100 log-volatilities half of
-/// one), when the adapter has subgroup operations; else 1.
+/// [`SPLIT_MIN_PER_LANE`] elements per lane (the logistic model's 500 observations and the
+/// stochastic-volatility model's 100 log-volatilities take a whole NVIDIA subgroup), when
+/// the adapter has subgroup operations; else 1.
 pub fn choose_lanes(program: &Program, subgroup: bool, min_subgroup_size: u32) -> u32 {
     let largest = min_subgroup_size.min(MAX_LANES);
     if !subgroup || largest < 2 || !largest.is_power_of_two() || check::check(program).is_err() {

@@ -465,7 +465,7 @@ fn split_plans_split_observation_vectors_and_keep_parameters_whole() {
     assert_eq!(
         choose_lanes(&program, true, 32),
         1,
-        "40 rows are under 4 per lane, on 32 lanes and on 16"
+        "40 rows are under 3 per lane, on 32 lanes and on 16"
     );
     // Splitting the 3 coefficients (2 lanes) would multiply the matrix by a split vector:
     // they stay whole and the rows still split, fused.
@@ -511,8 +511,10 @@ fn split_plans_split_parameter_vectors_and_random_walks() {
     // Scalars whole, the two vectors 7 values per lane.
     assert_eq!(plan.tape_len, 1 + 1 + 7 + 7);
     assert_eq!(plan.longest_split(&program), 100);
-    // 100 values are under 4 per lane on 32 lanes, not on 16.
-    assert_eq!(choose_lanes(&program, true, 32), 16);
+    // 100 values are at least 3 per lane on 32 lanes; 60 only on 16.
+    assert_eq!(choose_lanes(&program, true, 32), 32);
+    assert_eq!(choose_lanes(&volatility(60), true, 32), 16);
+    assert_eq!(choose_lanes(&volatility(40), true, 32), 1);
     assert_eq!(choose_lanes(&program, true, 8), 8);
     assert_eq!(choose_lanes(&program, false, 8), 1);
     // The generated model reads the vector's coordinates (from coordinate 2) and passes their
