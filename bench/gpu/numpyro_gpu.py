@@ -121,7 +121,10 @@ def measure(model: str, n_chains: int, args) -> dict:
         log(f"  ({err!r}: collecting warmup samples too)")
         exclude = ()
         first, *_ = one_round(mcmc, first_key, kwargs, exclude)
+    # Progress on stderr, so that a row cut short by a time limit still says how far it got.
+    log(f"  ({model}, {n_chains} chains: first round, compile included, {first:.1f} s)")
     wall, warm_steps, samples, extra = one_round(mcmc, timed_key, kwargs, exclude)
+    log(f"  ({model}, {n_chains} chains: timed round {wall:.1f} s; ESS next)")
 
     diagnostics_started = time.perf_counter()
     bulk, tail = min_ess(samples)
