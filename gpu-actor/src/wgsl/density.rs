@@ -381,14 +381,14 @@ pub(crate) fn random_walk(
     inside.push(Stmt::let_(&inv_s, Expr::Real(1.0) / s()));
     inside.push(Stmt::zero(&sum_z2));
     inside.push(Stmt::zero(&sum_dz));
-    let z_of = |prev: Expr| (Expr::local(&cur) - prev - d()) * Expr::local(&inv_s);
+    let z_of = |cur: Expr, prev: Expr| (cur - prev - d()) * Expr::local(&inv_s);
     if x.is_split() {
         inside.push(split_walk_steps(tape, &x, z_of, [&sum_z2, &sum_dz, &inv_s]));
     } else {
         inside.push(Stmt::Var(prev.clone(), Ty::Real, Some(x.at(tape, &zero))));
         let mut step = vec![
             Stmt::let_(&cur, x.at(tape, &next())),
-            Stmt::let_(&z, z_of(Expr::local(&prev))),
+            Stmt::let_(&z, z_of(Expr::local(&cur), Expr::local(&prev))),
             Stmt::add_to(Expr::local(&sum_z2), Expr::local(&z) * Expr::local(&z)),
             Stmt::add_to(Expr::local(&sum_dz), Expr::local(&z)),
             Stmt::let_(&g, Expr::local(&z) * Expr::local(&inv_s)),
@@ -448,10 +448,11 @@ pub(crate) fn random_walk(
 /// terms to the lane's sums `[sum_z2, sum_dz]` (then summed over the lanes) and `-g` to its
 /// own adjoint, and passes `g` back to the lane that holds its predecessor. Every lane runs
 /// every trip and both shuffles; elements 0 and past the end take no step and pass 0.
+/// `z_of(cur, prev)` is a step's standardised increment.
 fn split_walk_steps(
     tape: &Tape,
     x: &Arg,
-    z_of: impl Fn(Expr) -> Expr,
+    z_of: impl Fn(Expr, Expr) -> Expr,
     [sum_z2, sum_dz, inv_s]: [&Ident; 3],
 ) -> Stmt {
     let lanes = tape.lanes();
@@ -469,7 +470,7 @@ fn split_walk_steps(
     let [cur, supply, prev, i, z, g, gn] = &names;
     let local = Expr::local;
     let step = vec![
-        Stmt::let_(z, z_of(local(prev))),
+        Stmt::let_(z, z_of(local(cur), local(prev))),
         Stmt::add_to(local(sum_z2), local(z) * local(z)),
         Stmt::add_to(local(sum_dz), local(z)),
         Stmt::Assign(local(g), local(z) * local(inv_s)),
