@@ -24,7 +24,7 @@ use sampler::{AdaptationKind, ChainTrace, DrawStats, Observer, SampleError, Tuni
 use super::adapt::{IterationMoments, Search, Warmup};
 use super::init::initial_points;
 use super::outputs::OutputWriter;
-use super::records::{Draw, RecordSettings, empty_traces, record};
+use super::records::{Draw, RecordSettings, Room, empty_traces, record};
 use super::{
     DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Iterations, Phase, max_log_step,
 };
@@ -390,6 +390,7 @@ pub(super) fn run(
     timeline(warmup_started, "session open");
     let writer = OutputWriter::new(program);
     let traces = empty_traces(&request.chains, &init.q, writer.n_columns());
+    let room = Room::make(n, writer.n_columns(), settings.num_draws as usize);
     let mut run = Run {
         device,
         request,
@@ -573,6 +574,7 @@ pub(super) fn run(
 
     // Sampling: chains independent, equal leapfrog budgets.
     let sampling_started = Instant::now();
+    room.give(&mut run.traces);
     let num_draws = settings.num_draws;
     let mut remaining: Vec<u64> = vec![num_draws; n];
     let mut steps_per_draw = mean_steps_per_draw(&run.dispatches);

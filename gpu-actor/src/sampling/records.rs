@@ -31,9 +31,8 @@ pub(crate) struct RecordSettings {
     pub draws: usize,
 }
 
-/// An empty trace per chain with its initial point. Room for the draws is made by
-/// [`record`] with the first of them, on the recording tasks: thousands of chains' traces
-/// are hundreds of megabytes, which one thread would allocate while the device waits.
+/// An empty trace per chain with its initial point. Room for the draws is made by [`Room`]
+/// while the device runs warmup, or else by [`record`] with the first of them.
 pub(crate) fn empty_traces(
     chains: &[sampler::ChainSpec],
     init: &[Vec<f64>],
@@ -44,6 +43,47 @@ pub(crate) fn empty_traces(
         .zip(init)
         .map(|(spec, q)| empty_trace(spec.chain, n_columns, q.clone()))
         .collect()
+}
+
+/// Each chain's room for its draws after warmup (`draws` rows of `n_columns` values and their
+/// statistics), allocated on a thread of its own while the device runs warmup. Thousands of
+/// chains' traces are gigabytes: one thread before warmup kept the device waiting for them,
+/// and the recording tasks, allocating in parallel with the first batch, took longer still
+/// (65536 chains of eight_schools_noncentered on the H100: that batch's recording took 250
+/// ms instead of 55; BENCHMARKS.md).
+pub(crate) struct Room {
+    thread: std::thread::JoinHandle<Vec<(Vec<f64>, Vec<DrawStats>)>>,
+}
+
+impl Room {
+    /// Starts allocating the room of `chains` chains.
+    pub(crate) fn make(chains: usize, n_columns: usize, draws: usize) -> Room {
+        let thread = std::thread::spawn(move || {
+            (0..chains)
+                .map(|_| {
+                    (
+                        Vec::with_capacity(draws * n_columns),
+                        Vec::with_capacity(draws),
+                    )
+                })
+                .collect()
+        });
+        Room { thread }
+    }
+
+    /// Waits for the room and gives it to the traces that have none yet (before sampling:
+    /// their draws are empty). A thread that panicked leaves the room to [`record`].
+    pub(crate) fn give(self, traces: &mut [ChainTrace]) {
+        let Ok(rooms) = self.thread.join() else {
+            return;
+        };
+        for (trace, (draws, stats)) in traces.iter_mut().zip(rooms) {
+            if trace.draws.capacity() == 0 && trace.stats.capacity() == 0 {
+                trace.draws = draws;
+                trace.stats = stats;
+            }
+        }
+    }
 }
 
 /// An empty trace for a chain.

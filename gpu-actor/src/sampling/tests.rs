@@ -68,3 +68,24 @@ fn lockstep_efficiency_is_one_without_waiting_and_nan_without_work() {
     assert_eq!(alone.efficiency(), 1.0);
     assert!(run(Vec::new()).lockstep(None).efficiency().is_nan());
 }
+
+#[test]
+fn room_made_during_warmup_goes_to_traces_without_any() {
+    use super::records::{Room, empty_traces};
+    let chains: Vec<sampler::ChainSpec> = (0..3)
+        .map(|c| sampler::ChainSpec::new(sampler::ChainId(c)))
+        .collect();
+    let mut traces = empty_traces(&chains, &vec![vec![0.0; 2]; 3], 4);
+    // A trace that already has room (the recording made it) keeps its own.
+    traces[1].draws.reserve_exact(7);
+    let kept = traces[1].draws.capacity();
+    Room::make(3, 4, 10).give(&mut traces);
+    assert!(traces[0].draws.capacity() >= 40 && traces[0].stats.capacity() >= 10);
+    assert!(traces[2].draws.capacity() >= 40 && traces[2].stats.capacity() >= 10);
+    assert_eq!(traces[1].draws.capacity(), kept);
+    assert!(
+        traces
+            .iter()
+            .all(|trace| trace.draws.is_empty() && trace.stats.is_empty())
+    );
+}
