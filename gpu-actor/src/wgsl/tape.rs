@@ -100,17 +100,7 @@ impl Tape {
                 Stmt::If(Expr::U32(len).gt(Expr::local(var)), body, Vec::new()),
             ]);
         }
-        let mut inner = vec![Stmt::let_(var, global)];
-        if len.is_multiple_of(lanes) {
-            inner.extend(body);
-        } else {
-            inner.push(Stmt::If(
-                Expr::U32(len).gt(Expr::local(var)),
-                body,
-                Vec::new(),
-            ));
-        }
-        Stmt::for_(&li, Expr::U32(len.div_ceil(lanes)), inner)
+        self.each_split(var, len, Vec::new(), body, Vec::new())
     }
 
     /// The loop over this lane's elements of a split vector of `len` elements whose trips
