@@ -27,9 +27,8 @@
 //! # Fused
 //!
 //! When no reduction (`Sum`, `Dot`) reads a split slot and no parameter vector or random walk
-//! is split, nothing outside the split instructions
-//! reads what they write: their results only flow into densities and factors, whose adjoint
-//! is 1. Then the plan is *fused*: the split instructions run after all the others, in one
+//! is split, nothing outside the split instructions reads what they write: their results only
+//! flow into densities and factors, whose adjoint is 1. Then the plan is *fused*: the split instructions run after all the others, in one
 //! loop over each lane's elements (`G_SPLIT_TRIPS` trips), whose trip runs their forward sweep
 //! and at once their backward sweep on one element. A split slot then holds one value on the
 //! lane's tape (the current element's), so the tape stays short whatever the data's size; a
@@ -276,16 +275,7 @@ fn elements(program: &Program, inst: &Inst) -> u32 {
         }
         Inst::Density { len, .. } => len,
         Inst::Constrain { theta, .. } => theta.len,
-        Inst::RandomWalk { x, .. } => match x {
-            Operand::Slot(id) => program.slot(id).len,
-            Operand::Data(data) => data.len,
-            Operand::Const(_) => 1,
-        },
-        Inst::Factor { a, .. } => match a {
-            Operand::Slot(id) => program.slot(id).len,
-            Operand::Data(data) => data.len,
-            Operand::Const(_) => 1,
-        },
+        Inst::RandomWalk { x: a, .. } | Inst::Factor { a, .. } => program.len_of(a) as u32,
         _ => 0,
     }
 }
