@@ -149,36 +149,45 @@ impl fmt::Display for RequestId {
     }
 }
 
-/// A sampling job, cluster-wide: chosen by the coordinator that runs it, carried in the
-/// envelope of every message about the job (so that each node's log spans name it), printed as
-/// 16 hex digits.
-#[derive(
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Debug,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct JobId(pub u64);
+/// A `u64` id newtype whose `fresh()` is `fresh_u64`, printed as 16 hex digits.
+macro_rules! fresh_id {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(
+            Clone,
+            Copy,
+            PartialEq,
+            Eq,
+            PartialOrd,
+            Ord,
+            Hash,
+            Debug,
+            Default,
+            serde::Serialize,
+            serde::Deserialize,
+        )]
+        #[serde(transparent)]
+        pub struct $name(pub u64);
 
-impl JobId {
-    /// A new id, unique with overwhelming probability (see [`fresh_u64`]).
-    pub fn fresh() -> Self {
-        Self(fresh_u64())
-    }
+        impl $name {
+            /// A new id, unique with overwhelming probability (see `fresh_u64`).
+            pub fn fresh() -> Self {
+                Self(fresh_u64())
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{:016x}", self.0)
+            }
+        }
+    };
 }
 
-impl fmt::Display for JobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:016x}", self.0)
-    }
+fresh_id! {
+    /// A sampling job, cluster-wide: chosen by the coordinator that runs it, carried in the
+    /// envelope of every message about the job (so that each node's log spans name it).
+    JobId
 }
 
 /// The log span of everything about `job` on this node: a `job` span naming it, or none when
@@ -195,37 +204,12 @@ pub(crate) fn job_span(job: JobId) -> tracing::Span {
     }
 }
 
-/// Chains of one job sent to one worker in one dispatch; a worker keys its tasks on
-/// `(coordinator NodeName, TaskId)`, so that a repeated dispatch (a retry after a timeout)
-/// starts nothing new.
-#[derive(
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Debug,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct TaskId(pub u64);
-
-impl TaskId {
-    /// A new id, unique with overwhelming probability (see [`fresh_u64`]): a coordinator that
-    /// restarted does not reuse the ids of its previous incarnation.
-    pub fn fresh() -> Self {
-        Self(fresh_u64())
-    }
-}
-
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:016x}", self.0)
-    }
+fresh_id! {
+    /// Chains of one job sent to one worker in one dispatch; a worker keys its tasks on
+    /// `(coordinator NodeName, TaskId)`, so that a repeated dispatch (a retry after a timeout)
+    /// starts nothing new, and a coordinator that restarted does not reuse the ids of its
+    /// previous incarnation.
+    TaskId
 }
 
 /// A 64-bit id that differs between calls, processes and restarts: SplitMix64 of the clock,

@@ -42,6 +42,7 @@
 //! equal to the number of split draws (ArviZ treats a range below 1e-15 as constant), MCSE of the
 //! mean 0 and MCSE of the sd NaN. No input panics.
 
+pub mod known;
 pub mod truth;
 
 /// ArviZ's `_not_valid(min_draws=4)`: fewer draws per chain than this give NaN.

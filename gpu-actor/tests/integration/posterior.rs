@@ -1,8 +1,9 @@
 //! The sampler issue's posterior tests on the GPU path: posterior means and standard
 //! deviations from whole runs (warmup included) against analytic truth, within 4 Monte Carlo
 //! standard errors (`sampler::diagnostics::{mcse_mean, mcse_sd}`, Vehtari et al. 2021), for
-//! kernel (b) in f32 and f64 and for kernel (a). The models and truths are those of
-//! `sampler/tests/integration/posterior.rs`; the checker is `sampler::diagnostics::truth`.
+//! kernel (b) in f32 and f64 and for kernel (a). The models and truths are
+//! `sampler::diagnostics::known`'s, as the CPU path's; the checker is
+//! `sampler::diagnostics::truth`.
 //!
 //! lavapipe runs every kernel on two shared CPU cores, so runs are smaller than on the CPU
 //! path (16 chains of 400 + 500 iterations: 8,000 draws, as many as the CPU tests' 4 x 2,000);
@@ -12,10 +13,11 @@
 use gpu_actor::{
     GpuKernel, GpuSampleRequest, GpuSamplingOptions, Precision, sample_on_device_with,
 };
-use sampler::diagnostics::truth::{Comparison, Truth, compare};
+use sampler::diagnostics::known::{self, Known};
+use sampler::diagnostics::truth::{Comparison, Truth, compare, disagreements, worst};
 use sampler::{
-    AdaptationKind, ChainId, ChainRng, ChainSpec, ChainTrace, CheckedModel, Constraint, Dist,
-    Limits, ModelBuilder, NoObserver, SamplerSettings, Seed, digamma,
+    AdaptationKind, ChainId, ChainSpec, ChainTrace, CheckedModel, Dist, Limits, ModelBuilder,
+    NoObserver, SamplerSettings, Seed,
 };
 
 use crate::support;
@@ -71,18 +73,6 @@ const FUSED_F32: Config = Config {
     split: false,
 };
 const CONFIGS: [Config; 4] = [NUTS_F32, NUTS_F32_SPLIT, NUTS_F64, FUSED_F32];
-
-/// The truth for column `name` of `model`; the column must exist.
-fn truth(
-    model: &CheckedModel,
-    name: &str,
-    index: Option<usize>,
-    mean: f64,
-    sd: Option<f64>,
-) -> Truth {
-    Truth::new(model, name, index, mean, sd)
-        .unwrap_or_else(|| panic!("{}: no column {name} {index:?}", model.name()))
-}
 
 /// The request of a run.
 fn request(model: &CheckedModel, config: Config, seed: Seed) -> GpuSampleRequest {
@@ -166,22 +156,10 @@ fn check(model: &CheckedModel, seed: u64, truths: &[Truth]) {
                 .fold(0.0, f64::max),
             started.elapsed().as_secs_f64(),
         );
-        let mut worst: Vec<&Comparison> = comparisons.iter().collect();
-        worst.sort_by(|a, b| b.max_abs_z().total_cmp(&a.max_abs_z()));
-        for comparison in worst.iter().take(3) {
+        for comparison in worst(&comparisons, 3) {
             println!("    {comparison}");
         }
-        let failures: Vec<String> = comparisons
-            .iter()
-            .zip(truths)
-            .filter(|(comparison, _)| !comparison.agrees(Z_TOLERANCE))
-            .map(|(comparison, truth)| {
-                format!(
-                    "{comparison}; truth: mean {}, sd {:?}",
-                    truth.mean, truth.sd
-                )
-            })
-            .collect();
+        let failures = disagreements(&comparisons, truths, Z_TOLERANCE);
         assert!(
             failures.is_empty(),
             "{} {} (seed {}): {} of {} estimates are more than {Z_TOLERANCE} MCSE from the truth:\n{}",
@@ -201,128 +179,46 @@ fn checked(builder: ModelBuilder) -> CheckedModel {
 
 #[test]
 fn posterior_gpu_conjugate_normal() {
-    let (prior_mean, prior_sd, sigma): (f64, f64, f64) = (1.0, 0.5, 2.0);
-    let mut data_rng = ChainRng::new(Seed(20_261), ChainId(0));
-    let y: Vec<f64> = (0..20).map(|_| 1.7 + sigma * data_rng.normal()).collect();
-    let precision = 1.0 / prior_sd.powi(2) + y.len() as f64 / sigma.powi(2);
-    let posterior_mean =
-        (prior_mean / prior_sd.powi(2) + y.iter().sum::<f64>() / sigma.powi(2)) / precision;
-    let posterior_sd = precision.sqrt().recip();
-    let mut m = ModelBuilder::new("conjugate_normal");
-    let y_data = m.data_vector("y", y);
-    let mu = m.param("mu");
-    m.sample(&mu, Dist::normal(prior_mean, prior_sd));
-    m.sample(&y_data, Dist::normal(&mu, sigma));
-    let model = checked(m);
-    let truth = truth(&model, "mu", None, posterior_mean, Some(posterior_sd));
-    check(&model, 100, &[truth]);
+    let Known { model, truths } = known::conjugate_normal();
+    check(&model, 100, &truths);
 }
 
 #[test]
 fn posterior_gpu_gamma_poisson() {
-    let (prior_shape, prior_rate) = (2.0, 1.0);
-    let counts: Vec<i64> = vec![0, 1, 0, 2, 1];
-    let shape = prior_shape + counts.iter().sum::<i64>() as f64;
-    let rate_parameter = prior_rate + counts.len() as f64;
-    let mut m = ModelBuilder::new("gamma_poisson");
-    let y = m.data_int_vector("y", counts);
-    let rate = m.param_constrained("rate", Constraint::Positive);
-    let log_rate = m.transformed("log_rate", rate.ln());
-    m.sample(&rate, Dist::gamma(prior_shape, prior_rate));
-    m.sample(&y, Dist::poisson_log(&log_rate));
-    let model = checked(m);
-    let truths = [
-        truth(
-            &model,
-            "rate",
-            None,
-            shape / rate_parameter,
-            Some(shape.sqrt() / rate_parameter),
-        ),
-        truth(
-            &model,
-            "log_rate",
-            None,
-            digamma(shape) - rate_parameter.ln(),
-            None,
-        ),
-    ];
+    let Known { model, truths } = known::gamma_poisson();
     check(&model, 200, &truths);
 }
 
-const FUNNEL_DIM: usize = 9;
-
 #[test]
 fn posterior_gpu_noncentred_funnel() {
-    let mut m = ModelBuilder::new("funnel_noncentred");
-    let y = m.param("y");
-    let x_raw = m.vector_param("x_raw", FUNNEL_DIM);
-    m.transformed("x", (&y * 0.5).exp() * &x_raw);
-    m.sample(&y, Dist::normal(0.0, 3.0));
-    m.sample(&x_raw, Dist::normal(0.0, 1.0));
-    let model = checked(m);
-    let mut truths = vec![truth(&model, "y", None, 0.0, Some(3.0))];
-    for i in 0..FUNNEL_DIM {
-        truths.push(truth(&model, "x_raw", Some(i), 0.0, Some(1.0)));
-        truths.push(truth(&model, "x", Some(i), 0.0, None));
-    }
+    let Known { model, truths } = known::noncentred_funnel(9);
     check(&model, 300, &truths);
 }
 
-const WALK_LEN: usize = 9;
-
-/// A Gaussian random walk with unit steps, from coordinate 1 (so that, split across lanes,
-/// its elements sit one lane off the chain's coordinates, and 9 take lavapipe's 8 lanes
-/// and one more): `x_t ~ N(0, sqrt(t + 1))`.
+/// A walk of 9 elements takes lavapipe's 8 lanes and one more, from coordinate 1: a split
+/// chain reads it through a rotation, with a partial last trip.
 #[test]
 fn posterior_gpu_random_walk() {
-    let mut m = ModelBuilder::new("random_walk");
-    let mu = m.param("mu");
-    let x = m.vector_param("x", WALK_LEN);
-    m.sample(&mu, Dist::normal(0.0, 1.0));
-    m.sample(&x, Dist::gaussian_random_walk(1.0));
-    let model = checked(m);
-    let mut truths = vec![truth(&model, "mu", None, 0.0, Some(1.0))];
-    for t in 0..WALK_LEN {
-        let sd = ((t + 1) as f64).sqrt();
-        truths.push(truth(&model, "x", Some(t), 0.0, Some(sd)));
-    }
+    let Known { model, truths } = known::random_walk(9);
     check(&model, 400, &truths);
 }
 
-const NORMAL_DIM: usize = 100;
-
 #[test]
 fn posterior_gpu_standard_normal_100d() {
-    let mut m = ModelBuilder::new("standard_normal_100d");
-    let x = m.vector_param("x", NORMAL_DIM);
-    m.sample(&x, Dist::normal(0.0, 1.0));
-    let model = checked(m);
-    let truths: Vec<Truth> = (0..NORMAL_DIM)
-        .map(|i| truth(&model, "x", Some(i), 0.0, Some(1.0)))
-        .collect();
+    let Known { model, truths } = known::standard_normal(100);
     check(&model, 500, &truths);
 }
 
 #[test]
 fn posterior_gpu_correlated_normal() {
-    let rho: f64 = 0.99;
-    let mut m = ModelBuilder::new("correlated_normal");
-    let x1 = m.param("x1");
-    let x2 = m.param("x2");
-    m.transformed("product", &x1 * &x2);
-    m.sample(&x1, Dist::normal(0.0, 1.0));
-    m.sample(&x2, Dist::normal(rho * &x1, (1.0 - rho * rho).sqrt()));
-    let model = checked(m);
-    let truths = [
-        truth(&model, "x1", None, 0.0, Some(1.0)),
-        truth(&model, "x2", None, 0.0, Some(1.0)),
-        // The product's mean only: its sd estimate (a fourth moment of a heavy-tailed
-        // variable) errs far from normally. Over 12 seeds of each of three kernels its
-        // z-scores were skewed low (down to -3.3, and -4.6 at this test's seed) while the
-        // mean's were not; x1 and x2 check the spread.
-        truth(&model, "product", None, rho, None),
-    ];
+    let Known { model, mut truths } = known::correlated_normal(0.99);
+    // The product's mean only: its sd estimate (a fourth moment of a heavy-tailed variable)
+    // errs far from normally. Over 12 seeds of each of three kernels its z-scores were skewed
+    // low (down to -3.3, and -4.6 at this test's seed) while the mean's were not; x1 and x2
+    // check the spread.
+    for truth in truths.iter_mut().filter(|truth| truth.label == "product") {
+        truth.sd = None;
+    }
     check(&model, 600, &truths);
 }
 

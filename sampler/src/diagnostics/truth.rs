@@ -115,3 +115,28 @@ pub fn compare(traces: &[ChainTrace], truth: &Truth) -> Comparison {
         mcse_mean: mcse_of_mean,
     }
 }
+
+/// At most `n` of `comparisons`, furthest from their truths first ([`Comparison::max_abs_z`]):
+/// worth printing even when all agree, so that a near miss shows.
+pub fn worst(comparisons: &[Comparison], n: usize) -> Vec<&Comparison> {
+    let mut worst: Vec<&Comparison> = comparisons.iter().collect();
+    worst.sort_by(|a, b| b.max_abs_z().total_cmp(&a.max_abs_z()));
+    worst.truncate(n);
+    worst
+}
+
+/// A line for each of `comparisons` that does not agree with its truth (`truths`, in the same
+/// order) within `tolerance` MCSE, naming the truth.
+pub fn disagreements(comparisons: &[Comparison], truths: &[Truth], tolerance: f64) -> Vec<String> {
+    comparisons
+        .iter()
+        .zip(truths)
+        .filter(|(comparison, _)| !comparison.agrees(tolerance))
+        .map(|(comparison, truth)| {
+            format!(
+                "{comparison}; truth: mean {}, sd {:?}",
+                truth.mean, truth.sd
+            )
+        })
+        .collect()
+}

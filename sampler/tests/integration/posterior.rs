@@ -16,10 +16,11 @@
 //! pass with max |z| 3.4; a change of seed that fails by a hair is not a bug report, a |z| of 6
 //! or more is.
 
-use sampler::diagnostics::truth::{Comparison, Truth, compare};
+use sampler::diagnostics::known::{self, Known};
+use sampler::diagnostics::truth::{Comparison, Truth, compare, disagreements, worst};
 use sampler::{
-    AdaptationKind, ChainId, ChainRng, ChainTrace, CheckedModel, Constraint, Dist, Limits,
-    MetricKind, ModelBuilder, NoObserver, RunSummary, SamplerSettings, Seed, digamma, sample,
+    AdaptationKind, ChainTrace, CheckedModel, Constraint, Dist, Limits, MetricKind, ModelBuilder,
+    NoObserver, RunSummary, SamplerSettings, Seed, sample,
 };
 
 use crate::common::bench_model;
@@ -121,22 +122,10 @@ fn check(
             .collect::<Vec<_>>()
     );
     // Print the worst few so that a near miss is visible in passing runs too.
-    let mut worst: Vec<&Comparison> = comparisons.iter().collect();
-    worst.sort_by(|a, b| b.max_abs_z().total_cmp(&a.max_abs_z()));
-    for comparison in worst.iter().take(3) {
+    for comparison in worst(&comparisons, 3) {
         println!("    {comparison}");
     }
-    let failures: Vec<String> = comparisons
-        .iter()
-        .zip(truths)
-        .filter(|(comparison, _)| !comparison.agrees(Z_TOLERANCE))
-        .map(|(comparison, truth)| {
-            format!(
-                "{comparison}; truth: mean {}, sd {:?}",
-                truth.mean, truth.sd
-            )
-        })
-        .collect();
+    let failures = disagreements(&comparisons, truths, Z_TOLERANCE);
     assert!(
         failures.is_empty(),
         "{} {} (seed {}): {} of {} estimates are more than {Z_TOLERANCE} MCSE from the truth:\n{}",
@@ -154,40 +143,24 @@ fn checked(builder: ModelBuilder) -> CheckedModel {
     CheckedModel::new(builder.build(), &Limits::default()).expect("the test model is valid")
 }
 
-/// mu ~ N(prior_mean, prior_sd), y_i ~ N(mu, sigma) with sigma known: the posterior of mu is
-/// normal with precision 1/prior_sd² + n/sigma².
+/// `known::conjugate_normal`, and the check's power: the same draws reject a wrong truth.
 #[test]
 fn posterior_conjugate_normal() {
-    let (prior_mean, prior_sd, sigma): (f64, f64, f64) = (1.0, 0.5, 2.0);
-    // The prior and the 20 observations carry similar weight (precision 4 vs 5), so an error in
-    // either term moves the posterior.
-    let mut data_rng = ChainRng::new(Seed(20_261), ChainId(0));
-    let y: Vec<f64> = (0..20).map(|_| 1.7 + sigma * data_rng.normal()).collect();
-    let precision = 1.0 / prior_sd.powi(2) + y.len() as f64 / sigma.powi(2);
-    let posterior_mean =
-        (prior_mean / prior_sd.powi(2) + y.iter().sum::<f64>() / sigma.powi(2)) / precision;
-    let posterior_sd = precision.sqrt().recip();
-
-    let mut m = ModelBuilder::new("conjugate_normal");
-    let y_data = m.data_vector("y", y);
-    let mu = m.param("mu");
-    m.sample(&mu, Dist::normal(prior_mean, prior_sd));
-    m.sample(&y_data, Dist::normal(&mu, sigma));
-    let model = checked(m);
-    let truth = truth(&model, "mu", None, posterior_mean, Some(posterior_sd));
-
+    let Known { model, truths } = known::conjugate_normal();
+    let truth = &truths[0];
+    let posterior_sd = truth.sd.expect("the conjugate normal's sd is known");
     for (k, config) in ALL_CONFIGS.into_iter().enumerate() {
         let (traces, _) = check(
             &model,
             config,
             Seed(100 + k as u64),
-            std::slice::from_ref(&truth),
+            std::slice::from_ref(truth),
         );
         // The check can fail: the same draws reject a mean off by 0.15 posterior sd and an sd
         // off by 10% (a 1-d normal gives NUTS only ~3,500 effective draws of 8,000, so 4 MCSE
         // is ~0.07 sd and ~5% of the sd here; these errors are twice that).
         let wrong_mean = Truth {
-            mean: posterior_mean + 0.15 * posterior_sd,
+            mean: truth.mean + 0.15 * posterior_sd,
             ..truth.clone()
         };
         let wrong_sd = Truth {
@@ -206,41 +179,10 @@ fn posterior_conjugate_normal() {
     }
 }
 
-/// rate ~ Gamma(a, b) (a positive parameter, sampled as log(rate) with its Jacobian), counts
-/// y_i ~ Poisson(rate) written as poisson_log(log(rate)): the posterior is Gamma(a + Σy, b + n).
-/// The posterior shape is small (6), so a missing or doubled log-Jacobian (which turns the shape
-/// into 5 or 7) moves the mean by 0.4 posterior sd, far beyond the tolerance.
+/// `known::gamma_poisson`: a positive parameter's log-Jacobian.
 #[test]
 fn posterior_gamma_poisson() {
-    let (prior_shape, prior_rate) = (2.0, 1.0);
-    let counts: Vec<i64> = vec![0, 1, 0, 2, 1];
-    let shape = prior_shape + counts.iter().sum::<i64>() as f64;
-    let rate_parameter = prior_rate + counts.len() as f64;
-
-    let mut m = ModelBuilder::new("gamma_poisson");
-    let y = m.data_int_vector("y", counts);
-    let rate = m.param_constrained("rate", Constraint::Positive);
-    let log_rate = m.transformed("log_rate", rate.ln());
-    m.sample(&rate, Dist::gamma(prior_shape, prior_rate));
-    m.sample(&y, Dist::poisson_log(&log_rate));
-    let model = checked(m);
-    let truths = [
-        truth(
-            &model,
-            "rate",
-            None,
-            shape / rate_parameter,
-            Some(shape.sqrt() / rate_parameter),
-        ),
-        // E[log X] = ψ(shape) − ln(rate) for X ~ Gamma(shape, rate).
-        truth(
-            &model,
-            "log_rate",
-            None,
-            digamma(shape) - rate_parameter.ln(),
-            None,
-        ),
-    ];
+    let Known { model, truths } = known::gamma_poisson();
     for (k, config) in ALL_CONFIGS.into_iter().enumerate() {
         check(&model, config, Seed(200 + k as u64), &truths);
     }
@@ -248,24 +190,10 @@ fn posterior_gamma_poisson() {
 
 const FUNNEL_DIM: usize = 9;
 
-/// Neal's funnel, non-centred: y ~ N(0, 3), x_raw ~ N(0, 1)⁹, x = exp(y/2) x_raw. The sampled
-/// density is a standard-normal-like product, so every NUTS must get it right; the marginals of
-/// the funnel itself are checked through x. The sd of x (√e^4.5 ≈ 9.5) is not checked: x has
-/// such heavy tails that its sd's MCSE is unreliable.
+/// `known::noncentred_funnel`.
 #[test]
 fn posterior_noncentred_funnel() {
-    let mut m = ModelBuilder::new("funnel_noncentred");
-    let y = m.param("y");
-    let x_raw = m.vector_param("x_raw", FUNNEL_DIM);
-    m.transformed("x", (&y * 0.5).exp() * &x_raw);
-    m.sample(&y, Dist::normal(0.0, 3.0));
-    m.sample(&x_raw, Dist::normal(0.0, 1.0));
-    let model = checked(m);
-    let mut truths = vec![truth(&model, "y", None, 0.0, Some(3.0))];
-    for i in 0..FUNNEL_DIM {
-        truths.push(truth(&model, "x_raw", Some(i), 0.0, Some(1.0)));
-        truths.push(truth(&model, "x", Some(i), 0.0, None));
-    }
+    let Known { model, truths } = known::noncentred_funnel(FUNNEL_DIM);
     for (k, config) in ALL_CONFIGS.into_iter().enumerate() {
         check(&model, config, Seed(300 + k as u64), &truths);
     }
@@ -324,7 +252,7 @@ fn posterior_centred_funnel_is_flagged() {
 
 const NORMAL_DIM: usize = 100;
 
-/// A 100-dimensional standard normal: every coordinate's mean and sd.
+/// `known::standard_normal` in 100 dimensions.
 ///
 /// The dense run is most of this file's time (~30 s of chain time against 0.3 s for a diagonal
 /// metric): Stan's first three metric windows hold 25, 50 and 100 draws, no more than the
@@ -333,35 +261,16 @@ const NORMAL_DIM: usize = 100;
 /// dense metric on a covariance that is not close to diagonal during warmup.
 #[test]
 fn posterior_standard_normal_100d() {
-    let mut m = ModelBuilder::new("standard_normal_100d");
-    let x = m.vector_param("x", NORMAL_DIM);
-    m.sample(&x, Dist::normal(0.0, 1.0));
-    let model = checked(m);
-    let truths: Vec<Truth> = (0..NORMAL_DIM)
-        .map(|i| truth(&model, "x", Some(i), 0.0, Some(1.0)))
-        .collect();
+    let Known { model, truths } = known::standard_normal(NORMAL_DIM);
     for (k, config) in ALL_CONFIGS.into_iter().enumerate() {
         check(&model, config, Seed(500 + k as u64), &truths);
     }
 }
 
-/// A bivariate normal with correlation 0.99, written as x1 ~ N(0, 1),
-/// x2 ~ N(ρ x1, √(1 − ρ²)). Its product x1·x2 has mean ρ and sd √(1 + ρ²) (Isserlis).
+/// `known::correlated_normal` with correlation 0.99 (hard for a diagonal metric).
 #[test]
 fn posterior_correlated_normal() {
-    let rho: f64 = 0.99;
-    let mut m = ModelBuilder::new("correlated_normal");
-    let x1 = m.param("x1");
-    let x2 = m.param("x2");
-    m.transformed("product", &x1 * &x2);
-    m.sample(&x1, Dist::normal(0.0, 1.0));
-    m.sample(&x2, Dist::normal(rho * &x1, (1.0 - rho * rho).sqrt()));
-    let model = checked(m);
-    let truths = [
-        truth(&model, "x1", None, 0.0, Some(1.0)),
-        truth(&model, "x2", None, 0.0, Some(1.0)),
-        truth(&model, "product", None, rho, Some((1.0 + rho * rho).sqrt())),
-    ];
+    let Known { model, truths } = known::correlated_normal(0.99);
     for (k, config) in ALL_CONFIGS.into_iter().enumerate() {
         check(&model, config, Seed(600 + k as u64), &truths);
     }
