@@ -125,33 +125,10 @@ impl fmt::Display for SessionId {
     }
 }
 
-/// Identifies a request from one node, so that a retry after a timeout ("outcome unknown") can
-/// be recognised: a receiver keys idempotency on `(sender NodeName, RequestId)`.
-#[derive(
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Debug,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-#[serde(transparent)]
-pub struct RequestId(pub u64);
-
-impl fmt::Display for RequestId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "request {}", self.0)
-    }
-}
-
-/// A `u64` id newtype whose `fresh()` is `fresh_u64`, printed as 16 hex digits.
-macro_rules! fresh_id {
-    ($(#[$doc:meta])* $name:ident) => {
+/// A `u64` id newtype, serialised as its number and displayed with `$format`; `fresh` adds
+/// `fresh()`, a new id from `fresh_u64`.
+macro_rules! u64_id {
+    ($(#[$doc:meta])* $name:ident, $format:literal) => {
         $(#[$doc])*
         #[derive(
             Clone,
@@ -169,26 +146,39 @@ macro_rules! fresh_id {
         #[serde(transparent)]
         pub struct $name(pub u64);
 
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, $format, self.0)
+            }
+        }
+    };
+    (fresh $(#[$doc:meta])* $name:ident, $format:literal) => {
+        u64_id!($(#[$doc])* $name, $format);
+
         impl $name {
             /// A new id, unique with overwhelming probability (see `fresh_u64`).
             pub fn fresh() -> Self {
                 Self(fresh_u64())
             }
         }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{:016x}", self.0)
-            }
-        }
     };
 }
 
-fresh_id! {
+u64_id!(
+    /// Identifies a request from one node, so that a retry after a timeout ("outcome
+    /// unknown") can be recognised: a receiver keys idempotency on `(sender NodeName,
+    /// RequestId)`.
+    RequestId,
+    "request {}"
+);
+
+u64_id!(
+    fresh
     /// A sampling job, cluster-wide: chosen by the coordinator that runs it, carried in the
     /// envelope of every message about the job (so that each node's log spans name it).
-    JobId
-}
+    JobId,
+    "{:016x}"
+);
 
 /// The log span of everything about `job` on this node: a `job` span naming it, or none when
 /// the current span is already one. ractor carries the sender's span with each local
@@ -204,13 +194,15 @@ pub(crate) fn job_span(job: JobId) -> tracing::Span {
     }
 }
 
-fresh_id! {
+u64_id!(
+    fresh
     /// Chains of one job sent to one worker in one dispatch; a worker keys its tasks on
     /// `(coordinator NodeName, TaskId)`, so that a repeated dispatch (a retry after a timeout)
     /// starts nothing new, and a coordinator that restarted does not reuse the ids of its
     /// previous incarnation.
-    TaskId
-}
+    TaskId,
+    "{:016x}"
+);
 
 /// A 64-bit id that differs between calls, processes and restarts: SplitMix64 of the clock,
 /// the process id and a process-wide counter. Not a secret, only distinct.
