@@ -124,14 +124,10 @@ impl<T> Pending<T> {
     /// `spin`: a sleeping thread takes tens to hundreds of microseconds to wake, which a
     /// driver that sends the next dispatch as soon as one is back pays on every dispatch.
     pub fn wait_spinning(self, spin: Duration) -> Result<T, GpuError> {
-        let until = Instant::now() + spin;
-        while Instant::now() < until {
-            if let Some(value) = Self::take(&mut self.shared.lock()) {
-                return value;
-            }
-            std::hint::spin_loop();
+        match spin_for(spin, || Self::take(&mut self.shared.lock())) {
+            Some(value) => value,
+            None => self.wait(),
         }
-        self.wait()
     }
 
     /// Like [`Pending::wait`], but gives up after `timeout` with [`GpuError::ReplyTimeout`].
@@ -169,6 +165,20 @@ impl<T> Future for Pending<T> {
             }
         }
     }
+}
+
+/// Calls `poll` without sleeping until it gives a value or `spin` has passed (`None`): the
+/// spin-waits of the device thread and of its callers, which a sleep and wake-up would cost
+/// tens to hundreds of microseconds each.
+pub(crate) fn spin_for<R>(spin: Duration, mut poll: impl FnMut() -> Option<R>) -> Option<R> {
+    let until = Instant::now() + spin;
+    while Instant::now() < until {
+        if let Some(value) = poll() {
+            return Some(value);
+        }
+        std::hint::spin_loop();
+    }
+    None
 }
 
 #[cfg(test)]

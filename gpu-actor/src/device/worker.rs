@@ -19,7 +19,7 @@ use super::{
     ShaderChoice,
 };
 use crate::error::GpuError;
-use crate::reply::Replier;
+use crate::reply::{Replier, spin_for};
 use crate::wgsl::{DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement};
 
 /// A request to the device thread, with its reply end.
@@ -325,15 +325,12 @@ impl Worker {
         } else {
             COMMAND_SPIN
         };
-        let until = Instant::now() + spin;
-        while Instant::now() < until {
-            match commands.try_recv() {
-                Ok(command) => return Some(command),
-                Err(mpsc::TryRecvError::Disconnected) => return None,
-                Err(mpsc::TryRecvError::Empty) => std::hint::spin_loop(),
-            }
-        }
-        commands.recv().ok()
+        let received = spin_for(spin, || match commands.try_recv() {
+            Ok(command) => Some(Some(command)),
+            Err(mpsc::TryRecvError::Disconnected) => Some(None),
+            Err(mpsc::TryRecvError::Empty) => None,
+        });
+        received.unwrap_or_else(|| commands.recv().ok())
     }
 
     /// Runs `work` and turns device events seen meanwhile into its error.
@@ -636,17 +633,13 @@ impl Worker {
             operation: "readback",
             message,
         };
-        let mut outcome = None;
-        let spin_until = Instant::now() + spin_wait(&self.report);
-        while Instant::now() < spin_until {
-            self.device.poll(wgpu::PollType::Poll).map_err(poll_error)?;
-            if let Ok(result) = mapped.try_recv() {
-                outcome = Some(result);
-                break;
+        let spun = spin_for(spin_wait(&self.report), || {
+            match self.device.poll(wgpu::PollType::Poll) {
+                Err(err) => Some(Err(poll_error(err))),
+                Ok(_) => mapped.try_recv().ok().map(Ok),
             }
-            std::hint::spin_loop();
-        }
-        let outcome = match outcome {
+        });
+        let outcome = match spun.transpose()? {
             Some(outcome) => outcome,
             None => {
                 match self.device.poll(wgpu::PollType::Wait {

@@ -11,7 +11,7 @@ use sampler::{DensityKind, Operand, Program};
 
 use super::ast::{Expr, Field, Global, Hook, Ident, Stmt, Ty};
 use super::library::{LibFn, TermFn};
-use super::tape::{Accumulator, Arg, Tape, accumulate, local_index};
+use super::tape::{Accumulator, Arg, Tape, accumulate};
 
 /// Which operand a part reads.
 #[derive(Clone, Copy, Debug)]
@@ -476,7 +476,8 @@ fn split_walk_steps(
         Stmt::Assign(local(g), local(z) * local(inv_s)),
         Stmt::add_to(adjoint(li()), -local(g)),
     ];
-    let trip = vec![
+    // Every lane, before its element's step: the predecessor's value, and `g` at 0.
+    let before_step = vec![
         Stmt::let_(cur, at(li())),
         Stmt::Var(supply.clone(), Ty::Real, Some(local(cur))),
         Stmt::If(
@@ -494,13 +495,12 @@ fn split_walk_steps(
                 ],
             ),
         ),
-        Stmt::let_(i, li() * Expr::U32(lanes) + lane()),
         Stmt::zero(g),
-        Stmt::If(
-            local(i).gt(Expr::U32(0)).and(Expr::U32(n).gt(local(i))),
-            step,
-            Vec::new(),
-        ),
+    ];
+    // Element 0 takes no step.
+    let body = vec![Stmt::If(local(i).gt(Expr::U32(0)), step, Vec::new())];
+    // Every lane, after: `g` back to the predecessor's lane.
+    let after_step = vec![
         Stmt::let_(
             gn,
             Expr::hook(
@@ -514,7 +514,7 @@ fn split_walk_steps(
             vec![Stmt::add_to(adjoint(li()), local(gn))],
         ),
     ];
-    let mut out = vec![Stmt::for_(&local_index(), Expr::U32(trips), trip)];
+    let mut out = vec![tape.each_split(i, n, before_step, body, after_step)];
     out.push(Tape::sum_over_lanes(sum_z2));
     out.push(Tape::sum_over_lanes(sum_dz));
     Stmt::Block(out)

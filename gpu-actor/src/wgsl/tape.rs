@@ -27,7 +27,7 @@ fn partial_adjoints() -> Ident {
 }
 
 /// The local index of a split loop: element `i` of a split slot is at local position `li`.
-pub(crate) fn local_index() -> Ident {
+fn local_index() -> Ident {
     Ident::new("li")
 }
 

@@ -156,8 +156,8 @@ impl Welford {
     }
 
     /// Adds `count` samples of a diagonal estimator whose means and sums of squared
-    /// deviations are `moments` (`(mean, m2)` per coordinate): [`Welford::merge`] of
-    /// [`Welford::from_moments`], same arithmetic, without building one.
+    /// deviations are `moments` (`(mean, m2)` per coordinate), without building an estimator
+    /// of them: [`Welford::merge`]'s diagonal case.
     pub fn merge_moments(&mut self, count: u64, moments: impl IntoIterator<Item = (f64, f64)>) {
         debug_assert!(!self.dense);
         if count == 0 {
@@ -240,6 +240,11 @@ impl Welford {
         if other.count == 0 {
             return;
         }
+        if !self.dense {
+            let moments = other.mean.iter().copied().zip(other.m2.iter().copied());
+            self.merge_moments(other.count, moments);
+            return;
+        }
         if self.count == 0 {
             self.clone_from(other);
             return;
@@ -250,15 +255,9 @@ impl Welford {
             *delta = mean_b - mean;
         }
         let weight = na * nb / n;
-        if self.dense {
-            let d = self.dim;
-            for (k, (m2, m2_b)) in self.m2.iter_mut().zip(&other.m2).enumerate() {
-                *m2 += m2_b + self.delta[k / d] * self.delta[k % d] * weight;
-            }
-        } else {
-            for ((m2, m2_b), delta) in self.m2.iter_mut().zip(&other.m2).zip(&self.delta) {
-                *m2 += m2_b + delta * delta * weight;
-            }
+        let d = self.dim;
+        for (k, (m2, m2_b)) in self.m2.iter_mut().zip(&other.m2).enumerate() {
+            *m2 += m2_b + self.delta[k / d] * self.delta[k % d] * weight;
         }
         for (mean, delta) in self.mean.iter_mut().zip(&self.delta) {
             *mean += delta * (nb / n);
