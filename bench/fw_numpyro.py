@@ -14,38 +14,14 @@ from __future__ import annotations
 import time
 
 import numpyro
-import numpyro.util
+
+from numpyro_jit import memoize_maybe_jit
 
 numpyro.set_host_device_count(4)
 numpyro.enable_x64()
 
 
-def _memoize_maybe_jit():
-    """Makes NumPyro reuse its compiled sampling loop across ``MCMC.warmup``/``run`` calls.
-
-    NumPyro 0.22's ``fori_collect`` wraps its (cached) loop body in a fresh ``jax.jit`` at
-    every call and passes that wrapper to the jitted loop as a static argument; a fresh
-    wrapper hashes differently, so every call recompiled the whole sampler (2 s for the
-    simplest model), which a user running a model repeatedly pays but which is compilation,
-    not sampling. Memoizing ``maybe_jit`` on (function, options) gives the loop the same
-    wrapper each time; the sampler's computation is unchanged.
-    """
-    original = numpyro.util.maybe_jit
-    cache = {}
-
-    def maybe_jit(fn, *args, **kwargs):
-        key = (fn, args, tuple(sorted(kwargs.items())))
-        try:
-            if key not in cache:
-                cache[key] = original(fn, *args, **kwargs)
-            return cache[key]
-        except TypeError:  # unhashable options: no memo
-            return original(fn, *args, **kwargs)
-
-    numpyro.util.maybe_jit = maybe_jit
-
-
-_memoize_maybe_jit()
+memoize_maybe_jit()  # compile the sampling loops once (numpyro_jit.py)
 
 _PMAPPED = {}
 

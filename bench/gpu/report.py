@@ -110,7 +110,10 @@ def main(paths) -> int:
             f"NumPyro {numpyro_any.get('numpyro_version')} (JAX {numpyro_any.get('jax_version')}, "
             f"{numpyro_any.get('jax_backend')}: {numpyro_any.get('adapter')}), chain_method=\"vectorized\", "
             f"{numpyro_any.get('precision')}, {numpyro_any.get('warmup')} warmup + {numpyro_any.get('draws')} draws, "
-            f"compile excluded (second of two identical rounds); ESS: {numpyro_any.get('ess_method')}.")
+            "compile excluded (the second of two identical rounds, less the compile time JAX "
+            "reports in it; rows whose NumPyro wall is marked ‡: one round run in pieces across "
+            "processes, less the compile time JAX reports, bench/gpu/resumable.py); "
+            f"ESS: {numpyro_any.get('ess_method')}.")
     out.append("Rates per second of warmup + sampling; ratio = ours / NumPyro; lockstep efficiency = "
                "useful leapfrog steps / executed lane-steps.\n")
     out.append("| model | chains | min bulk-ESS/s ours | NumPyro | ratio | min tail-ESS/s ours | NumPyro "
@@ -139,7 +142,8 @@ def main(paths) -> int:
             f"{fmt(tail_ratio, 3)}x" if tail_ratio else "–",
             cell(o, ours, "grads_per_s"), cell(t, theirs, "grads_per_s"),
             cell(o, ours, "lockstep_efficiency", 2), cell(t, theirs, "lockstep_efficiency", 2),
-            cell(o, ours, "wall_s"), cell(t, theirs, "wall_s"),
+            cell(o, ours, "wall_s"),
+            cell(t, theirs, "wall_s") + ("‡" if t.get("protocol") == "pieces" else ""),
             f"{o.get('divergences', '–')} / {t.get('divergences', '–')}",
             check_text(ours),
         ]) + " |")

@@ -17,6 +17,10 @@
 # --draws (default 400 each, the NumPyro anchor's) go to both. Arguments after `--` go to
 # `cluster-cli bench` only (e.g. `--kernel fused`, `--data storage`, `--precision f64`).
 #
+# NumPyro's programs go to JAX's persistent compilation cache ($JAX_CACHE, default
+# /tmp/jax-cache): a second call on the same machine compiles less (compile time is excluded
+# from the figures either way).
+#
 # --local skips the Vulkan set-up (for a try on a machine with lavapipe); $PYTHON picks the
 # interpreter (default python3).
 #
@@ -107,6 +111,7 @@ if [ "$only" != ours ]; then
         echo "== NumPyro (budget ${left} s) =="
         timeout -k 5 "$left" "$python" bench/gpu/numpyro_gpu.py --models "$models" \
             --chains "$chains" --warmup "$warmup" --draws "$draws" --time-limit "$numpyro_limit" \
+            --compile-cache "${JAX_CACHE:-/tmp/jax-cache}" \
             > "$OUT/numpyro.jsonl" 2> >(tee "$OUT/numpyro.txt" >&2)
         echo "(numpyro: exit $? after $(elapsed) s)" | tee -a "$OUT/numpyro.txt"
     fi
