@@ -34,7 +34,6 @@ mod remote;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
 use ractor_cluster::RactorMessage;
 use tokio::task::{AbortHandle, JoinSet};
@@ -45,6 +44,7 @@ use crate::ids::{JobId, NodeName, RequestId, TaskId, job_span};
 use crate::membership::{MEMBERSHIP_NAME, MembershipEvent, MembershipMsg, Subscriber};
 use crate::outbox::Waiter;
 use crate::sampling::{DevicePreference, WarmupMode};
+use crate::ticker::Ticker;
 use crate::wire::{JobReply, JobWire, PoolWire, Responder, WireError, WireTaskEvent};
 pub(crate) use endpoint::{CoordinatorEndpoint, EndpointArgs};
 use job::{Job, JobSpec};
@@ -121,8 +121,7 @@ pub(crate) enum CoordinatorMsg {
     Tick,
 }
 
-impl CoordinatorMsg {
-    /// The responder of a client request (to answer it when the coordinator is gone).
+impl crate::wire::Answerable<JobWire> for CoordinatorMsg {
     fn into_responder(self) -> Option<Responder<JobWire>> {
         match self {
             CoordinatorMsg::Submit { responder, .. }
@@ -154,7 +153,7 @@ pub(crate) struct CoordinatorState {
     survey_again: bool,
     next_request: u64,
     reported_jobs: Option<u32>,
-    ticker: Option<JoinHandle<()>>,
+    ticker: Ticker,
 }
 
 impl std::fmt::Debug for CoordinatorState {
@@ -176,19 +175,7 @@ impl Actor for Coordinator {
         myself: ActorRef<Self::Msg>,
         args: CoordinatorArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let ticker = {
-            let myself = myself.clone();
-            tokio::spawn(async move {
-                let mut ticks = tokio::time::interval(TICK);
-                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    ticks.tick().await;
-                    if myself.cast(CoordinatorMsg::Tick).is_err() {
-                        break;
-                    }
-                }
-            })
-        };
+        let ticker = Ticker::start(&myself, TICK, || CoordinatorMsg::Tick);
         Ok(CoordinatorState {
             me: args.me,
             client_lease: args.client_lease,
@@ -204,7 +191,7 @@ impl Actor for Coordinator {
             survey_again: false,
             next_request: 1,
             reported_jobs: None,
-            ticker: Some(ticker),
+            ticker,
         })
     }
 
@@ -227,9 +214,7 @@ impl Actor for Coordinator {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        if let Some(ticker) = state.ticker.take() {
-            ticker.abort();
-        }
+        state.ticker.stop();
         state.tasks.abort_all();
         let running = state.jobs.values().filter(|job| job.is_running()).count();
         if running > 0 {

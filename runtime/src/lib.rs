@@ -19,6 +19,7 @@ mod pool;
 mod sampling;
 mod session;
 pub mod supervisor;
+mod ticker;
 pub mod wire;
 
 pub use client::{ClientError, ClientSettings, ClusterClient, RawService, SampleJob};

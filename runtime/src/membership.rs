@@ -32,7 +32,6 @@ use std::fmt;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use ractor_cluster::{NodeServerMessage, NodeSessionMessage, RactorMessage};
 use tokio::sync::mpsc::UnboundedSender;
@@ -43,6 +42,7 @@ use crate::discovery::MEMBERSHIP;
 use crate::ids::{NodeName, SessionId};
 use crate::session::{self, ConnectError, SessionEvent, SessionEventKind};
 use crate::supervisor::Backoff;
+use crate::ticker::Ticker;
 use crate::wire::{self, Envelope, MembershipReply, MembershipRequest, MembershipWire, Responder};
 pub use endpoint::{EndpointArgs, MembershipEndpoint};
 pub use info::{
@@ -153,7 +153,7 @@ pub struct MembershipState {
     session_actors: HashMap<SessionId, ActorRef<NodeSessionMessage>>,
     /// Dials and heartbeat calls in flight; dropping the set aborts them.
     tasks: JoinSet<()>,
-    ticker: Option<JoinHandle<()>>,
+    ticker: Ticker,
     next_request: u64,
 }
 
@@ -240,7 +240,9 @@ impl Actor for Membership {
         session::subscribe(&args.node_server, MEMBERSHIP_NAME, move |event| {
             let _ = me.cast(internal(InternalMsg::Session(event)));
         })?;
-        let ticker = start_ticker(&myself, args.settings.heartbeat_interval);
+        let ticker = Ticker::start(&myself, args.settings.heartbeat_interval, || {
+            internal(InternalMsg::Tick)
+        });
         let mut state = MembershipState {
             table: PeerTable::new(args.me, args.settings.clone()),
             node_server: args.node_server,
@@ -249,7 +251,7 @@ impl Actor for Membership {
             waiters: Vec::new(),
             session_actors: HashMap::new(),
             tasks: JoinSet::new(),
-            ticker: Some(ticker),
+            ticker,
             next_request: 0,
         };
         for seed in args.seeds {
@@ -283,9 +285,7 @@ impl Actor for Membership {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        if let Some(ticker) = state.ticker.take() {
-            ticker.abort();
-        }
+        state.ticker.stop();
         state.tasks.abort_all();
         let _ = state
             .node_server
@@ -342,24 +342,6 @@ impl Actor for Membership {
         }
         Ok(())
     }
-}
-
-/// Casts `Tick` every `interval`. Unlike ractor's `send_interval`, ticks missed while the
-/// process was stalled are not fired in a burst when it resumes: a burst would count several
-/// heartbeat misses at once and mark every peer down.
-fn start_ticker(myself: &ActorRef<MembershipMsg>, interval: Duration) -> JoinHandle<()> {
-    let myself = myself.clone();
-    tokio::spawn(async move {
-        let mut ticks = tokio::time::interval(interval);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticks.tick().await;
-        loop {
-            ticks.tick().await;
-            if myself.cast(internal(InternalMsg::Tick)).is_err() {
-                break;
-            }
-        }
-    })
 }
 
 fn join(

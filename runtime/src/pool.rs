@@ -30,7 +30,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use gpu_actor::{DeviceOptions, GpuDevice};
-use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use ractor_cluster::RactorMessage;
 use sampler::{ChainId, ChainSpec, CheckedModel, SamplerSettings, Seed};
@@ -39,6 +38,7 @@ use tokio::time::Instant;
 use crate::ids::{JobId, NodeName, TaskId, job_span};
 use crate::outbox::{Outbox, Waiter};
 use crate::sampling::WorkerKind;
+use crate::ticker::Ticker;
 use crate::wire::{
     MAX_POLL_REPLY_BYTES, PoolReply, PoolWire, Responder, WireChainDone, WireError, WireFailure,
     WireTaskEvent, WireWorkerKind,
@@ -151,7 +151,7 @@ pub(crate) struct PoolState {
     /// Test-only ([`PoolMsg::FailRuns`]): the next run to start fails as if the device were
     /// lost.
     fail_next_run: bool,
-    ticker: Option<JoinHandle<()>>,
+    ticker: Ticker,
 }
 
 impl std::fmt::Debug for PoolState {
@@ -206,19 +206,7 @@ impl Actor for SamplerPool {
         myself: ActorRef<Self::Msg>,
         args: PoolArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let ticker = {
-            let myself = myself.clone();
-            tokio::spawn(async move {
-                let mut ticks = tokio::time::interval(TICK);
-                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    ticks.tick().await;
-                    if myself.cast(PoolMsg::Tick).is_err() {
-                        break;
-                    }
-                }
-            })
-        };
+        let ticker = Ticker::start(&myself, TICK, || PoolMsg::Tick);
         let (kind, device) = match args.backend {
             Backend::Cpu => (WorkerKind::Cpu, None),
             Backend::Gpu(options) => {
@@ -247,7 +235,7 @@ impl Actor for SamplerPool {
             running: HashMap::new(),
             next_run: 0,
             fail_next_run: false,
-            ticker: Some(ticker),
+            ticker,
         })
     }
 
@@ -256,9 +244,7 @@ impl Actor for SamplerPool {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        if let Some(ticker) = state.ticker.take() {
-            ticker.abort();
-        }
+        state.ticker.stop();
         // Chains stop within one iteration of their flag; wait for their threads off the
         // executor.
         let threads: Vec<_> = state

@@ -452,6 +452,27 @@ pub fn refuse<S: Service>(
     Responder::<S>::new(port, request_id, me.clone()).send(Err(error));
 }
 
+/// A local actor's message that may carry the [`Responder`] of a remote call to `S`.
+pub(crate) trait Answerable<S: Service> {
+    /// The responder, if the message answers a remote call.
+    fn into_responder(self) -> Option<Responder<S>>;
+}
+
+/// Hands `message` from an endpoint to the local actor behind it; when that actor is gone,
+/// the remote caller gets [`WireError::Unavailable`] naming `service` at once, rather than
+/// waiting for its timeout.
+pub(crate) fn hand_over<S: Service, M: ractor::Message + Answerable<S>>(
+    actor: &ractor::ActorRef<M>,
+    message: M,
+    service: impl FnOnce() -> String,
+) {
+    if let Err(ractor::MessagingErr::SendErr(message)) = actor.cast(message)
+        && let Some(responder) = message.into_responder()
+    {
+        responder.send(Err(WireError::Unavailable { service: service() }));
+    }
+}
+
 /// A call that arrived for service `S`, decoded, with the way to answer it.
 pub struct Incoming<S: Service> {
     /// The caller's request id.

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use sampler::{CheckedModel, Limits};
 
 use super::CoordinatorMsg;
@@ -84,13 +84,7 @@ impl Actor for CoordinatorEndpoint {
             },
             JobRequest::Cancel { job } => CoordinatorMsg::Cancel { job, responder },
         };
-        if let Err(MessagingErr::SendErr(message)) = state.coordinator.cast(message)
-            && let Some(responder) = message.into_responder()
-        {
-            responder.send(Err(WireError::Unavailable {
-                service: "coordinator".to_owned(),
-            }));
-        }
+        wire::hand_over(&state.coordinator, message, || "coordinator".to_owned());
         Ok(())
     }
 }

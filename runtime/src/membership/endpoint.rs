@@ -1,17 +1,17 @@
 //! The membership endpoint: the remotable face of membership, in the `membership` process
 //! group. It decodes each request (fallibly, bounded in size) and hands it to the local
 //! [`Membership`](super::Membership) actor, which answers through the [`Responder`]; what it
-//! cannot read it refuses with a typed [`WireError`].
+//! cannot read it refuses with a typed [`WireError`](crate::wire::WireError).
 //!
 //! A separate actor because a remotable actor's messages must all be serializable, while
 //! membership also takes local-only messages (session events, subscribers, reply ports).
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 use super::MembershipMsg;
 use crate::discovery::MEMBERSHIP;
 use crate::ids::NodeName;
-use crate::wire::{self, Envelope, MembershipRequest, MembershipWire, Responder, WireError};
+use crate::wire::{self, Envelope, MembershipRequest, MembershipWire, Responder};
 
 /// The endpoint behaviour.
 #[derive(Debug, Clone, Copy, Default)]
@@ -66,11 +66,14 @@ fn forward(
 ) {
     let responder = Responder::new(port, request.request_id, state.me.clone());
     let message = MembershipMsg::Remote { request, responder };
-    if let Err(MessagingErr::SendErr(MembershipMsg::Remote { responder, .. })) =
-        state.membership.cast(message)
-    {
-        responder.send(Err(WireError::Unavailable {
-            service: "membership".to_owned(),
-        }));
+    wire::hand_over(&state.membership, message, || "membership".to_owned());
+}
+
+impl wire::Answerable<MembershipWire> for MembershipMsg {
+    fn into_responder(self) -> Option<Responder<MembershipWire>> {
+        match self {
+            MembershipMsg::Remote { responder, .. } => Some(responder),
+            _ => None,
+        }
     }
 }

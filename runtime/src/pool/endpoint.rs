@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, MessagingErr};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use sampler::{ChainSpec, CheckedModel, Limits, Seed};
 
 use super::{PoolMsg, PreparedTask};
@@ -107,19 +107,12 @@ impl Actor for PoolEndpoint {
             PoolRequest::InjectFault(WireFault::PanicPool) => PoolMsg::Panic(responder),
             PoolRequest::InjectFault(WireFault::FailRuns) => PoolMsg::FailRuns(responder),
         };
-        if let Err(MessagingErr::SendErr(message)) = state.pool.cast(message)
-            && let Some(responder) = message.into_responder()
-        {
-            responder.send(Err(WireError::Unavailable {
-                service: format!("{} pool", state.kind),
-            }));
-        }
+        wire::hand_over(&state.pool, message, || format!("{} pool", state.kind));
         Ok(())
     }
 }
 
-impl PoolMsg {
-    /// The responder of a request message (to answer it when the pool is gone).
+impl wire::Answerable<PoolWire> for PoolMsg {
     fn into_responder(self) -> Option<Responder<PoolWire>> {
         match self {
             PoolMsg::Status(responder)
