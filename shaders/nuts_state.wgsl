@@ -6,10 +6,15 @@
 // end being integrated (position, momentum, gradient) and the subtree's momentum sum live in
 // private arrays (`ns_q`, `ns_p`, `ns_g`, `ns_rho`): registers when the model is small, and
 // never a round trip through storage per leapfrog step. `ns_load_end` and `ns_store_end` move
-// them; storage's copies of that end and of NS_V_RHO_NEW are stale while a subtree grows. Per-chain vectors are
-// dim-major within a role: coordinate j of role r of chain c is `(r * G_DIM + j) * n + c`, so
-// the 32 chains of a warp touch 32 neighbouring words. gpu-actor's `kernels/layout.rs` holds
-// the same numbers; a unit test compares them with this file.
+// them; storage's copies of that end and of NS_V_RHO_NEW are stale while a subtree grows.
+//
+// Each vector role (and checkpoint kind) is a block of G_DIM * n values. With one invocation
+// per chain the block is dim-major, coordinate j of chain c at `j * n + c`, so the 32 chains of
+// a warp touch 32 neighbouring words; with a chain split across G_LANES invocations it is
+// chain-major, `c * G_DIM + j`, so the lanes of a chain touch its neighbouring coordinates
+// (dim-major, they would touch G_DIM cache lines n words apart). Scalars are `role * n + c`
+// after the vectors. gpu-actor's `kernels/layout.rs` holds the same numbers
+// (`NsSizes::vec_at`); a unit test compares the constants with this file.
 //
 // Memory per chain: 14 vectors and 18 scalars here, 3 vectors per tree depth in the
 // checkpoint buffer (the O(max_depth * d) of iterative NUTS), and the output slots.
@@ -224,8 +229,16 @@ fn ns_j(k: u32) -> u32 {
     return k * G_LANES + g_lane;
 }
 
+// Coordinate j of this chain in a block of G_DIM * n values starting at `block`.
+fn ns_in_block(block: u32, j: u32) -> u32 {
+    if (G_LANES > 1u) {
+        return block + g_chain * G_DIM + j;
+    }
+    return block + j * ns_n + g_chain;
+}
+
 fn ns_v(role: u32, j: u32) -> u32 {
-    return (role * G_DIM + j) * ns_n + g_chain;
+    return ns_in_block(role * G_DIM * ns_n, j);
 }
 
 fn ns_s(role: u32) -> u32 {
@@ -237,7 +250,7 @@ fn ns_u(role: u32) -> u32 {
 }
 
 fn ns_k(slot: u32, kind: u32, j: u32) -> u32 {
-    return ((slot * NS_K_COUNT + kind) * G_DIM + j) * ns_n + g_chain;
+    return ns_in_block((slot * NS_K_COUNT + kind) * G_DIM * ns_n, j);
 }
 
 fn ns_minv(j: u32) -> T {

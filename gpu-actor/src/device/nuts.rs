@@ -389,6 +389,7 @@ impl Worker {
             max_depth: open.max_depth as usize,
             capacity: open.capacity.max(1),
             with_grad: open.with_grad,
+            chain_major: options.lanes > 1,
         };
         let grid = self.chain_grid(open.n_chains, &options)?;
         let size = precision.size_bytes();
@@ -527,14 +528,10 @@ impl Worker {
             });
         }
         let size = session.precision.size_bytes();
-        let dim_major = |values: &[f64]| {
-            encode(
-                (0..dim).flat_map(|j| (0..n).map(move |c| values[c * dim + j])),
-                session.precision,
-            )
-        };
-        let q = dim_major(&start.q);
-        let g = dim_major(&start.g);
+        let block =
+            |values: &[f64]| encode(sizes.role_block(values).into_iter(), session.precision);
+        let q = block(&start.q);
+        let g = block(&start.g);
         let logp = encode(start.logp.iter().copied(), session.precision);
         let step = encode(start.step.iter().copied(), session.precision);
         let queue = &self.queue;
@@ -856,18 +853,13 @@ impl Worker {
         let pool = session.staging.clone();
         let bytes = self.read_back(&staging, q_bytes + scalar_bytes + uint_bytes, submission)?;
         pool.give(staging);
-        let q_dim_major = decode(&bytes[..q_bytes as usize], precision);
+        let q_block = decode(&bytes[..q_bytes as usize], precision);
         let scalars = decode(
             &bytes[q_bytes as usize..(q_bytes + scalar_bytes) as usize],
             precision,
         );
         let uint = bytemuck::pod_collect_to_vec(&bytes[(q_bytes + scalar_bytes) as usize..]);
-        let mut q = vec![0.0; n * dim];
-        for j in 0..dim {
-            for c in 0..n {
-                q[c * dim + j] = q_dim_major[j * n + c];
-            }
-        }
+        let q = sizes.chains_of_block(&q_block);
         let row = |role: usize| scalars[role * n..(role + 1) * n].to_vec();
         Ok(NutsSnapshot {
             uint,

@@ -155,6 +155,9 @@ pub(crate) struct NsSizes {
     pub max_depth: usize,
     pub capacity: usize,
     pub with_grad: bool,
+    /// Whether a vector role's block is chain-major (chains split across lanes) rather than
+    /// dim-major (one invocation per chain); `ns_in_block` of nuts_state.wgsl.
+    pub chain_major: bool,
 }
 
 impl NsSizes {
@@ -193,7 +196,36 @@ impl NsSizes {
 
     /// Index of vector role `role`, coordinate `j`, chain `c` in the vec buffer.
     pub(crate) fn vec_at(&self, role: usize, j: usize, c: usize) -> usize {
-        (role * self.dim + j) * self.n + c
+        let block = role * self.dim * self.n;
+        if self.chain_major {
+            block + c * self.dim + j
+        } else {
+            block + j * self.n + c
+        }
+    }
+
+    /// One vector role's block (`dim * n` values, [`NsSizes::vec_at`]'s order) of the
+    /// chain-major `values` (chain `c`'s coordinate `j` at `c * dim + j`).
+    pub(crate) fn role_block(&self, values: &[f64]) -> Vec<f64> {
+        let mut block = vec![0.0; self.dim * self.n];
+        for c in 0..self.n {
+            for j in 0..self.dim {
+                block[self.vec_at(0, j, c)] = values[c * self.dim + j];
+            }
+        }
+        block
+    }
+
+    /// The chain-major values of one vector role's `block` (inverse of
+    /// [`NsSizes::role_block`]).
+    pub(crate) fn chains_of_block(&self, block: &[f64]) -> Vec<f64> {
+        let mut values = vec![0.0; self.dim * self.n];
+        for c in 0..self.n {
+            for j in 0..self.dim {
+                values[c * self.dim + j] = block[self.vec_at(0, j, c)];
+            }
+        }
+        values
     }
 
     /// Index of scalar role `role` of chain `c` in the vec buffer.

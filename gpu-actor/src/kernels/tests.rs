@@ -63,6 +63,38 @@ fn layout_constants_match_the_shader() {
     );
 }
 
+#[test]
+fn role_blocks_are_dim_major_for_one_lane_and_chain_major_for_split_chains() {
+    let source = crate::wgsl::library::nuts_state_source();
+    for line in [
+        "return block + g_chain * G_DIM + j;",
+        "return block + j * ns_n + g_chain;",
+    ] {
+        assert!(source.contains(line), "nuts_state.wgsl lacks `{line}`");
+    }
+    let (n, dim) = (3, 4);
+    let values: Vec<f64> = (0..n * dim).map(|i| i as f64).collect();
+    for chain_major in [false, true] {
+        let sizes = super::layout::NsSizes {
+            n,
+            dim,
+            max_depth: 10,
+            capacity: 1,
+            with_grad: false,
+            chain_major,
+        };
+        let block = sizes.role_block(&values);
+        for c in 0..n {
+            for j in 0..dim {
+                let at = if chain_major { c * dim + j } else { j * n + c };
+                assert_eq!(block[at], values[c * dim + j], "chain {c}, coordinate {j}");
+                assert_eq!(sizes.vec_at(2, j, c), 2 * dim * n + at);
+            }
+        }
+        assert_eq!(sizes.chains_of_block(&block), values);
+    }
+}
+
 fn model(name: &str) -> CheckedModel {
     let mut m = ModelBuilder::new(name);
     match name {
