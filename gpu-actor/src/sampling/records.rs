@@ -46,11 +46,15 @@ pub(crate) fn empty_traces(
 }
 
 /// Each chain's room for its draws after warmup (`draws` rows of `n_columns` values and their
-/// statistics), allocated on a thread of its own while the device runs warmup. Thousands of
-/// chains' traces are gigabytes: one thread before warmup kept the device waiting for them,
-/// and the recording tasks, allocating in parallel with the first batch, took longer still
-/// (65536 chains of eight_schools_noncentered on the H100: that batch's recording took 250
-/// ms instead of 55; BENCHMARKS.md).
+/// statistics), allocated and written once (zeros, past the vectors' length) on threads of
+/// their own while the device runs warmup. Thousands of chains' traces are gigabytes: one
+/// thread before warmup kept the device waiting for them, and the recording tasks,
+/// allocating in parallel with the first batch, took longer still (65536 chains of
+/// eight_schools_noncentered on the H100: that batch's recording took 250 ms instead of 55;
+/// BENCHMARKS.md). Allocation alone leaves the pages to the first write, so that every
+/// sampling batch's recording still faulted its part of them in: in a scratch program on a
+/// 2-core machine, writing 8192 chains' 400 draws of 18 values into fresh room took 0.097 s,
+/// into room written once before 0.032 s.
 pub(crate) struct Room {
     thread: std::thread::JoinHandle<Vec<(Vec<f64>, Vec<DrawStats>)>>,
 }
@@ -59,14 +63,29 @@ impl Room {
     /// Starts allocating the room of `chains` chains.
     pub(crate) fn make(chains: usize, n_columns: usize, draws: usize) -> Room {
         let thread = std::thread::spawn(move || {
-            (0..chains)
-                .map(|_| {
-                    (
-                        Vec::with_capacity(draws * n_columns),
-                        Vec::with_capacity(draws),
-                    )
-                })
-                .collect()
+            let threads = std::thread::available_parallelism()
+                .map_or(1, |n| n.get() / 2)
+                .clamp(1, ROOM_THREADS);
+            let per_thread = chains.div_ceil(threads).max(1);
+            std::thread::scope(|scope| {
+                let parts: Vec<_> = (0..chains)
+                    .step_by(per_thread)
+                    .map(|start| {
+                        let end = (start + per_thread).min(chains);
+                        scope.spawn(move || {
+                            (start..end)
+                                .map(|_| written_room(n_columns, draws))
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                // A part whose thread panicked is missing: those chains' room is made by
+                // `record`, as without a room.
+                parts
+                    .into_iter()
+                    .flat_map(|part| part.join().unwrap_or_default())
+                    .collect()
+            })
         });
         Room { thread }
     }
@@ -84,6 +103,23 @@ impl Room {
             }
         }
     }
+}
+
+/// Threads that make the room: page faults share the process's memory map, so more stop
+/// helping, and the device's warmup runs beside them.
+const ROOM_THREADS: usize = 4;
+
+/// One chain's room: empty vectors whose capacity has been written once.
+fn written_room(n_columns: usize, draws: usize) -> (Vec<f64>, Vec<DrawStats>) {
+    let mut values = Vec::with_capacity(draws * n_columns);
+    for value in values.spare_capacity_mut() {
+        value.write(0.0);
+    }
+    let mut stats = Vec::with_capacity(draws);
+    for stat in stats.spare_capacity_mut() {
+        stat.write(DrawStats::default());
+    }
+    (values, stats)
 }
 
 /// An empty trace for a chain.
