@@ -6,7 +6,7 @@
 # `.gpu/cluster-cli` (a stripped release build) carried:
 #
 #   bench/gpu/run_device.sh [--budget SECONDS] [--models a,b] [--chains 1,64,...]
-#                           [--warmup N] [--draws N]
+#                           [--warmup N] [--draws N] [--pieces N]
 #                           [--only ours|numpyro] [--ours-share FRACTION] [--local]
 #                           [-- BENCH-ARGS...]
 #
@@ -16,6 +16,14 @@
 # already measured are kept (both write one JSON line per row as it completes). --warmup and
 # --draws (default 400 each, the NumPyro anchor's) go to both. Arguments after `--` go to
 # `cluster-cli bench` only (e.g. `--kernel fused`, `--data storage`, `--precision f64`).
+#
+# --pieces N measures each NumPyro row in a process of its own, its timed round run in pieces
+# of N iterations (N divides --warmup and --draws; N = --warmup runs warmup, then sampling)
+# without the untimed first round (numpyro_gpu.py --resume-dir, bench/gpu/resumable.py); the
+# table's rows marked ‡ were measured that way. Each row's state is kept in $NP_STATE
+# (default .np/) so that a call cut short can be run again on the same machine to finish its
+# rows; a finished row found there is printed again, not measured again (remove the
+# directory for a new measurement).
 #
 # NumPyro's programs go to JAX's persistent compilation cache ($JAX_CACHE, default
 # /tmp/jax-cache): a second call on the same machine compiles less (compile time is excluded
@@ -36,6 +44,7 @@ ours_share=0.4
 local=
 warmup=400
 draws=400
+pieces=
 bench_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -47,6 +56,7 @@ while [ $# -gt 0 ]; do
         --local) local=1; shift ;;
         --warmup) warmup=$2; shift 2 ;;
         --draws) draws=$2; shift 2 ;;
+        --pieces) pieces=$2; shift 2 ;;
         --) shift; bench_args=("$@"); break ;;
         *) echo "run_device.sh: unknown argument $1" >&2; exit 2 ;;
     esac
@@ -106,6 +116,29 @@ if [ "$only" != ours ]; then
     left=$(( budget - $(elapsed) - 15 ))
     if [ "$left" -lt 30 ]; then
         echo "no time left for NumPyro ($left s)" | tee "$OUT/numpyro.txt"
+    elif [ -n "$pieces" ]; then
+        # One process per row, its round in pieces of $pieces iterations (no untimed first
+        # round), its state in $NP_STATE (see the top of this file).
+        echo "== NumPyro, rows in pieces of $pieces (budget ${left} s) =="
+        numpyro_end=$(( $(elapsed) + left ))
+        : > "$OUT/numpyro.jsonl"
+        : > "$OUT/numpyro.txt"
+        IFS=, read -ra chain_counts <<< "$chains"
+        for m in "${model_names[@]}"; do
+            for c in "${chain_counts[@]}"; do
+                row_left=$(( numpyro_end - $(elapsed) ))
+                if [ "$row_left" -lt 30 ]; then
+                    echo "| $m | $c | skipped: no time left |" | tee -a "$OUT/numpyro.txt"
+                    continue
+                fi
+                timeout -k 5 "$row_left" "$python" bench/gpu/numpyro_gpu.py --models "$m" \
+                    --chains "$c" --warmup "$warmup" --draws "$draws" --piece "$pieces" \
+                    --resume-dir "${NP_STATE:-.np}/$m-$c-$warmup-$draws-$pieces" --time-limit "$row_left" \
+                    --compile-cache "${JAX_CACHE:-/tmp/jax-cache}" \
+                    >> "$OUT/numpyro.jsonl" 2> >(tee -a "$OUT/numpyro.txt" >&2)
+            done
+        done
+        echo "(numpyro: after $(elapsed) s)" | tee -a "$OUT/numpyro.txt"
     else
         numpyro_limit=$(( left * 6 / 10 ))
         echo "== NumPyro (budget ${left} s) =="
