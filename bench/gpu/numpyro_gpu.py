@@ -196,6 +196,14 @@ def make_row(model: str, n_chains: int, args, *, wall: float, compile_s: float,
     }
 
 
+def use_compile_cache(directory: str) -> None:
+    """Keeps every compiled program in JAX's persistent cache at ``directory``."""
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", directory)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+
+
 def round_keys(seed: int):
     """(first round's key, timed round's key) of ``--seed``."""
     import jax
@@ -259,8 +267,7 @@ def main(argv=None) -> int:
 
     memoize_maybe_jit()
     if args.compile_cache:
-        jax.config.update("jax_compilation_cache_dir", args.compile_cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        use_compile_cache(args.compile_cache)
     log(f"NumPyro {numpyro.__version__}, JAX {jax.__version__} on {jax.devices()[0]}; "
         f"ESS: {ESS_METHOD}")
     if args.resume_dir:

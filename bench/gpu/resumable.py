@@ -27,7 +27,8 @@ import time
 
 import numpy as np
 
-from numpyro_gpu import CompileClock, build_mcmc, log, make_row, round_keys
+from common import params
+from numpyro_gpu import CompileClock, build_mcmc, log, make_row, round_keys, use_compile_cache
 
 PROGRESS = "progress.json"
 STATE = "state.pkl"
@@ -57,6 +58,12 @@ def _load_state(directory: str):
 
 def _piece_path(directory: str, index: int, name: str) -> str:
     return os.path.join(directory, f"piece{index:04d}.{name}.npy")
+
+
+def stacked(directory: str, indices, name: str) -> np.ndarray:
+    """Array ``name`` (``num_steps``, ``diverging``, ``z.<site>``) of the pieces ``indices``,
+    joined along the iterations (axis 1: chains first)."""
+    return np.concatenate([np.load(_piece_path(directory, i, name)) for i in indices], axis=1)
 
 
 def _settings(model: str, n_chains: int, args) -> dict:
@@ -92,8 +99,7 @@ def run(model: str, n_chains: int, args) -> dict | None:
     progress["processes"] += 1
     if not args.compile_cache:
         # Later processes load what the first compiled (compile time is excluded either way).
-        jax.config.update("jax_compilation_cache_dir", os.path.join(directory, "jax-cache"))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+        use_compile_cache(os.path.join(directory, "jax-cache"))
 
     mcmc, kwargs, exclude = build_mcmc(model, n_chains, args.warmup, args.piece)
     clock = CompileClock()
@@ -169,21 +175,14 @@ def run(model: str, n_chains: int, args) -> dict | None:
 def _row(model: str, n_chains: int, args, progress: dict) -> dict:
     pieces = progress["pieces"]
     directory = args.resume_dir
-
-    def stacked(indices, name):
-        return np.concatenate([np.load(_piece_path(directory, i, name)) for i in indices], axis=1)
-
     warm = [i for i, p in enumerate(pieces) if not p["sampling"]]
     draws = [i for i, p in enumerate(pieces) if p["sampling"]]
-    prefix = "piece{:04d}.z.".format(draws[0])
-    sites = sorted(name[len(prefix):-len(".npy")] for name in os.listdir(directory)
-                   if name.startswith(prefix) and name.endswith(".npy"))
-    samples = {site: stacked(draws, "z." + site) for site in sites}
+    samples = {p.name: stacked(directory, draws, "z." + p.name) for p in params(model)}
     wall = progress["init_s"] + sum(p["seconds"] - p["compile_s"] for p in pieces)
     compile_s = progress["init_compile_s"] + sum(p["compile_s"] for p in pieces)
     return make_row(model, n_chains, args, wall=wall, compile_s=compile_s,
-                    warm_steps=stacked(warm, "num_steps"),
-                    sample_steps=stacked(draws, "num_steps"),
-                    diverging=stacked(draws, "diverging"), samples=samples,
+                    warm_steps=stacked(directory, warm, "num_steps"),
+                    sample_steps=stacked(directory, draws, "num_steps"),
+                    diverging=stacked(directory, draws, "diverging"), samples=samples,
                     protocol="pieces", pieces=len(pieces), piece_iterations=args.piece,
                     processes=progress["processes"], init_s=progress["init_s"])

@@ -63,20 +63,18 @@ def main() -> int:
     failures = []
     with tempfile.TemporaryDirectory() as directory:
         row = in_pieces(directory)
-
-        def stacked(indices, name):
-            return np.concatenate([np.load(os.path.join(directory, f"piece{i:04d}.{name}.npy"))
-                                   for i in indices], axis=1)
+        from resumable import stacked
 
         warm = range(WARMUP // PIECE)
         draws = range(WARMUP // PIECE, (WARMUP + DRAWS) // PIECE)
-        got = {"warm_steps": stacked(warm, "num_steps"), "num_steps": stacked(draws, "num_steps"),
-               "diverging": stacked(draws, "diverging")}
+        got = {"warm_steps": stacked(directory, warm, "num_steps"),
+               "num_steps": stacked(directory, draws, "num_steps"),
+               "diverging": stacked(directory, draws, "diverging")}
         for name, value in got.items():
             if not np.array_equal(value, expected[name]):
                 failures.append(f"{name} differs")
         for site, value in expected["samples"].items():
-            piece_value = stacked(draws, "z." + site)
+            piece_value = stacked(directory, draws, "z." + site)
             if not np.array_equal(piece_value, value):
                 worst = np.max(np.abs(piece_value - value))
                 failures.append(f"draws of {site} differ (largest difference {worst:.3g})")
