@@ -21,7 +21,7 @@ use super::adapt::{IterationMoments, Search, Warmup};
 use super::dual::DualAverage;
 use super::init::initial_points;
 use super::outputs::OutputWriter;
-use super::records::{Draw, RecordSettings, empty_traces, record};
+use super::records::{Draw, RecordSettings, Room, empty_traces, record};
 use super::{
     DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Iterations, Phase, max_log_step,
 };
@@ -586,6 +586,7 @@ pub(super) fn run(
     };
     let writer = OutputWriter::new(program);
     let mut traces: Vec<ChainTrace> = empty_traces(&request.chains, &init.q, writer.n_columns());
+    let room = Room::make(n, writer.n_columns(), settings.num_draws as usize);
     let record_settings = RecordSettings {
         save_warmup: settings.save_warmup,
         total: settings.num_warmup + settings.num_draws,
@@ -684,6 +685,7 @@ pub(super) fn run(
         };
     }
     let sampling_started = Instant::now();
+    room.give(&mut traces);
     let mut limit = n_warm;
     while limit < total {
         if observer.should_stop() {
