@@ -324,17 +324,18 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
             let dst = slot_arg(program, tape, dst);
             let v = Arg::new(program, tape, v);
             let (r, c, s) = (Ident::new("r"), Ident::new("c"), Ident::new("s"));
-            let mut column = Vec::new();
-            let mut x = matrix_at(tape, m, &r, &c);
-            if let Some((row, _)) = &row {
-                let at = Expr::local(row).index(Expr::local(&c));
-                column.push(Stmt::Assign(at.clone(), x));
-                x = at;
+            if let Some((row, cols)) = &row {
+                return vec![tape.each(
+                    split,
+                    &r,
+                    m.rows,
+                    cached_row_dot(tape, m, &v, &dst, row, *cols),
+                )];
             }
-            column.push(Stmt::add_to(
+            let column = vec![Stmt::add_to(
                 Expr::local(&s),
-                x * v.at(tape, &Expr::local(&c)),
-            ));
+                matrix_at(tape, m, &r, &c) * v.at(tape, &Expr::local(&c)),
+            )];
             vec![
                 tape.each(
                     split,
@@ -407,6 +408,53 @@ fn set(tape: &Tape, dst: &Arg, i: &Expr, value: Expr) -> Vec<Stmt> {
 /// Element `(r, c)` of a data matrix.
 fn matrix_at(tape: &Tape, m: MatrixRef, r: &Ident, c: &Ident) -> Expr {
     tape.matrix(m, Expr::local(r), Expr::local(c))
+}
+
+/// Independent partial sums of a cached row's dot product: a chain of `cols` dependent
+/// multiply-adds would leave the GPU waiting on each one's latency.
+const DOT_PARTS: u32 = 4;
+
+/// The forward sweep of a row-cached product for row `r` (`row_cache`): loads the row into
+/// `row` and writes its dot product with `v` to `dst[r]`, column `c` adding to partial sum
+/// `c % DOT_PARTS` (written out column by column, so that every index is a literal).
+fn cached_row_dot(
+    tape: &Tape,
+    m: MatrixRef,
+    v: &Arg,
+    dst: &Arg,
+    row: &Ident,
+    cols: u32,
+) -> Vec<Stmt> {
+    let r = Ident::new("r");
+    let parts = DOT_PARTS.min(cols).max(1);
+    let part = |j: u32| Ident::numbered("s", j as usize);
+    let mut out: Vec<Stmt> = (0..parts).map(|j| Stmt::zero(&part(j))).collect();
+    for c in 0..cols {
+        let at = Expr::local(row).index(Expr::U32(c));
+        out.push(Stmt::Assign(
+            at.clone(),
+            tape.matrix(m, Expr::local(&r), Expr::U32(c)),
+        ));
+        out.push(Stmt::add_to(
+            Expr::local(&part(c % parts)),
+            at * v.at(tape, &Expr::U32(c)),
+        ));
+    }
+    // Pairwise: ((s0 + s1) + (s2 + s3)).
+    let mut sums: Vec<Expr> = (0..parts).map(|j| Expr::local(&part(j))).collect();
+    while sums.len() > 1 {
+        sums = sums
+            .chunks(2)
+            .map(|pair| match pair {
+                [a, b] => a.clone() + b.clone(),
+                [a] => a.clone(),
+                _ => unreachable!("chunks of two"),
+            })
+            .collect();
+    }
+    let total = sums.pop().expect("at least one part");
+    out.extend(set(tape, dst, &Expr::local(&r), total));
+    out
 }
 
 fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> {
@@ -624,9 +672,24 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                 return Vec::new();
             }
             let dst = slot_arg(program, tape, dst);
+            let (r, c, s) = (Ident::new("r"), Ident::new("c"), Ident::new("s"));
+            if let Some((row, _)) = &row {
+                // In the fused loop each column's adjoint is this lane's part (summed over the
+                // lanes after the loop): one multiply-add per column, under one bound check.
+                let add = Stmt::add_to(
+                    v.adjoint_at(tape, &Expr::local(&c)),
+                    dst.adjoint_at(tape, &Expr::local(&r))
+                        * Expr::local(row).index(Expr::local(&c)),
+                );
+                return vec![tape.each(
+                    split,
+                    &r,
+                    m.rows,
+                    vec![Stmt::for_(&c, Expr::U32(m.cols), vec![add])],
+                )];
+            }
             // Column by column, so that each adjoint of v is written once (the CPU adds row by
             // row; the sum is the same up to rounding).
-            let (r, c, s) = (Ident::new("r"), Ident::new("c"), Ident::new("s"));
             let mut column = vec![
                 Stmt::zero(&s),
                 tape.each(
@@ -635,11 +698,7 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                     m.rows,
                     vec![Stmt::add_to(
                         Expr::local(&s),
-                        dst.adjoint_at(tape, &Expr::local(&r))
-                            * match &row {
-                                Some((row, _)) => Expr::local(row).index(Expr::local(&c)),
-                                None => matrix_at(tape, m, &r, &c),
-                            },
+                        dst.adjoint_at(tape, &Expr::local(&r)) * matrix_at(tape, m, &r, &c),
                     )],
                 ),
             ];
