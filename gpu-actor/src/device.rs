@@ -41,7 +41,7 @@ use sampler::{CheckedModel, ModelHash};
 
 use crate::error::GpuError;
 use crate::reply::{Pending, reply_channel};
-use crate::wgsl::{DataPlacement, Precision, TapePlacement};
+use crate::wgsl::{DataPlacement, IndexChecks, Precision, TapePlacement};
 use worker::{Command, Worker};
 
 pub use adapters::{
@@ -128,6 +128,8 @@ pub(crate) struct ShaderChoice {
     pub data: Option<DataPlacement>,
     /// Invocations per chain; `None` for [`default_lanes`].
     pub lanes: Option<u32>,
+    /// Checked array accesses; `None` for [`IndexChecks::default_for`] the adapter's backend.
+    pub checks: Option<IndexChecks>,
 }
 
 /// Log densities and gradients of many chains at once.

@@ -45,7 +45,7 @@ pub use steps::{FusedLeapfrog, LeapfrogStart, LeapfrogSteps};
 
 use crate::device::{GpuDevice, ShaderChoice};
 use crate::error::GpuError;
-use crate::wgsl::{DataPlacement, Precision, TapePlacement};
+use crate::wgsl::{DataPlacement, IndexChecks, Precision, TapePlacement};
 
 /// Which GPU kernel runs the chains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,6 +111,9 @@ pub struct GpuSamplingOptions {
     pub lockstep_width: Option<u32>,
     /// Invocations per chain (`wgsl::choose_lanes`); `None` for the adapter's default.
     pub lanes: Option<u32>,
+    /// Which array accesses the kernels check (`wgsl::IndexChecks`); `None` for the
+    /// backend's default.
+    pub checks: Option<IndexChecks>,
 }
 
 impl GpuSamplingOptions {
@@ -121,6 +124,7 @@ impl GpuSamplingOptions {
             workgroup_size: self.workgroup_size,
             data: self.data,
             lanes: self.lanes,
+            checks: self.checks,
         }
     }
 }

@@ -235,6 +235,48 @@ impl fmt::Display for TapePlacement {
     }
 }
 
+/// Which array accesses of a kernel are checked while it runs.
+///
+/// WebGPU bounds every index: naga clamps each dynamic index into a function-local or
+/// workgroup array to its last element, and storage-buffer accesses are checked by the
+/// driver (Vulkan's robust buffer access, which wgpu enables) or by naga. The clamps cost
+/// the hot loops dearly: on the H100 each read of the logistic model's matrix from workgroup
+/// memory took three instructions (add-and-clamp, shift, load) instead of one load with a
+/// constant offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum IndexChecks {
+    /// Every access checked: naga's clamps on local and workgroup arrays, and storage buffers.
+    All,
+    /// Storage-buffer accesses only, by the driver's robust buffer access (Vulkan only). The
+    /// indices into local and workgroup arrays are in range by construction: loop bounds
+    /// and offsets come from the checked program's slot and data sizes, gather indices are
+    /// checked against their source when the model is lowered (`sampler::lower`), and the
+    /// hand-written kernels index their arrays below the constants that size them. The
+    /// integration tests run every kernel both ways and require the same draws to the bit.
+    Buffers,
+}
+
+impl IndexChecks {
+    /// The default on a backend: [`IndexChecks::Buffers`] on Vulkan, whose robust buffer
+    /// access keeps storage checked; elsewhere [`IndexChecks::All`].
+    pub fn default_for(backend: wgpu::Backend) -> IndexChecks {
+        if backend == wgpu::Backend::Vulkan {
+            IndexChecks::Buffers
+        } else {
+            IndexChecks::All
+        }
+    }
+}
+
+impl fmt::Display for IndexChecks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IndexChecks::All => "all",
+            IndexChecks::Buffers => "buffers",
+        })
+    }
+}
+
 /// Where the kernels read the model's real data from (see the module documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DataPlacement {
@@ -266,18 +308,23 @@ impl DataPlacement {
         }
     }
 
-    /// The default for kernels with `lanes` invocations per chain: [`DataPlacement::choose`]
-    /// with one, storage with more. A split chain's lanes read neighbouring rows, and on an
-    /// H100 the logistic model's dispatches ran 1.4x to 1.8x faster reading its matrix through
-    /// the cache than from workgroup memory (BENCHMARKS.md), whose 42 KB per workgroup also
-    /// caps the workgroups resident per multiprocessor.
+    /// The default for kernels with `lanes` invocations per chain in workgroups of
+    /// `workgroup_size`: [`DataPlacement::choose`] with one lane, or with split chains in
+    /// workgroups of at least [`SPLIT_WORKGROUP_SIZE`]; storage for split chains in smaller
+    /// workgroups. A workgroup's copy of the data caps the workgroups resident on a
+    /// multiprocessor: the logistic model's 42 KB per workgroup of 64 left few warps
+    /// resident, and its dispatches ran 1.4x to 1.8x faster reading the matrix through the
+    /// cache (BENCHMARKS.md). A workgroup of 512 split-chain invocations already fills a
+    /// multiprocessor's registers alone; there workgroup memory was the faster (on the H100,
+    /// logistic at 8192 chains: NUTS kernel 0.230 s against 0.249 s from storage).
     pub fn choose_for_lanes(
         program: &Program,
         precision: Precision,
         max_workgroup_storage: u32,
         lanes: u32,
+        workgroup_size: u32,
     ) -> DataPlacement {
-        if lanes > 1 {
+        if lanes > 1 && workgroup_size < SPLIT_WORKGROUP_SIZE {
             DataPlacement::Storage
         } else {
             DataPlacement::choose(program, precision, max_workgroup_storage)
@@ -353,6 +400,9 @@ pub struct ShaderOptions {
     /// Invocations per chain: 1, or a power of two up to the adapter's smallest subgroup
     /// size whose invocations split the model's long vectors (module documentation, "Lanes").
     pub lanes: u32,
+    /// Which array accesses are checked while the kernel runs (not part of the WGSL text:
+    /// the module is compiled with or without the checks).
+    pub checks: IndexChecks,
 }
 
 /// The default workgroup size: two NVIDIA warps, eight lavapipe SIMD lanes.
@@ -396,6 +446,7 @@ impl ShaderOptions {
             workgroup_size: DEFAULT_WORKGROUP_SIZE,
             data: DataPlacement::Storage,
             lanes: 1,
+            checks: IndexChecks::All,
         }
     }
 }

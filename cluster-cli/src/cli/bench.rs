@@ -82,8 +82,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     }
     anyhow::ensure!(
         !args.gpu.given(),
-        "--chains, --kernel, --per-dispatch, --precision, --data, --tape, --workgroup-size, --json, \
-         --round-trips, --no-check and --time-limit need --device gpu"
+        "--chains, --kernel, --per-dispatch, --precision, --data, --tape, --workgroup-size, \
+         --index-checks, --json, --round-trips, --no-check and --time-limit need --device gpu"
     );
     let seeds = args.seeds.unwrap_or(DEFAULT_CPU_SEEDS);
     let models = if args.models.is_empty() {

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::ValueEnum;
+use gpu_actor::wgsl::IndexChecks;
 use gpu_actor::{
     DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DataPlacement, DeviceOptions, FusedLeapfrog,
     GpuDevice, GpuKernel, GpuSampleRequest, GpuSamplingOptions, LeapfrogStart, LogpGradRequest,
@@ -103,6 +104,11 @@ pub struct GpuBenchArgs {
     /// with long observation vectors].
     #[arg(long, value_name = "N")]
     lanes: Option<u32>,
+    /// GPU: which array accesses the kernels check while they run: all (every index, as
+    /// WebGPU does), or buffers (storage buffers only, by the driver) [default: buffers on
+    /// Vulkan, else all].
+    #[arg(long, value_enum, value_name = "WHICH")]
+    index_checks: Option<IndexChecksArg>,
     /// GPU: also write one JSON object per row to this file (JSON lines).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -137,6 +143,21 @@ enum DataArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum IndexChecksArg {
+    All,
+    Buffers,
+}
+
+impl IndexChecksArg {
+    fn checks(self) -> IndexChecks {
+        match self {
+            IndexChecksArg::All => IndexChecks::All,
+            IndexChecksArg::Buffers => IndexChecks::Buffers,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum TapeArg {
     Auto,
     Private,
@@ -154,6 +175,7 @@ impl GpuBenchArgs {
             || self.tape.is_some()
             || self.workgroup_size.is_some()
             || self.lanes.is_some()
+            || self.index_checks.is_some()
             || self.json.is_some()
             || self.round_trips.is_some()
             || self.no_check
@@ -382,16 +404,9 @@ pub fn run(
         let lanes = args
             .lanes
             .unwrap_or_else(|| device.default_lanes(program, args.tape()));
-        let data = args.data().unwrap_or_else(|| {
-            DataPlacement::choose_for_lanes(
-                program,
-                precision,
-                report.limits.max_compute_workgroup_storage_size,
-                lanes,
-            )
-        });
-        // Each row's workgroup size is set here (the default depends on the chains), so
-        // that its pipeline is compiled by a warm-up run, not in a timed one.
+        // Each row's workgroup size and data placement are set here (the defaults depend
+        // on the chains), so that its pipeline is compiled by a warm-up run, not in a timed
+        // one.
         let workgroup_size = |n_chains: usize| {
             args.workgroup_size.unwrap_or_else(|| {
                 gpu_actor::wgsl::default_workgroup_size(
@@ -401,14 +416,34 @@ pub fn run(
                 )
             })
         };
+        let data_for = |n_chains: usize| {
+            args.data().unwrap_or_else(|| {
+                DataPlacement::choose_for_lanes(
+                    program,
+                    precision,
+                    report.limits.max_compute_workgroup_storage_size,
+                    lanes,
+                    workgroup_size(n_chains),
+                )
+            })
+        };
+        let mut placements: Vec<DataPlacement> =
+            chain_counts.iter().map(|&n| data_for(n as usize)).collect();
+        placements.dedup();
+        let data_text = placements
+            .iter()
+            .map(|data| format!("{data}"))
+            .collect::<Vec<_>>()
+            .join(" or ");
         let mut options = GpuSamplingOptions {
-            data: Some(data),
+            data: Some(data_for(1)),
             placement: args.tape(),
             workgroup_size: Some(workgroup_size(1)),
             lanes: Some(lanes),
+            checks: args.index_checks.map(IndexChecksArg::checks),
             ..GpuSamplingOptions::default()
         };
-        let mut warmed = vec![options.workgroup_size];
+        let mut warmed = vec![(options.workgroup_size, options.data)];
         let mut context = context.clone();
         context["lanes"] = json!(lanes);
         // The CPU reference first: the GPU's warm-up run then comes right before the timed
@@ -421,7 +456,7 @@ pub fn run(
         let setup = warm_up(&device, &model, &settings, kernel, precision, &options)
             .with_context(|| format!("{}: the warm-up run failed", model.name()))?;
         println!(
-            "{} (d = {}): setup (upload, compile, first draw) {setup:.2} s; data in {data} memory, \
+            "{} (d = {}): setup (upload, compile, first draw) {setup:.2} s; data in {data_text} memory, \
              {} tape, {lanes} lanes per chain{}\n",
             model.name(),
             program.dim,
@@ -450,7 +485,7 @@ pub fn run(
                     &context,
                     model.name(),
                     n_chains,
-                    data,
+                    data_for(n_chains as usize),
                     setup,
                     None,
                 ))?;
@@ -458,10 +493,12 @@ pub fn run(
                 continue;
             }
             options.workgroup_size = Some(workgroup_size(n_chains as usize));
-            if !warmed.contains(&options.workgroup_size) {
+            let data = data_for(n_chains as usize);
+            options.data = Some(data);
+            if !warmed.contains(&(options.workgroup_size, options.data)) {
                 warm_up(&device, &model, &settings, kernel, precision, &options)
                     .with_context(|| format!("{}: the warm-up run failed", model.name()))?;
-                warmed.push(options.workgroup_size);
+                warmed.push((options.workgroup_size, options.data));
             }
             let mut context = context.clone();
             context["workgroup_size"] = json!(options.workgroup_size);

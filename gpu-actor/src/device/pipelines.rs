@@ -11,10 +11,10 @@ use super::scope::scoped;
 use crate::error::GpuError;
 use crate::wgsl::{
     self, Binding, DATA_BINDING, FUSED_CONSTS_BINDING, FUSED_OUT_BINDING, FUSED_PARAMS_BINDING,
-    FUSED_STATE_BINDING, INDEX_BINDING, KernelKind, LOGP_GRAD_GRAD_BINDING, LOGP_GRAD_LOGP_BINDING,
-    LOGP_GRAD_PARAMS_BINDING, LOGP_GRAD_THETA_BINDING, NUTS_CKPT_BINDING, NUTS_CONSTS_BINDING,
-    NUTS_OUT_BINDING, NUTS_PARAMS_BINDING, NUTS_UINT_BINDING, NUTS_VEC_BINDING, Precision,
-    SCRATCH_BINDING, ShaderOptions,
+    FUSED_STATE_BINDING, INDEX_BINDING, IndexChecks, KernelKind, LOGP_GRAD_GRAD_BINDING,
+    LOGP_GRAD_LOGP_BINDING, LOGP_GRAD_PARAMS_BINDING, LOGP_GRAD_THETA_BINDING, NUTS_CKPT_BINDING,
+    NUTS_CONSTS_BINDING, NUTS_OUT_BINDING, NUTS_PARAMS_BINDING, NUTS_UINT_BINDING,
+    NUTS_VEC_BINDING, Precision, SCRATCH_BINDING, ShaderOptions,
 };
 
 /// What identifies a compiled kernel: the model, the kernel and how it was generated.
@@ -33,12 +33,14 @@ impl fmt::Display for PipelineKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} ({}, {} tape, workgroup {}, {} lanes) of model {}",
+            "{} ({}, {} tape, {} data, workgroup {}, {} lanes, {} checked) of model {}",
             self.kernel,
             self.options.precision,
             self.options.placement,
+            self.options.data,
             self.options.workgroup_size,
             self.options.lanes,
+            self.options.checks,
             self.model
         )
     }
@@ -190,7 +192,7 @@ fn build(
     let started = std::time::Instant::now();
     let label = key.to_string();
     let pipeline = scoped(device, "pipeline creation", || {
-        let module = shader_module(device, &label, source);
+        let module = shader_module(device, &label, source, key.options.checks);
         device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(&label),
             layout: Some(layouts.pipeline_layout(key.kernel)),
@@ -215,7 +217,12 @@ pub(crate) fn moments_pipeline(
     precision: Precision,
 ) -> Result<wgpu::ComputePipeline, GpuError> {
     scoped(device, "moments pipeline creation", || {
-        let module = shader_module(device, "nuts moments", wgsl::nuts_moments_source(precision));
+        let module = shader_module(
+            device,
+            "nuts moments",
+            wgsl::nuts_moments_source(precision),
+            IndexChecks::All,
+        );
         device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some("nuts moments"),
             layout: None,
@@ -227,25 +234,36 @@ pub(crate) fn moments_pipeline(
     })
 }
 
-/// The shader module of a kernel, with wgpu's buffer bounds checks but without its loop
-/// bounding. wgpu bounds every loop with a 64-bit counter in case a shader never ends; in our
-/// kernels that counter sits in every loop over coordinates and defeats the driver's
-/// unrolling (on the H100, a fused leapfrog step of eight schools spent most of its
+/// The shader module of a kernel, with the array checks `checks` asks for and without
+/// wgpu's loop bounding. wgpu bounds every loop with a 64-bit counter in case a shader never
+/// ends; in our kernels that counter sits in every loop over coordinates and defeats the
+/// driver's unrolling (on the H100, a fused leapfrog step of eight schools spent most of its
 /// instructions on the counters and the index arithmetic they keep from folding).
 #[allow(unsafe_code)]
-fn shader_module(device: &wgpu::Device, label: &str, source: String) -> wgpu::ShaderModule {
-    let mut checks = wgpu::ShaderRuntimeChecks::checked();
-    checks.force_loop_bounding = false;
+fn shader_module(
+    device: &wgpu::Device,
+    label: &str,
+    source: String,
+    checks: IndexChecks,
+) -> wgpu::ShaderModule {
+    let mut runtime = match checks {
+        IndexChecks::All => wgpu::ShaderRuntimeChecks::checked(),
+        IndexChecks::Buffers => wgpu::ShaderRuntimeChecks::unchecked(),
+    };
+    runtime.force_loop_bounding = false;
     let descriptor = wgpu::ShaderModuleDescriptor {
         label: Some(label),
         source: wgpu::ShaderSource::Wgsl(source.into()),
     };
-    // SAFETY: the checks kept (bounds checks) are those that guard memory; the one dropped
-    // requires every loop to end. The kernels' loops are `for` loops over constants or
-    // uniforms (coordinates, tape slots, transitions and leaves, each bounded by the dispatch's
+    // SAFETY: loops: the kernels' loops are `for` loops over constants or uniforms
+    // (coordinates, tape slots, transitions and leaves, each bounded by the dispatch's
     // capacity, iteration end and step budget and by `2^max_depth` leaves per tree), and the
     // NUTS state machine's `loop` ends when one of those bounds is reached; every run of the
     // test suite drives them to their ends. Were one to hang regardless, the device thread
-    // stops waiting after its poll timeout and the request gets an error.
-    unsafe { device.create_shader_module_trusted(descriptor, checks) }
+    // stops waiting after its poll timeout and the request gets an error. Indices, with
+    // `IndexChecks::Buffers` (chosen only on Vulkan, whose robust buffer access wgpu enables
+    // and which keeps every storage access inside its buffer): every index into a local or
+    // workgroup array is in range by construction (`IndexChecks` says why), and the
+    // integration tests require the same draws with and without the checks.
+    unsafe { device.create_shader_module_trusted(descriptor, runtime) }
 }

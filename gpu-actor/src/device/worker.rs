@@ -20,7 +20,9 @@ use super::{
 };
 use crate::error::GpuError;
 use crate::reply::{Replier, spin_for};
-use crate::wgsl::{DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement};
+use crate::wgsl::{
+    DataPlacement, IndexChecks, KernelKind, Precision, ShaderOptions, TapePlacement,
+};
 
 /// A request to the device thread, with its reply end.
 pub(crate) enum Command {
@@ -87,7 +89,7 @@ pub(crate) struct Worker {
     pub(super) layouts: Layouts,
     pub(super) queue: wgpu::Queue,
     pub(super) device: wgpu::Device,
-    _adapter: wgpu::Adapter,
+    adapter: wgpu::Adapter,
     _instance: wgpu::Instance,
     report: AdapterReport,
     pub(super) limits: wgpu::Limits,
@@ -118,6 +120,7 @@ impl Worker {
             workgroup_size,
             data,
             lanes,
+            checks,
         } = *choice;
         let program = self
             .models
@@ -133,26 +136,30 @@ impl Worker {
                 adapter: self.report.name.clone(),
             });
         }
+        let workgroup_size = workgroup_size.unwrap_or_else(|| {
+            crate::wgsl::default_workgroup_size(
+                n_chains,
+                lanes,
+                self.limits.max_compute_invocations_per_workgroup,
+            )
+        });
         let options = ShaderOptions {
             precision,
             lanes,
             placement: placement
                 .unwrap_or_else(|| TapePlacement::choose_for_lanes(&program, lanes)),
-            workgroup_size: workgroup_size.unwrap_or_else(|| {
-                crate::wgsl::default_workgroup_size(
-                    n_chains,
-                    lanes,
-                    self.limits.max_compute_invocations_per_workgroup,
-                )
-            }),
+            workgroup_size,
             data: data.unwrap_or_else(|| {
                 DataPlacement::choose_for_lanes(
                     &program,
                     precision,
                     self.limits.max_compute_workgroup_storage_size,
                     lanes,
+                    workgroup_size,
                 )
             }),
+            checks: checks
+                .unwrap_or_else(|| IndexChecks::default_for(self.adapter.get_info().backend)),
         };
         Ok((program, options))
     }
@@ -246,7 +253,7 @@ impl Worker {
             layouts,
             queue,
             device,
-            _adapter: adapter,
+            adapter,
             _instance: instance,
             report,
             limits,

@@ -28,6 +28,7 @@ fn options(precision: Precision, placement: TapePlacement) -> ShaderOptions {
         workgroup_size: DEFAULT_WORKGROUP_SIZE,
         data: DataPlacement::Storage,
         lanes: 1,
+        checks: IndexChecks::All,
     }
 }
 

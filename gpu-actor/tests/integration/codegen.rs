@@ -3,7 +3,8 @@
 
 use gpu_actor::Precision;
 use gpu_actor::wgsl::{
-    DataPlacement, KernelKind, ShaderOptions, TapePlacement, kernel_source, longest_split,
+    DataPlacement, IndexChecks, KernelKind, ShaderOptions, TapePlacement, kernel_source,
+    longest_split,
 };
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 
@@ -54,6 +55,7 @@ fn codegen_every_shader_passes_naga_validation() {
                             workgroup_size: 64,
                             data,
                             lanes,
+                            checks: IndexChecks::All,
                         };
                         // Split chains are the only users of subgroup operations.
                         let extra = if lanes > 1 {

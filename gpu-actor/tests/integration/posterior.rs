@@ -10,8 +10,10 @@
 //! each run prints its largest |z| and the resolution of its checks. Seeds are fixed: the runs
 //! are deterministic on a given device.
 
+use gpu_actor::wgsl::IndexChecks;
 use gpu_actor::{
-    GpuKernel, GpuSampleRequest, GpuSamplingOptions, Precision, sample_on_device_with,
+    DataPlacement, GpuKernel, GpuSampleRequest, GpuSamplingOptions, Precision,
+    sample_on_device_with,
 };
 use sampler::diagnostics::known::{self, Known};
 use sampler::diagnostics::truth::{Comparison, Truth, compare, disagreements, worst};
@@ -299,5 +301,77 @@ fn gpu_save_warmup_keeps_warmup_draws_and_changes_nothing_else() {
         assert!(unsaved.warmup_draws.is_empty() && unsaved.warmup_stats.is_empty());
         assert_eq!(saved.draws, unsaved.draws, "chain {}", saved.chain);
         assert_eq!(saved.stats, unsaved.stats, "chain {}", saved.chain);
+    }
+}
+
+/// The kernels compiled without checks on local and workgroup arrays (`IndexChecks::Buffers`,
+/// the Vulkan default) sample exactly what the fully checked ones do: a clamped index would
+/// change a value somewhere. Models with every kind of indexing (products, gathers,
+/// cumulative sums, random walks, constraints, a split and fused regression), on one lane,
+/// split across a subgroup with the data in workgroup memory, and under the fused kernel.
+#[test]
+fn index_checks_change_no_draw() {
+    let Some(device) = support::shared_device() else {
+        return;
+    };
+    let report = device.report();
+    let lanes = report.subgroup_sizes.0.min(gpu_actor::wgsl::MAX_LANES);
+    let nuts = GpuKernel::Nuts {
+        transitions_per_dispatch: 16,
+    };
+    let fused = GpuKernel::Fused {
+        steps_per_dispatch: 32,
+    };
+    for model in crate::models::op_models() {
+        if !["linear", "random_walks", "regression", "transforms"].contains(&model.name.as_str()) {
+            continue;
+        }
+        let program = model.model.program();
+        let splits = report.features.subgroup
+            && lanes >= 2
+            && gpu_actor::wgsl::longest_split(program, lanes).is_ok();
+        let mut runs = vec![("nuts", nuts, GpuSamplingOptions::default())];
+        if splits {
+            runs.push((
+                "nuts split, workgroup data",
+                nuts,
+                GpuSamplingOptions {
+                    lanes: Some(lanes),
+                    data: (!program.data.is_empty()).then_some(DataPlacement::Workgroup),
+                    ..GpuSamplingOptions::default()
+                },
+            ));
+        }
+        runs.push(("fused", fused, GpuSamplingOptions::default()));
+        for (label, kernel, options) in runs {
+            let draws = |checks: IndexChecks| {
+                let mut request = request(&model.model, NUTS_F32, Seed(21));
+                request.kernel = kernel;
+                request.settings.num_warmup = 60;
+                request.settings.num_draws = 40;
+                // Short trees: the test compares bits, not posteriors.
+                request.settings.max_depth = 5;
+                request.chains.truncate(8);
+                let options = GpuSamplingOptions {
+                    checks: Some(checks),
+                    ..options
+                };
+                sample_on_device_with(&device, &request, &options, &NoObserver)
+                    .unwrap_or_else(|err| panic!("{} {label} ({checks}): {err}", model.name))
+                    .traces
+            };
+            let (checked, unchecked) = (draws(IndexChecks::All), draws(IndexChecks::Buffers));
+            for (a, b) in checked.iter().zip(&unchecked) {
+                assert!(
+                    a.draws
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .eq(b.draws.iter().map(|v| v.to_bits())),
+                    "{} {label}: chain {} differs with and without index checks",
+                    model.name,
+                    a.chain
+                );
+            }
+        }
     }
 }
