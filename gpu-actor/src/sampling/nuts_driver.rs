@@ -282,6 +282,7 @@ impl Run<'_> {
         let dim = if batch.has_values() { self.dim } else { 0 };
         let next = &self.next_iteration;
         let most = draws.iter().copied().max().unwrap_or(0);
+        let started = Instant::now();
         record(
             &mut self.traces,
             &self.writer,
@@ -316,6 +317,12 @@ impl Run<'_> {
                     }
                 }
             },
+        );
+        tracing::debug!(
+            target: "gpu_actor::timeline",
+            record_ms = started.elapsed().as_secs_f64() * 1e3,
+            draws = counted.total_draws(),
+            "recorded"
         );
         for (c, trace) in self.traces.iter_mut().enumerate() {
             if warmup {
@@ -575,6 +582,7 @@ pub(super) fn run(
     // Sampling: chains independent, equal leapfrog budgets.
     let sampling_started = Instant::now();
     room.give(&mut run.traces);
+    timeline(warmup_started, "room given");
     let num_draws = settings.num_draws;
     let mut remaining: Vec<u64> = vec![num_draws; n];
     let mut steps_per_draw = mean_steps_per_draw(&run.dispatches);

@@ -424,16 +424,25 @@ fn a_fused_product_sums_in_parts_and_adds_one_product_per_column() {
     let text = source(&program, &options).expect("generates");
     let loop_body = &text[text.find("for (var g_li").expect("the fused loop")..];
     for part in ["g_s0", "g_s1", "g_s2"] {
-        assert!(loop_body.contains(&format!("var {part}: T = 0.0f;")), "{part}");
+        assert!(
+            loop_body.contains(&format!("var {part}: T = 0.0f;")),
+            "{part}"
+        );
     }
     assert!(loop_body.contains("((g_s0 + g_s1) + g_s2)"), "{loop_body}");
     // Three columns: three partial adjoints, each one multiply-add of the cached row.
     for c in 0..3 {
         let add = format!("g_fadj[{}u] += (g_adj[", c + 1);
         assert_eq!(loop_body.matches(&add).count(), 1, "{add}");
-        assert!(loop_body.contains(&format!("* g_row3[{c}u])")), "column {c}");
+        assert!(
+            loop_body.contains(&format!("* g_row3[{c}u])")),
+            "column {c}"
+        );
     }
-    assert!(!loop_body.contains("var g_s: T"), "no column sum left in the fused loop");
+    assert!(
+        !loop_body.contains("var g_s: T"),
+        "no column sum left in the fused loop"
+    );
 }
 
 #[test]
