@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::pipelines::moments_pipeline;
 use super::resources::{
-    MappedBytes, StagingPool, buffer, check_storage, decode, decoded, encode, entry,
+    MappedBytes, StagingPool, buffer, check_storage, decode, decode_into, encode, entry,
 };
 use super::scope::scoped;
 use super::worker::Worker;
@@ -102,6 +102,42 @@ pub(crate) struct NutsBatch {
     pub kernel_time: Option<Duration>,
 }
 
+#[cfg(test)]
+impl NutsBatch {
+    /// A sampling batch of `sizes` in f32 with every output value `value(slot, k, c)`, every
+    /// real statistic 0.5 and every integer state and statistic `draws` (so that each chain
+    /// made `draws` draws), as the read-back would hold it.
+    pub(crate) fn synthetic(
+        sizes: NsSizes,
+        draws: u32,
+        value: impl Fn(usize, usize, usize) -> f32,
+    ) -> NutsBatch {
+        let mut out = vec![0.5f32; sizes.out()];
+        for slot in 0..sizes.capacity {
+            for k in 0..sizes.width() {
+                for c in 0..sizes.n {
+                    out[sizes.out_at(slot, k, c)] = value(slot, k, c);
+                }
+            }
+        }
+        let mut bytes: Vec<u8> = bytemuck::cast_slice(&out).to_vec();
+        let uint_start = bytes.len();
+        bytes.extend(bytemuck::cast_slice(&vec![draws; sizes.uint()]));
+        NutsBatch {
+            sizes,
+            precision: Precision::F32,
+            uint: uint_start..bytes.len(),
+            bytes: Some(MappedBytes::from_vec(bytes)),
+            out_at: 0,
+            out_start: 0,
+            moments: Vec::new(),
+            moment_bins: 0,
+            elapsed: Duration::ZERO,
+            kernel_time: None,
+        }
+    }
+}
+
 impl NutsBatch {
     /// An integer state role (`NS_U_*`) of every chain, in order.
     pub(crate) fn state_row(&self, role: usize) -> &[u32] {
@@ -139,27 +175,17 @@ impl NutsBatch {
         (self.moments[at], &self.moments[start..start + 2 * width])
     }
 
-    /// Draw value `k` of slot `slot` for the chains `chains`, in order: one contiguous read.
-    /// Only in a batch [`NutsBatch::has_values`].
-    pub(crate) fn value_row(
-        &self,
-        slot: usize,
-        k: usize,
-        chains: Range<usize>,
-    ) -> impl Iterator<Item = f64> + '_ {
+    /// Draw value `k` of slot `slot` for the chains `chains`, in order, into `out`: one
+    /// contiguous read. Only in a batch [`NutsBatch::has_values`].
+    pub(crate) fn value_row(&self, slot: usize, k: usize, chains: Range<usize>, out: &mut [f64]) {
         debug_assert!(self.has_values());
-        self.real_row(self.sizes.out_at(slot, k, chains.start), chains.len())
+        self.real_row(self.sizes.out_at(slot, k, chains.start), out);
     }
 
-    /// Real statistic `k` of slot `slot` for the chains `chains`, in order.
-    pub(crate) fn stat_row(
-        &self,
-        slot: usize,
-        k: usize,
-        chains: Range<usize>,
-    ) -> impl Iterator<Item = f64> + '_ {
+    /// Real statistic `k` of slot `slot` for the chains `chains`, in order, into `out`.
+    pub(crate) fn stat_row(&self, slot: usize, k: usize, chains: Range<usize>, out: &mut [f64]) {
         let at = self.sizes.out_stat_at(slot, k, chains.start) - self.out_start;
-        self.real_row(at, chains.len())
+        self.real_row(at, out);
     }
 
     /// Integer statistic `k` of slot `slot` for the chains `chains`, in order.
@@ -168,14 +194,15 @@ impl NutsBatch {
         &self.uints()[at..at + chains.len()]
     }
 
-    /// `len` reals of the output slots from value index `at` (after `out_start`'s skip).
-    fn real_row(&self, at: usize, len: usize) -> impl Iterator<Item = f64> + '_ {
+    /// `out.len()` reals of the output slots from value index `at` (after `out_start`'s skip).
+    fn real_row(&self, at: usize, out: &mut [f64]) {
         let size = self.precision.size_bytes() as usize;
         let all = self.bytes.as_deref().unwrap_or(&[]);
-        decoded(
-            &all[self.out_at + at * size..self.out_at + (at + len) * size],
+        decode_into(
+            &all[self.out_at + at * size..self.out_at + (at + out.len()) * size],
             self.precision,
-        )
+            out,
+        );
     }
 }
 

@@ -24,17 +24,26 @@ pub(crate) fn encode(values: impl Iterator<Item = f64>, precision: Precision) ->
 
 /// Bytes of `precision` as values.
 pub(crate) fn decode(bytes: &[u8], precision: Precision) -> Vec<f64> {
-    decoded(bytes, precision).collect()
+    let mut values = vec![0.0; bytes.len() / precision.size_bytes() as usize];
+    decode_into(bytes, precision, &mut values);
+    values
 }
 
-/// Bytes of `precision` as values, one by one.
-pub(crate) fn decoded(bytes: &[u8], precision: Precision) -> impl Iterator<Item = f64> + '_ {
-    bytes
-        .chunks_exact(precision.size_bytes() as usize)
-        .map(move |b| match precision {
-            Precision::F32 => f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
-            Precision::F64 => f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
-        })
+/// Bytes of `precision` as values, into `out` (as many as both hold). The precision is
+/// matched once, outside the loop, so that each loop is a plain conversion.
+pub(crate) fn decode_into(bytes: &[u8], precision: Precision, out: &mut [f64]) {
+    match precision {
+        Precision::F32 => {
+            for (out, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+                *out = f64::from(f32::from_ne_bytes([b[0], b[1], b[2], b[3]]));
+            }
+        }
+        Precision::F64 => {
+            for (out, b) in out.iter_mut().zip(bytes.chunks_exact(8)) {
+                *out = f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+            }
+        }
+    }
 }
 
 /// A session's read-back (`MAP_READ | COPY_DST`) buffers, all of one size, recycled. A batch
@@ -149,6 +158,21 @@ impl std::ops::Deref for MappedBytes {
 
     fn deref(&self) -> &[u8] {
         self.0.bytes()
+    }
+}
+
+#[cfg(test)]
+impl MappedView for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+}
+
+#[cfg(test)]
+impl MappedBytes {
+    /// Bytes that were never mapped, for tests of what reads them.
+    pub(crate) fn from_vec(bytes: Vec<u8>) -> MappedBytes {
+        MappedBytes(Box::new(bytes))
     }
 }
 

@@ -175,13 +175,18 @@ impl Counted {
     }
 }
 
-/// The statistics of slot `slot` of the chains `chains`, into `stats` (in order).
-fn draw_stats_row(batch: &NutsBatch, slot: usize, chains: Range<usize>, stats: &mut [DrawStats]) {
+/// The statistics of slot `slot` of the chains `chains`, into `stats` (in order); `row` is
+/// room for one row of them.
+fn draw_stats_row(
+    batch: &NutsBatch,
+    slot: usize,
+    chains: Range<usize>,
+    stats: &mut [DrawStats],
+    row: &mut [f64],
+) {
     let mut reals = |k: usize, set: fn(&mut DrawStats, f64)| {
-        for (stats, value) in stats
-            .iter_mut()
-            .zip(batch.stat_row(slot, k, chains.clone()))
-        {
+        batch.stat_row(slot, k, chains.clone(), row);
+        for (stats, &value) in stats.iter_mut().zip(row.iter()) {
             set(stats, value);
         }
     };
@@ -196,6 +201,50 @@ fn draw_stats_row(batch: &NutsBatch, slot: usize, chains: Range<usize>, stats: &
         stats.tree_depth = depth[i];
         stats.n_leapfrog = leapfrog[i];
         stats.divergent = divergent[i] != 0;
+    }
+}
+
+/// The draws of `batch` for the chains `chains`, handed to `emit` chain by chain within
+/// each slot: chain `c` made `draws[c]` draws, the first at iteration `next[c]`, of `dim`
+/// values each (0 when the batch has only statistics). Slot by slot, each value and
+/// statistic a row of the range's chains (one contiguous read), turned into one draw per
+/// chain.
+fn batch_draws(
+    batch: &NutsBatch,
+    draws: &[usize],
+    next: &[u64],
+    dim: usize,
+    warmup: bool,
+    chains: Range<usize>,
+    emit: &mut dyn FnMut(usize, Draw<'_>),
+) {
+    let most = chains.clone().map(|c| draws[c]).max().unwrap_or(0);
+    let m = chains.len();
+    let mut q = vec![0.0; m * dim];
+    let mut stats = vec![DrawStats::default(); m];
+    let mut row = vec![0.0; m];
+    for slot in 0..most {
+        for j in 0..dim {
+            batch.value_row(slot, j, chains.clone(), &mut row);
+            for (i, &value) in row.iter().enumerate() {
+                q[i * dim + j] = value;
+            }
+        }
+        draw_stats_row(batch, slot, chains.clone(), &mut stats, &mut row);
+        for (i, c) in chains.clone().enumerate() {
+            if slot >= draws[c] {
+                continue;
+            }
+            emit(
+                c,
+                Draw {
+                    q: &q[i * dim..(i + 1) * dim],
+                    stats: stats[i],
+                    iteration: next[c] + slot as u64,
+                    warmup,
+                },
+            );
+        }
     }
 }
 
@@ -281,42 +330,13 @@ impl Run<'_> {
         } = counted;
         let dim = if batch.has_values() { self.dim } else { 0 };
         let next = &self.next_iteration;
-        let most = draws.iter().copied().max().unwrap_or(0);
         let started = Instant::now();
         record(
             &mut self.traces,
             &self.writer,
             self.record,
             self.observer,
-            |chains, emit| {
-                // Slot by slot, each value and statistic a row of the range's chains (one
-                // contiguous read), turned into one draw per chain.
-                let m = chains.len();
-                let mut q = vec![0.0; m * dim];
-                let mut stats = vec![DrawStats::default(); m];
-                for slot in 0..most {
-                    for j in 0..dim {
-                        for (i, value) in batch.value_row(slot, j, chains.clone()).enumerate() {
-                            q[i * dim + j] = value;
-                        }
-                    }
-                    draw_stats_row(batch, slot, chains.clone(), &mut stats);
-                    for (i, c) in chains.clone().enumerate() {
-                        if slot >= draws[c] {
-                            continue;
-                        }
-                        emit(
-                            c,
-                            Draw {
-                                q: &q[i * dim..(i + 1) * dim],
-                                stats: stats[i],
-                                iteration: next[c] + slot as u64,
-                                warmup,
-                            },
-                        );
-                    }
-                }
-            },
+            |chains, emit| batch_draws(batch, draws, next, dim, warmup, chains, emit),
         );
         tracing::debug!(
             target: "gpu_actor::timeline",

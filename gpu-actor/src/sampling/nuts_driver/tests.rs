@@ -2,7 +2,8 @@
 //! device equal those of the same draws read back, for whole and partial chunks, both usable
 //! rules, and chains that stop mid-block (a step budget) and go on in the next dispatch.
 //! A batch held while the next dispatch runs keeps its bytes (each has its own read-back buffer),
-//! and queued dispatches give what dispatches one at a time give.
+//! and queued dispatches give what dispatches one at a time give. Recording a batch's draws
+//! into the traces, on synthetic batches (no device).
 
 use sampler::{
     ChainId, ChainSpec, CheckedModel, Dist, Limits, ModelBuilder, SamplerSettings, Seed,
@@ -58,10 +59,9 @@ fn host_moments(
                 continue;
             }
             let value = |k| {
-                batch
-                    .value_row(slot, k, c..c + 1)
-                    .next()
-                    .expect("one value")
+                let mut one = [0.0];
+                batch.value_row(slot, k, c..c + 1, &mut one);
+                one[0]
             };
             let q: Vec<f64> = (0..dim).map(value).collect();
             let g: Vec<f64> = (dim..2 * dim).map(value).collect();
@@ -74,10 +74,16 @@ fn host_moments(
 /// Every value and real statistic of `batch`'s first slot.
 fn first_slot(batch: &NutsBatch) -> Vec<f64> {
     let n = batch.sizes.n;
-    let mut values: Vec<f64> = (0..batch.sizes.width())
-        .flat_map(|k| batch.value_row(0, k, 0..n))
-        .collect();
-    values.extend((0..crate::kernels::layout::NS_O_COUNT).flat_map(|k| batch.stat_row(0, k, 0..n)));
+    let mut row = vec![0.0; n];
+    let mut values = Vec::new();
+    for k in 0..batch.sizes.width() {
+        batch.value_row(0, k, 0..n, &mut row);
+        values.extend_from_slice(&row);
+    }
+    for k in 0..crate::kernels::layout::NS_O_COUNT {
+        batch.stat_row(0, k, 0..n, &mut row);
+        values.extend_from_slice(&row);
+    }
     values
 }
 
@@ -355,4 +361,106 @@ fn queued_dispatches_give_what_dispatches_one_at_a_time_give() {
         "the device still runs"
     );
     let _ = device.nuts(NutsCommand::Close(one_at_a_time)).wait();
+}
+
+/// A logistic regression's program (its outputs are its coefficients, copied), for the
+/// recording tests: `dim` coefficients.
+fn regression_program(dim: usize) -> sampler::Program {
+    let mut m = ModelBuilder::new("recording");
+    let rows: Vec<Vec<f64>> = (0..4)
+        .map(|r| (0..dim).map(|c| (r + c) as f64 / 10.0).collect())
+        .collect();
+    let x = m.data_matrix("x", rows);
+    let y = m.data_vector("y", vec![0.0, 1.0, 1.0, 0.0]);
+    let beta = m.vector_param("beta", dim);
+    m.sample(&beta, Dist::normal(0.0, 1.0));
+    m.sample(&y, Dist::bernoulli_logit(x.matvec(&beta)));
+    let checked = CheckedModel::new(m.build(), &Limits::default()).expect("the model checks");
+    (**checked.program()).clone()
+}
+
+/// Records `slots` synthetic batches of `n` chains; returns the traces and the seconds the
+/// recording took.
+fn record_synthetic(
+    n: usize,
+    dim: usize,
+    slots: usize,
+    batches: usize,
+) -> (Vec<sampler::ChainTrace>, f64) {
+    use crate::kernels::layout::NsSizes;
+    use crate::sampling::outputs::OutputWriter;
+    use crate::sampling::records::{RecordSettings, Room, empty_traces, record};
+
+    let program = regression_program(dim);
+    let writer = OutputWriter::new(&program);
+    let sizes = NsSizes {
+        n,
+        dim,
+        max_depth: 10,
+        capacity: slots,
+        with_grad: false,
+        chain_major: true,
+    };
+    let chains: Vec<ChainSpec> = (0..n).map(|c| ChainSpec::new(ChainId(c as u32))).collect();
+    let mut traces = empty_traces(&chains, &vec![vec![0.0; dim]; n], writer.n_columns());
+    Room::make(n, writer.n_columns(), slots * batches).give(&mut traces);
+    let settings = RecordSettings {
+        save_warmup: false,
+        total: (slots * batches) as u64,
+        draws: slots * batches,
+    };
+    let mut seconds = 0.0;
+    for b in 0..batches {
+        let batch = NutsBatch::synthetic(sizes, slots as u32, |slot, k, c| {
+            ((b * slots + slot) * 1000 + k * 10) as f32 + c as f32 / 8.0
+        });
+        let draws = vec![slots; n];
+        let next = vec![(b * slots) as u64; n];
+        let started = std::time::Instant::now();
+        record(
+            &mut traces,
+            &writer,
+            settings,
+            &sampler::NoObserver,
+            |range, emit| super::batch_draws(&batch, &draws, &next, dim, false, range, emit),
+        );
+        seconds += started.elapsed().as_secs_f64();
+    }
+    (traces, seconds)
+}
+
+/// Each chain's trace holds its draws in order, each draw's values those its slot held.
+#[test]
+fn recording_puts_each_value_of_a_batch_in_its_chains_trace() {
+    let (n, dim, slots, batches) = (70, 5, 3, 2);
+    let (traces, _) = record_synthetic(n, dim, slots, batches);
+    for (c, trace) in traces.iter().enumerate() {
+        assert_eq!(trace.draws.len(), slots * batches * dim, "chain {c}");
+        assert_eq!(trace.stats.len(), slots * batches);
+        for draw in 0..slots * batches {
+            for k in 0..dim {
+                let expected = (draw * 1000 + k * 10) as f64 + c as f64 / 8.0;
+                assert_eq!(
+                    trace.draws[draw * dim + k],
+                    expected,
+                    "chain {c} draw {draw}"
+                );
+            }
+            assert_eq!(trace.stats[draw].accept_stat, 0.5);
+        }
+    }
+}
+
+/// How long recording a logistic batch at 8192 chains takes on this machine (not a test of
+/// speed: run with `--ignored --nocapture` to read it).
+#[test]
+#[ignore = "a measurement, not a test"]
+fn recording_a_batch_of_8192_chains() {
+    let (slots, batches) = (16, 6);
+    let (traces, seconds) = record_synthetic(8192, 21, slots, batches);
+    assert_eq!(traces[0].draws.len(), slots * batches * 21);
+    println!(
+        "recorded {batches} batches of 8192 chains x {slots} draws x 21 values: {:.2} ms per batch",
+        seconds * 1e3 / batches as f64
+    );
 }
