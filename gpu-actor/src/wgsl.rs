@@ -84,7 +84,9 @@
 //! takes it when the data fits the adapter's `Limits::max_compute_workgroup_storage_size`:
 //! the logistic model's data (a 500 x 20 matrix and 500 outcomes) is 42 000 bytes in f32,
 //! under the H100's 48 KiB but over lavapipe's 32 KiB, and 84 000 bytes in f64, which fits
-//! neither. With [`DataPlacement::Storage`] `g_stage_data` is empty.
+//! neither. Split chains (below) take it only in workgroups of [`SPLIT_WORKGROUP_SIZE`]
+//! ([`DataPlacement::choose_for_lanes`]). With [`DataPlacement::Storage`] `g_stage_data` is
+//! empty.
 //!
 //! # Lanes
 //!
