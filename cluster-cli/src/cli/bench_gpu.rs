@@ -429,6 +429,7 @@ pub fn run(
         };
         let mut placements: Vec<DataPlacement> =
             chain_counts.iter().map(|&n| data_for(n as usize)).collect();
+        placements.sort();
         placements.dedup();
         let data_text = placements
             .iter()
@@ -446,6 +447,10 @@ pub fn run(
         let mut warmed = vec![(options.workgroup_size, options.data)];
         let mut context = context.clone();
         context["lanes"] = json!(lanes);
+        context["index_checks"] = json!(
+            args.index_checks
+                .map_or_else(|| "default".to_owned(), |arg| arg.checks().to_string())
+        );
         // The CPU reference first: the GPU's warm-up run then comes right before the timed
         // rows, as NumPyro's does, and the GPU is not left idle (and clocked down) between.
         let reference = if args.no_check {

@@ -329,7 +329,7 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
                     split,
                     &r,
                     m.rows,
-                    cached_row_dot(tape, m, &v, &dst, row, *cols),
+                    cached_row_dot(tape, m, &v, &dst, (&r, row), *cols),
                 )];
             }
             let column = vec![Stmt::add_to(
@@ -414,18 +414,18 @@ fn matrix_at(tape: &Tape, m: MatrixRef, r: &Ident, c: &Ident) -> Expr {
 /// multiply-adds would leave the GPU waiting on each one's latency.
 const DOT_PARTS: u32 = 4;
 
-/// The forward sweep of a row-cached product for row `r` (`row_cache`): loads the row into
-/// `row` and writes its dot product with `v` to `dst[r]`, column `c` adding to partial sum
-/// `c % DOT_PARTS` (written out column by column, so that every index is a literal).
+/// The forward sweep of a row-cached product for the row whose index is the local `r`
+/// (`row_cache`): loads the row into the local array `row` and writes its dot product with
+/// `v` to `dst[r]`, column `c` adding to partial sum `c % DOT_PARTS` (written out column by
+/// column, so that every index is a literal).
 fn cached_row_dot(
     tape: &Tape,
     m: MatrixRef,
     v: &Arg,
     dst: &Arg,
-    row: &Ident,
+    (r, row): (&Ident, &Ident),
     cols: u32,
 ) -> Vec<Stmt> {
-    let r = Ident::new("r");
     let parts = DOT_PARTS.min(cols).max(1);
     let part = |j: u32| Ident::numbered("s", j as usize);
     let mut out: Vec<Stmt> = (0..parts).map(|j| Stmt::zero(&part(j))).collect();
@@ -433,7 +433,7 @@ fn cached_row_dot(
         let at = Expr::local(row).index(Expr::U32(c));
         out.push(Stmt::Assign(
             at.clone(),
-            tape.matrix(m, Expr::local(&r), Expr::U32(c)),
+            tape.matrix(m, Expr::local(r), Expr::U32(c)),
         ));
         out.push(Stmt::add_to(
             Expr::local(&part(c % parts)),
@@ -453,7 +453,7 @@ fn cached_row_dot(
             .collect();
     }
     let total = sums.pop().expect("at least one part");
-    out.extend(set(tape, dst, &Expr::local(&r), total));
+    out.extend(set(tape, dst, &Expr::local(r), total));
     out
 }
 
