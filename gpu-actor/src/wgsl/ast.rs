@@ -156,6 +156,8 @@ pub(crate) enum Builtin {
     WorkgroupBarrier,
     /// `subgroupShuffleXor(value, mask)`: needs `wgpu::Features::SUBGROUP`.
     SubgroupShuffleXor,
+    /// `select(if_false, if_true, condition)`.
+    Select,
 }
 
 impl Builtin {
@@ -165,6 +167,7 @@ impl Builtin {
             Builtin::Sqrt => "sqrt",
             Builtin::WorkgroupBarrier => "workgroupBarrier",
             Builtin::SubgroupShuffleXor => "subgroupShuffleXor",
+            Builtin::Select => "select",
         }
     }
 }

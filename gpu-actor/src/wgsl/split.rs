@@ -33,7 +33,9 @@
 //! and at once their backward sweep on one element. A split slot then holds one value on the
 //! lane's tape (the current element's), so the tape stays short whatever the data's size; a
 //! matrix row is loaded once for both sweeps; the adjoints of replicated operands and the
-//! log density gather in per-lane parts that are summed over the lanes once, after the loop.
+//! log density gather in per-lane parts that are summed over the lanes once, after the loop
+//! (by butterflies, or where fewer shuffles do it, by a reduce-scatter that leaves each sum on
+//! one lane and a broadcast of it from there: every lane again gets the same bits).
 //! A density's terms that do not depend on the element (`n` times a term of broadcast
 //! scalars) run once, outside the loop.
 

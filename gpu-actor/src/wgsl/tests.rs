@@ -443,6 +443,11 @@ fn a_fused_product_sums_in_parts_and_adds_one_product_per_column() {
         !loop_body.contains("var g_s: T"),
         "no column sum left in the fused loop"
     );
+    // lp, alpha and the three betas: five sums on 8 lanes, 12 shuffles as a reduce-scatter
+    // and broadcasts against 15 as butterflies.
+    assert_eq!(loop_body.matches("subgroupShuffleXor(g_send").count(), 7);
+    assert_eq!(loop_body.matches("g_lane_get(g_rs0, ").count(), 5);
+    assert!(!loop_body.contains("g_lane_sum("), "{loop_body}");
 }
 
 #[test]
@@ -706,4 +711,70 @@ fn split_chains_get_large_workgroups_only_when_enough_remain() {
     // The adapter's limit, rounded down to a power of two, wins.
     assert_eq!(default_workgroup_size(8192, 32, 256), 256);
     assert_eq!(default_workgroup_size(8192, 32, 300), 256);
+}
+
+/// The reduce-scatter of the fused loop's lane sums (`model::lane_sums`), run on the host
+/// exactly as the generated code runs it on each lane (keep the positions whose stage bit is
+/// the lane's, send the others to lane `lane ^ m`, add what comes back): lane `i` ends with
+/// the sum of value `i` at position 0, for every group size on every lane count, and the
+/// stages skip only pairs that are zero on every lane.
+#[test]
+fn a_reduce_scatter_leaves_each_values_sum_on_its_lane() {
+    for lanes in [2u32, 4, 8, 16, 32] {
+        for n in 1..=lanes as usize {
+            let stages = model::scatter_stages(n, lanes);
+            // values[lane][x]: value x of the lane, distinct and exact in f64.
+            let mut held: Vec<Vec<f64>> = (0..lanes)
+                .map(|lane| {
+                    (0..lanes as usize)
+                        .map(|x| {
+                            if x < n {
+                                f64::from(lane * 100) + x as f64
+                            } else {
+                                0.0
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            for (m, ts) in &stages {
+                let before = held.clone();
+                for lane in 0..lanes {
+                    let bit = !(lane / m).is_multiple_of(2);
+                    let partner = (lane ^ m) as usize;
+                    for t in 0..*m {
+                        let (low, high) = (t as usize, (t + m) as usize);
+                        if !ts.contains(&t) {
+                            assert_eq!(
+                                before[lane as usize][low], 0.0,
+                                "{lanes} lanes, {n} values"
+                            );
+                            assert_eq!(
+                                before[lane as usize][high], 0.0,
+                                "{lanes} lanes, {n} values"
+                            );
+                            continue;
+                        }
+                        let pick = |v: &Vec<f64>, bit: bool| if bit { v[low] } else { v[high] };
+                        let keep = if bit {
+                            before[lane as usize][high]
+                        } else {
+                            before[lane as usize][low]
+                        };
+                        let received =
+                            pick(&before[partner], !(partner as u32 / m).is_multiple_of(2));
+                        held[lane as usize][low] = keep + received;
+                    }
+                }
+            }
+            for (i, lane) in held.iter().enumerate().take(n) {
+                let expected: f64 = (0..lanes).map(|l| f64::from(l * 100) + i as f64).sum();
+                assert_eq!(lane[0], expected, "{lanes} lanes, {n} values: value {i}");
+            }
+            let shuffles: usize = stages.iter().map(|(_, ts)| ts.len()).sum();
+            if n == lanes as usize {
+                assert_eq!(shuffles, lanes as usize - 1, "a full group");
+            }
+        }
+    }
 }
