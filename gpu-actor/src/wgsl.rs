@@ -254,7 +254,10 @@ pub enum IndexChecks {
     /// and offsets come from the checked program's slot and data sizes, gather indices are
     /// checked against their source when the model is lowered (`sampler::lower`), and the
     /// hand-written kernels index their arrays below the constants that size them. The
-    /// integration tests run every kernel both ways and require the same draws to the bit.
+    /// integration test `index_checks_change_no_draw` samples with the NUTS kernels (one lane
+    /// and split, step-size search included) and the fused kernel both ways and requires the
+    /// same draws to the bit; the GPU-against-CPU parity tests run the log-density kernel
+    /// this way.
     Buffers,
 }
 
