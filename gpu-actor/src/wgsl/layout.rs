@@ -36,7 +36,7 @@ pub(crate) fn column_major(program: &Program) -> Vec<MatrixRef> {
         .collect()
 }
 
-/// The data as the device holds it: `program.data` with the [`column_major`] matrices
+/// The data as the device holds it: `program.data` with the `column_major` matrices
 /// transposed in place (element `(r, c)` at `offset + c * rows + r`).
 pub fn device_data(program: &Program) -> Vec<f64> {
     let mut data = program.data.clone();
