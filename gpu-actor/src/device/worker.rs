@@ -89,9 +89,12 @@ pub(crate) struct Worker {
     pub(super) layouts: Layouts,
     pub(super) queue: wgpu::Queue,
     pub(super) device: wgpu::Device,
-    adapter: wgpu::Adapter,
+    _adapter: wgpu::Adapter,
     _instance: wgpu::Instance,
     report: AdapterReport,
+    /// The index checks of kernels whose request leaves them open: the backend's
+    /// ([`IndexChecks::default_for`]).
+    default_checks: IndexChecks,
     pub(super) limits: wgpu::Limits,
     poll_timeout: Duration,
     events: mpsc::Receiver<DeviceEvent>,
@@ -158,8 +161,7 @@ impl Worker {
                     workgroup_size,
                 )
             }),
-            checks: checks
-                .unwrap_or_else(|| IndexChecks::default_for(self.adapter.get_info().backend)),
+            checks: checks.unwrap_or(self.default_checks),
         };
         Ok((program, options))
     }
@@ -214,6 +216,7 @@ impl Worker {
             });
         };
         let report = AdapterReport::new(index, &adapter);
+        let default_checks = IndexChecks::default_for(adapter.get_info().backend);
         if report.is_software() && !options.allow_software {
             return Err(GpuError::SoftwareOnly { name: report.name });
         }
@@ -253,9 +256,10 @@ impl Worker {
             layouts,
             queue,
             device,
-            adapter,
+            _adapter: adapter,
             _instance: instance,
             report,
+            default_checks,
             limits,
             poll_timeout: options.poll_timeout,
             events,

@@ -143,18 +143,16 @@ fn lane_sums(lanes: u32, sums: &[(Expr, Expr)]) -> Vec<Stmt> {
             Stmt::add_to(target.clone(), Expr::local(&part)),
         ])
     };
-    if lanes < 2 {
-        return sums
-            .iter()
-            .map(|(value, target)| Stmt::add_to(target.clone(), value.clone()))
-            .collect();
-    }
+    debug_assert!(
+        lanes >= 2,
+        "only a fused plan, on split chains, sums over lanes"
+    );
     let mut out = Vec::new();
     for group in sums.chunks(lanes as usize) {
         let stages = scatter_stages(group.len(), lanes);
         let scattered: usize = stages.iter().map(|(_, ts)| ts.len()).sum::<usize>() + group.len();
         if scattered < group.len() * lanes.ilog2() as usize {
-            out.push(Stmt::Block(reduce_scatter(group, &stages)));
+            out.push(Stmt::Block(reduce_scatter(group, lanes, &stages)));
         } else {
             out.extend(group.iter().map(butterfly));
         }
@@ -187,31 +185,17 @@ pub(crate) fn scatter_stages(n: usize, lanes: u32) -> Vec<(u32, Vec<u32>)> {
 /// whose bit `m` is its own lane's, and adds what its partner `lane ^ m` holds there: for each
 /// pair `(t, t + m)`, it sends the one it does not keep. At the end lane `i` holds the sum of
 /// value `i` at position 0, and every lane reads each sum from its lane.
-fn reduce_scatter(group: &[(Expr, Expr)], stages: &[(u32, Vec<u32>)]) -> Vec<Stmt> {
+fn reduce_scatter(group: &[(Expr, Expr)], lanes: u32, stages: &[(u32, Vec<u32>)]) -> Vec<Stmt> {
     let rs = |x: u32| Ident::numbered("rs", x as usize);
-    let mut live: Vec<bool> = vec![false; stages.first().map_or(1, |(m, _)| 2 * *m as usize)];
-    let mut out = Vec::new();
-    for (x, (value, _)) in group.iter().enumerate() {
-        out.push(Stmt::Var(rs(x as u32), Ty::Real, Some(value.clone())));
-        live[x] = true;
-    }
-    // Positions that only a stage fills start at zero.
-    let mut filled: Vec<u32> = stages
-        .iter()
-        .flat_map(|(_, ts)| ts.iter().copied())
+    // Positions past the group's values start at zero (constants the compiler folds).
+    let mut out: Vec<Stmt> = (0..lanes)
+        .map(|x| {
+            let value = group
+                .get(x as usize)
+                .map_or(Expr::Real(0.0), |(v, _)| v.clone());
+            Stmt::Var(rs(x), Ty::Real, Some(value))
+        })
         .collect();
-    filled.sort_unstable();
-    filled.dedup();
-    for t in filled.into_iter().filter(|&t| t as usize >= group.len()) {
-        out.push(Stmt::Var(rs(t), Ty::Real, Some(Expr::Real(0.0))));
-    }
-    let at = |live: &[bool], x: u32| {
-        if live[x as usize] {
-            Expr::local(&rs(x))
-        } else {
-            Expr::Real(0.0)
-        }
-    };
     let (bit, send, keep) = (Ident::new("bit"), Ident::new("send"), Ident::new("keep"));
     for (m, ts) in stages {
         let mut stage = vec![Stmt::let_(
@@ -219,7 +203,7 @@ fn reduce_scatter(group: &[(Expr, Expr)], stages: &[(u32, Vec<u32>)]) -> Vec<Stm
             ((Expr::Global(Global::Lane) / Expr::U32(*m)) % Expr::U32(2)).ne(Expr::U32(0)),
         )];
         for &t in ts {
-            let (low, high) = (at(&live, t), at(&live, t + m));
+            let (low, high) = (Expr::local(&rs(t)), Expr::local(&rs(t + m)));
             let pick = |if_false: Expr, if_true: Expr| {
                 Expr::builtin(Builtin::Select, vec![if_false, if_true, Expr::local(&bit)])
             };
@@ -236,7 +220,6 @@ fn reduce_scatter(group: &[(Expr, Expr)], stages: &[(u32, Vec<u32>)]) -> Vec<Stm
                 Expr::local(&keep) + received,
             ));
             stage.push(Stmt::Block(pair));
-            live[t as usize] = true;
         }
         out.push(Stmt::Block(stage));
     }
