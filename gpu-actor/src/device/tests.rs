@@ -36,3 +36,31 @@ fn dispatch_grid_refuses_more_than_two_dimensions_hold() {
         Err(GpuError::TooLarge { .. })
     ));
 }
+
+#[test]
+fn transposed_puts_each_value_at_its_column_position() {
+    // Sizes around the block of rows, and one row or column alone.
+    for (rows, cols) in [
+        (1, 1),
+        (1, 5),
+        (7, 1),
+        (63, 3),
+        (64, 21),
+        (65, 2),
+        (200, 21),
+    ] {
+        let values: Vec<f64> = (0..rows * cols).map(|i| i as f64).collect();
+        let out = super::resources::transposed(&values, rows, cols);
+        assert_eq!(out.len(), values.len());
+        for row in 0..rows {
+            for col in 0..cols {
+                assert_eq!(
+                    out[col * rows + row],
+                    values[row * cols + col],
+                    "{rows} x {cols}"
+                );
+            }
+        }
+        assert_eq!(super::resources::transposed(&out, cols, rows), values);
+    }
+}

@@ -11,7 +11,9 @@ use super::fused::{FusedCommand, FusedReply, FusedSession};
 use super::nuts::{NutsCommand, NutsReply, NutsSession, SessionId};
 use super::pipelines::{Layouts, PipelineCache, PipelineKey};
 use super::probe::{self, F64BuiltinCheck};
-use super::resources::{LogpGradWorkspace, ModelResources, StagingPool, decode, encode};
+use super::resources::{
+    LogpGradWorkspace, ModelResources, StagingPool, decode, encode, transposed,
+};
 use super::rng_check::{self, RngSamples};
 use super::scope::scoped;
 use super::{
@@ -508,7 +510,7 @@ impl Worker {
 
         // Dim-major on the device: coordinate j of chain c at j * n_chains + c.
         let points = encode(
-            (0..dim).flat_map(|j| (0..n_chains).map(move |c| request.points[c * dim + j])),
+            transposed(&request.points, n_chains, dim).into_iter(),
             precision,
         );
         let size = precision.size_bytes();
@@ -562,12 +564,7 @@ impl Worker {
         let elapsed = started.elapsed();
         let values = decode(&values, precision);
         let (logp, grad_dim_major) = values.split_at(n_chains);
-        let mut grad = vec![0.0; n_chains * dim];
-        for (j, column) in grad_dim_major.chunks_exact(n_chains).enumerate() {
-            for (c, &g) in column.iter().enumerate() {
-                grad[c * dim + j] = g;
-            }
-        }
+        let grad = transposed(grad_dim_major, dim, n_chains);
         Ok(LogpGradBatch {
             n_chains,
             dim,

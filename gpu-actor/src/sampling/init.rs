@@ -19,6 +19,9 @@ pub(crate) struct InitialPoints {
     pub logp: Vec<f64>,
     /// Gradient evaluations spent per chain.
     pub grad_evals: Vec<u64>,
+    /// The device's time for the evaluations, from submission to results (of the wall time
+    /// of [`initial_points`], the rest is the host's).
+    pub device_time: std::time::Duration,
 }
 
 fn explain(model: &CheckedModel, q: &[f64], fallback: &str) -> String {
@@ -48,6 +51,7 @@ pub(crate) fn initial_points(
         g: vec![vec![0.0; dim]; n],
         logp: vec![0.0; n],
         grad_evals: vec![0; n],
+        device_time: std::time::Duration::ZERO,
     };
     for (c, spec) in specs.iter().enumerate() {
         match &spec.init {
@@ -78,6 +82,7 @@ pub(crate) fn initial_points(
                 lanes: None,
             })
             .wait()?;
+        points.device_time += batch.elapsed;
         let mut failed = Vec::new();
         for (k, &c) in pending.iter().enumerate() {
             points.grad_evals[c] += 1;

@@ -397,7 +397,12 @@ pub(super) fn run(
         request.seed,
         &request.chains,
     )?;
-    timeline(warmup_started, "initial points");
+    tracing::debug!(
+        target: "gpu_actor::timeline",
+        ms = warmup_started.elapsed().as_secs_f64() * 1e3,
+        device_ms = init.device_time.as_secs_f64() * 1e3,
+        "initial points"
+    );
     let open = NutsOpen {
         model: key,
         n_chains: n,
@@ -583,14 +588,15 @@ pub(super) fn run(
         if let Some(previous) = unrecorded.take() {
             run.record_batch(&previous, true);
         }
-        let snapshot = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
+    }
+    let after_warmup = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
+    if warmup.is_some() {
         for (c, evals) in search_evals.iter_mut().enumerate() {
-            *evals = u64::from(snapshot.search_evals(c));
+            *evals = u64::from(after_warmup.search_evals(c));
         }
     }
     timeline(warmup_started, "warmup");
     let warmup_time = warmup_started.elapsed();
-    let after_warmup = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
     for (c, trace) in run.traces.iter_mut().enumerate() {
         trace.grad_evals_warmup += search_evals[c];
         trace.tuning = Tuning {
