@@ -34,7 +34,6 @@ mod steps;
 #[cfg(test)]
 mod tests;
 
-use std::fmt;
 use std::time::Duration;
 
 use sampler::{
@@ -115,31 +114,6 @@ pub struct GpuSamplingOptions {
     /// Which array accesses the kernels check (`wgsl::IndexChecks`); `None` for the
     /// backend's default.
     pub checks: Option<IndexChecks>,
-    /// Where the NUTS kernel writes the draws of sampling dispatches.
-    pub draws: DrawsOutput,
-}
-
-/// Where the NUTS kernel writes a sampling dispatch's draws.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum DrawsOutput {
-    /// Straight into the read-back buffer that the host then maps (wgpu's
-    /// `MAPPABLE_PRIMARY_BUFFERS`), where the adapter allows it, else as [`DrawsOutput::Copied`]:
-    /// the draws cross to the host while the kernel runs, instead of in a copy after it that
-    /// the next dispatch waits for (a sampling dispatch of 8192 chains of the logistic model
-    /// copies 22 MB).
-    #[default]
-    Mapped,
-    /// Into device memory, then copied into the read-back buffer.
-    Copied,
-}
-
-impl fmt::Display for DrawsOutput {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DrawsOutput::Mapped => "mapped",
-            DrawsOutput::Copied => "copied",
-        })
-    }
 }
 
 impl GpuSamplingOptions {

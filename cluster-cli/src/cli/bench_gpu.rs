@@ -37,9 +37,9 @@ use anyhow::Context;
 use clap::ValueEnum;
 use gpu_actor::wgsl::IndexChecks;
 use gpu_actor::{
-    DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DataPlacement, DeviceOptions, DrawsOutput,
-    FusedLeapfrog, GpuDevice, GpuKernel, GpuSampleRequest, GpuSamplingOptions, LeapfrogStart,
-    LogpGradRequest, Precision, TapePlacement, sample_on_device_with,
+    DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DataPlacement, DeviceOptions, FusedLeapfrog,
+    GpuDevice, GpuKernel, GpuSampleRequest, GpuSamplingOptions, LeapfrogStart, LogpGradRequest,
+    Precision, TapePlacement, sample_on_device_with,
 };
 use sampler::{ChainId, ChainSpec, CheckedModel, NoObserver, SamplerSettings, Seed};
 use serde_json::json;
@@ -109,11 +109,6 @@ pub struct GpuBenchArgs {
     /// Vulkan, else all].
     #[arg(long, value_enum, value_name = "WHICH")]
     index_checks: Option<IndexChecksArg>,
-    /// GPU: where sampling dispatches write their draws: mapped (straight into the buffer
-    /// the host reads, where the adapter allows it), or copied (into device memory, then
-    /// copied after the kernel) [default: mapped].
-    #[arg(long, value_enum, value_name = "WHERE")]
-    draws_output: Option<DrawsOutputArg>,
     /// GPU: also write one JSON object per row to this file (JSON lines).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -163,21 +158,6 @@ impl IndexChecksArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum DrawsOutputArg {
-    Mapped,
-    Copied,
-}
-
-impl DrawsOutputArg {
-    fn output(self) -> DrawsOutput {
-        match self {
-            DrawsOutputArg::Mapped => DrawsOutput::Mapped,
-            DrawsOutputArg::Copied => DrawsOutput::Copied,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum TapeArg {
     Auto,
     Private,
@@ -196,7 +176,6 @@ impl GpuBenchArgs {
             || self.workgroup_size.is_some()
             || self.lanes.is_some()
             || self.index_checks.is_some()
-            || self.draws_output.is_some()
             || self.json.is_some()
             || self.round_trips.is_some()
             || self.no_check
@@ -463,9 +442,6 @@ pub fn run(
             workgroup_size: Some(workgroup_size(1)),
             lanes: Some(lanes),
             checks: args.index_checks.map(IndexChecksArg::checks),
-            draws: args
-                .draws_output
-                .map_or_else(DrawsOutput::default, DrawsOutputArg::output),
             ..GpuSamplingOptions::default()
         };
         let mut warmed = vec![(options.workgroup_size, options.data)];
@@ -475,13 +451,6 @@ pub fn run(
             args.index_checks
                 .map_or_else(|| "default".to_owned(), |arg| arg.checks().to_string())
         );
-        // What the kernels did: mapped output needs the adapter's feature.
-        let draws_output = if device.report().features.mappable_primary_buffers {
-            options.draws
-        } else {
-            DrawsOutput::Copied
-        };
-        context["draws_output"] = json!(draws_output.to_string());
         // The CPU reference first: the GPU's warm-up run then comes right before the timed
         // rows, as NumPyro's does, and the GPU is not left idle (and clocked down) between.
         let reference = if args.no_check {

@@ -18,7 +18,6 @@ use crate::kernels::layout::{
     NM_CHUNK, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_EVALS, NS_V_GSAMP,
     NS_V_QSAMP, NmParams, NsParams, NsSizes,
 };
-use crate::sampling::DrawsOutput;
 use crate::wgsl::{KernelKind, Precision};
 
 /// A sampling session on one device.
@@ -36,8 +35,6 @@ pub(crate) struct NutsOpen {
     /// Whether dispatches may record gradients with the draws.
     pub with_grad: bool,
     pub shader: ShaderChoice,
-    /// Where sampling dispatches write their draws.
-    pub draws: DrawsOutput,
 }
 
 /// The starting state of every chain, chain after chain (`q[c * dim + j]`).
@@ -291,13 +288,10 @@ pub(crate) struct NutsSession {
     uint: wgpu::Buffer,
     out: wgpu::Buffer,
     bind_group: wgpu::BindGroup,
-    /// Where sampling dispatches write their draws: [`DrawsOutput::Mapped`] only where the
-    /// read-back buffers can be bound as storage.
-    draws: DrawsOutput,
     /// The dispatch submitted by [`NutsCommand::Queue`] and not yet read.
     queued: Option<Submitted>,
-    ckpt: wgpu::Buffer,
-    scratch: wgpu::Buffer,
+    _ckpt: wgpu::Buffer,
+    _scratch: wgpu::Buffer,
 }
 
 /// The moments kernel of a session: its pipeline, parameters, output and bindings.
@@ -367,54 +361,6 @@ impl NutsSession {
     pub(crate) fn model(&self) -> ModelKey {
         self.model
     }
-
-    /// The chains' bind group with the draws written into `out`.
-    fn bind_group_with_out(
-        &self,
-        device: &wgpu::Device,
-        layout: &wgpu::BindGroupLayout,
-        out: wgpu::BufferBinding<'_>,
-    ) -> wgpu::BindGroup {
-        chains_bind_group(
-            device,
-            layout,
-            [
-                &self.scratch,
-                &self.params,
-                &self.consts,
-                &self.vec,
-                &self.ckpt,
-                &self.uint,
-            ],
-            out,
-        )
-    }
-}
-
-/// Bind group 1 of the NUTS kernels: the tapes, parameters, constants, chains, checkpoints and
-/// integers (in that order), and the draws' output.
-fn chains_bind_group(
-    device: &wgpu::Device,
-    layout: &wgpu::BindGroupLayout,
-    [scratch, params, consts, vec, ckpt, uint]: [&wgpu::Buffer; 6],
-    out: wgpu::BufferBinding<'_>,
-) -> wgpu::BindGroup {
-    device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: Some("nuts chains"),
-        layout,
-        entries: &[
-            entry(crate::wgsl::SCRATCH_BINDING.binding, scratch),
-            entry(crate::wgsl::NUTS_PARAMS_BINDING.binding, params),
-            entry(crate::wgsl::NUTS_CONSTS_BINDING.binding, consts),
-            entry(crate::wgsl::NUTS_VEC_BINDING.binding, vec),
-            entry(crate::wgsl::NUTS_CKPT_BINDING.binding, ckpt),
-            entry(crate::wgsl::NUTS_UINT_BINDING.binding, uint),
-            wgpu::BindGroupEntry {
-                binding: crate::wgsl::NUTS_OUT_BINDING.binding,
-                resource: wgpu::BindingResource::Buffer(out),
-            },
-        ],
-    })
 }
 
 impl Worker {
@@ -494,11 +440,6 @@ impl Worker {
             check_storage(what, needed, &self.limits)?;
         }
         let staging = self.staging_pool(staging_bytes);
-        let draws = if staging.storage() {
-            open.draws
-        } else {
-            DrawsOutput::Copied
-        };
         let layout = &self.layouts.nuts;
         let device = &self.device;
         let queue = &self.queue;
@@ -517,12 +458,19 @@ impl Worker {
             let uint = buffer(device, "nuts integers", uint_bytes, rw);
             let out = buffer(device, "nuts draws", out_bytes, rw);
             let scratch = buffer(device, "nuts tapes", scratch_bytes, U::STORAGE);
-            let bind_group = chains_bind_group(
-                device,
+            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("nuts chains"),
                 layout,
-                [&scratch, &params, &consts, &vec, &ckpt, &uint],
-                out.as_entire_buffer_binding(),
-            );
+                entries: &[
+                    entry(crate::wgsl::SCRATCH_BINDING.binding, &scratch),
+                    entry(crate::wgsl::NUTS_PARAMS_BINDING.binding, &params),
+                    entry(crate::wgsl::NUTS_CONSTS_BINDING.binding, &consts),
+                    entry(crate::wgsl::NUTS_VEC_BINDING.binding, &vec),
+                    entry(crate::wgsl::NUTS_CKPT_BINDING.binding, &ckpt),
+                    entry(crate::wgsl::NUTS_UINT_BINDING.binding, &uint),
+                    entry(crate::wgsl::NUTS_OUT_BINDING.binding, &out),
+                ],
+            });
             let moments_params =
                 buffer(device, "nuts moments params", 32, U::UNIFORM | U::COPY_DST);
             let moments_out = buffer(
@@ -562,10 +510,9 @@ impl Worker {
                 uint,
                 out,
                 bind_group,
-                draws,
                 queued: None,
-                ckpt,
-                scratch,
+                _ckpt: ckpt,
+                _scratch: scratch,
             }
         })?;
         let id = self.new_session_id();
@@ -726,29 +673,8 @@ impl Worker {
         } else {
             &session.search
         };
-        // A sampling dispatch that reads every value may write its draws straight into the
-        // read-back buffer: the slots are at its start, where the copy would put them.
-        let mapped = transitions
-            && session.draws == DrawsOutput::Mapped
-            && dispatch.moments.is_none()
-            && out_start == 0
-            && out_bytes > 0;
         let started = Instant::now();
         let (submission, staging) = scoped(&self.device, "nuts dispatch", || {
-            // A free read-back buffer: the last batches' may still be mapped for the driver
-            // or waiting to be read.
-            let staging = (out_bytes > 0).then(|| session.staging.take(&self.device));
-            let mapped_group = staging.as_ref().filter(|_| mapped).map(|staging| {
-                session.bind_group_with_out(
-                    &self.device,
-                    &self.layouts.nuts,
-                    wgpu::BufferBinding {
-                        buffer: staging,
-                        offset: 0,
-                        size: wgpu::BufferSize::new(out_bytes),
-                    },
-                )
-            });
             self.queue
                 .write_buffer(&session.params, 0, bytemuck::bytes_of(&params));
             if let Some(consts) = &consts {
@@ -782,7 +708,7 @@ impl Worker {
                 });
                 pass.set_pipeline(pipeline);
                 pass.set_bind_group(0, &self.models[&session.model].bind_group, &[]);
-                pass.set_bind_group(1, mapped_group.as_ref().unwrap_or(&session.bind_group), &[]);
+                pass.set_bind_group(1, &session.bind_group, &[]);
                 pass.dispatch_workgroups(session.grid.0, session.grid.1, 1);
             }
             if dispatch.moments.is_some() {
@@ -801,6 +727,9 @@ impl Worker {
                     1,
                 );
             }
+            // A free read-back buffer: the last batches' may still be mapped for the driver
+            // or waiting to be read.
+            let staging = (out_bytes > 0).then(|| session.staging.take(&self.device));
             if let Some(staging) = &staging {
                 let queries = 2 * passes;
                 if let Some(timestamps) = timestamps {
@@ -812,24 +741,17 @@ impl Worker {
                     );
                 }
                 let mut at = 0;
-                // `None`: the kernel wrote these bytes in place.
-                let mut copy = |source: Option<&wgpu::Buffer>, from: u64, bytes: u64| {
-                    if let Some(source) = source {
-                        encoder.copy_buffer_to_buffer(source, from, staging, at, bytes);
-                    }
+                let mut copy = |source: &wgpu::Buffer, from: u64, bytes: u64| {
+                    encoder.copy_buffer_to_buffer(source, from, staging, at, bytes);
                     at += bytes;
                 };
                 if moments_bytes > 0 {
-                    copy(Some(&session.moments.out), 0, moments_bytes);
+                    copy(&session.moments.out, 0, moments_bytes);
                 }
-                copy(
-                    (!mapped).then_some(&session.out),
-                    out_from,
-                    out_bytes - out_from,
-                );
-                copy(Some(&session.uint), 0, uint_bytes);
+                copy(&session.out, out_from, out_bytes - out_from);
+                copy(&session.uint, 0, uint_bytes);
                 if let Some(timestamps) = timestamps {
-                    copy(Some(&timestamps.resolved), 0, u64::from(queries) * 8);
+                    copy(&timestamps.resolved, 0, u64::from(queries) * 8);
                 }
             }
             (self.queue.submit([encoder.finish()]), staging)

@@ -78,7 +78,6 @@ pub(crate) struct StagingPool(Arc<StagingShared>);
 #[derive(Debug)]
 struct StagingShared {
     bytes: u64,
-    usage: wgpu::BufferUsages,
     free: Mutex<Vec<Staging>>,
 }
 
@@ -92,16 +91,10 @@ struct Staging {
 const POOLED: usize = 3;
 
 impl StagingPool {
-    /// A pool of read-back buffers of `bytes` bytes each (none made yet); with `storage`,
-    /// kernels may also bind them as storage (the device needs `MAPPABLE_PRIMARY_BUFFERS`).
-    pub(crate) fn new(bytes: u64, storage: bool) -> StagingPool {
-        let mut usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
-        if storage {
-            usage |= wgpu::BufferUsages::STORAGE;
-        }
+    /// A pool of read-back buffers of `bytes` bytes each (none made yet).
+    pub(crate) fn new(bytes: u64) -> StagingPool {
         StagingPool(Arc::new(StagingShared {
             bytes,
-            usage,
             free: Mutex::new(Vec::new()),
         }))
     }
@@ -109,11 +102,6 @@ impl StagingPool {
     /// Bytes of each buffer.
     pub(crate) fn bytes(&self) -> u64 {
         self.0.bytes
-    }
-
-    /// Whether kernels may bind the buffers as storage.
-    pub(crate) fn storage(&self) -> bool {
-        self.0.usage.contains(wgpu::BufferUsages::STORAGE)
     }
 
     /// Whether anything besides the one holder asking (a session, or a batch's bytes) holds
@@ -132,7 +120,12 @@ impl StagingPool {
                 }
                 buffer
             }
-            None => buffer(device, "readback", self.0.bytes, self.0.usage),
+            None => buffer(
+                device,
+                "readback",
+                self.0.bytes,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            ),
         }
     }
 
