@@ -175,6 +175,9 @@ pub struct GpuRun {
     pub search_time: Duration,
     /// Wall time of sampling.
     pub sampling_time: Duration,
+    /// Warmup dispatches sent while the one before was still on the device (the NUTS
+    /// kernel without a step budget: see `nuts_driver`).
+    pub queued_warmup_dispatches: usize,
 }
 
 /// Lockstep statistics summed over dispatches ([`GpuRun::lockstep`]).
@@ -267,6 +270,7 @@ pub fn sample_on_device_with(
             init_time: Duration::ZERO,
             search_time: Duration::ZERO,
             sampling_time: Duration::ZERO,
+            queued_warmup_dispatches: 0,
         });
     }
     let key = device

@@ -273,6 +273,34 @@ impl Warmup {
         }
     }
 
+    /// Whether the boundary after the iterations `start..end` (this schedule at `start`) may
+    /// start a step-size search, which must run before the next dispatch: Stan's at each
+    /// window end, nutpie's with its first metric.
+    pub(crate) fn may_search_after(&self, start: u64, end: u64) -> bool {
+        match self {
+            Warmup::Stan(stan) => stan
+                .metric
+                .next_window_end()
+                .is_some_and(|window_end| (start..end).contains(&window_end)),
+            Warmup::Nutpie(nutpie) => nutpie.first_update_pending,
+        }
+    }
+
+    /// This schedule as it will be after learning the iterations `start..end` and their
+    /// boundary, for planning the next dispatch before their draws are read: the schedules
+    /// count iterations (windows, switches, phases) whatever the draws, so its
+    /// [`Warmup::boundary`] and [`Warmup::late_from`] are the real ones'. Its estimates are
+    /// not (it learns no draws).
+    pub(crate) fn ahead(&self, start: u64, end: u64, dim: usize) -> Warmup {
+        let mut ahead = self.clone();
+        let nothing = IterationMoments::new(dim);
+        for iteration in start..end {
+            ahead.learn(iteration, &nothing);
+        }
+        ahead.at_boundary(start);
+        ahead
+    }
+
     /// What to do after the dispatch that ran iterations from `start`.
     pub(crate) fn at_boundary(&mut self, start: u64) -> BoundaryAction {
         match self {
@@ -425,5 +453,48 @@ mod tests {
             .chain([16, 16, 16, 12])
             .collect();
         assert_eq!(lengths, expected);
+    }
+
+    /// `Warmup::ahead`, from counts alone, plans the next dispatch exactly as the schedule
+    /// does after learning the draws; `may_search_after` warns of every search.
+    #[test]
+    fn the_schedule_ahead_plans_the_next_dispatch_as_learning_does() {
+        let q = vec![vec![0.5, -0.5]; 4];
+        let g = vec![vec![-0.5, 0.5]; 4];
+        let mut moments = IterationMoments::new(2);
+        for k in 0..4 {
+            let x = f64::from(k) - 1.5;
+            moments.add(&[x, 2.0 * x], &[-x, -0.5 * x]);
+        }
+        for kind in [AdaptationKind::Nutpie, AdaptationKind::Stan] {
+            for (num_warmup, m) in [(400, 16), (1000, 16), (150, 32), (1000, 7)] {
+                let (mut warmup, _) = Warmup::new(kind, num_warmup, 2, &q, &g);
+                let mut start = 0;
+                let mut searches = 0;
+                while start < num_warmup {
+                    let end = warmup.boundary(start, m, num_warmup);
+                    let warned = warmup.may_search_after(start, end);
+                    let ahead = warmup.ahead(start, end, 2);
+                    for iteration in start..end {
+                        warmup.learn(iteration, &moments);
+                    }
+                    let action = warmup.at_boundary(start);
+                    assert!(
+                        action.search.is_none() || warned,
+                        "{kind:?} {num_warmup}/{m}: unannounced search after {start}..{end}"
+                    );
+                    searches += usize::from(action.search.is_some());
+                    if end < num_warmup {
+                        assert_eq!(
+                            (ahead.boundary(end, m, num_warmup), ahead.late_from(end)),
+                            (warmup.boundary(end, m, num_warmup), warmup.late_from(end)),
+                            "{kind:?} {num_warmup}/{m}: the block after {start}..{end}"
+                        );
+                    }
+                    start = end;
+                }
+                assert!(searches > 0, "{kind:?} {num_warmup}/{m}");
+            }
+        }
     }
 }

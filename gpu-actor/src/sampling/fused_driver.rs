@@ -708,5 +708,6 @@ pub(super) fn run(
         init_time: Duration::ZERO,
         search_time: Duration::ZERO,
         sampling_time,
+        queued_warmup_dispatches: 0,
     })
 }

@@ -75,9 +75,10 @@ impl Drop for SessionGuard<'_> {
     }
 }
 
+/// The batch of a `Run`, `Collect`, or of a `Queue` behind another dispatch.
 fn expect_batch(reply: NutsReply) -> Result<Box<NutsBatch>, GpuError> {
     match reply {
-        NutsReply::Batch(batch) => Ok(batch),
+        NutsReply::Batch(batch) | NutsReply::Queued(Some(batch)) => Ok(batch),
         _ => Err(unexpected()),
     }
 }
@@ -495,40 +496,109 @@ pub(super) fn run(
     let mut search_evals = vec![0u64; n];
     // A warmup batch whose draws are not yet in the traces.
     let mut unrecorded: Option<Counted> = None;
+    let mut queued_warmup_dispatches = 0;
     if let Some(warmup) = warmup.as_mut() {
         run.search(warmup.initial_search(), pending_consts.take(), true)?;
         timeline(warmup_started, "first step-size search");
+        // Without a step budget (or one no block can reach: every transition of every chain
+        // at the deepest tree) every chain ends each block in one dispatch, so the next
+        // block can wait on the device behind it (`NutsCommand::Queue`) while the host reads
+        // this one: the device never idles between blocks. That block then runs with the
+        // metric of the blocks before this one (one block older than the host would give it
+        // after reading this one), except after a boundary that may start a step-size search,
+        // where the host waits as before.
+        let queue_blocks = soft_budget.is_none_or(|budget| {
+            u64::from(budget) >= m.saturating_mul((1u64 << settings.max_depth.min(63)) - 1)
+        });
+        let base = run.params;
+        let block_plan = |warmup: &Warmup, start: u64, end: u64| {
+            let mut params = base;
+            params.iter_end = end as u32;
+            params.capacity = (end - start) as u32;
+            params.step_budget = soft_budget.unwrap_or(0);
+            params.with_grad = u32::from(with_grad);
+            params.flags = NS_FLAG_ADAPT;
+            params.late_from_iter = warmup.late_from(start).min(u64::from(u32::MAX)) as u32;
+            let moments = MomentsRequest {
+                block_start: start as u32,
+                bins: (end - start) as u32,
+                usable_only: warmup.usable_only(),
+            };
+            (params, moments)
+        };
+        // The block on the device, not yet read: its end and what it was sent with.
+        let mut queued: Option<(u64, NsParams)> = None;
         let mut iteration = 0;
         while iteration < n_warm {
             run.check_stop()?;
             let end = warmup.boundary(iteration, m, n_warm);
             let len = (end - iteration) as usize;
-            let mut params = run.params;
-            params.iter_end = end as u32;
-            params.capacity = len as u32;
-            params.step_budget = soft_budget.unwrap_or(0);
-            params.with_grad = u32::from(with_grad);
-            params.flags = NS_FLAG_ADAPT;
-            params.late_from_iter = warmup.late_from(iteration).min(u64::from(u32::MAX)) as u32;
+            let (mut params, moments) = block_plan(warmup, iteration, end);
+            if let Some((queued_end, queued_params)) = queued.take() {
+                // Predicted before this block's draws were learned: the schedule counts
+                // iterations, so the prediction holds; if not, the kernel ran another block.
+                if (queued_end, queued_params.late_from_iter) != (end, params.late_from_iter) {
+                    return Err(GpuError::Device {
+                        operation: "nuts warmup",
+                        message: format!(
+                            "a queued warmup block ran to {queued_end}, the schedule asked for {end}"
+                        ),
+                    });
+                }
+                params = queued_params;
+            } else if queue_blocks {
+                let reply = run
+                    .send(NutsCommand::Queue(
+                        session,
+                        NutsDispatch {
+                            params,
+                            consts: pending_consts.take(),
+                            moments: Some(moments),
+                            read_values: settings.save_warmup,
+                        },
+                    ))
+                    .wait()?;
+                if !matches!(reply, NutsReply::Queued(None)) {
+                    return Err(unexpected());
+                }
+            }
             // The pooled moments of each iteration of this block, and each chain's draws so far.
             let mut block = vec![IterationMoments::new(dim); len];
             let mut done = vec![0usize; n];
-            let moments = MomentsRequest {
-                block_start: iteration as u32,
-                bins: len as u32,
-                usable_only: warmup.usable_only(),
-            };
             while done.iter().any(|&d| d < len) {
                 let waiting = Instant::now();
-                let pending = run.send(NutsCommand::Run(
-                    session,
-                    NutsDispatch {
-                        params,
-                        consts: pending_consts.take(),
-                        moments: Some(moments),
-                        read_values: settings.save_warmup,
-                    },
-                ));
+                let pending = if queue_blocks {
+                    let next = (end < n_warm && !warmup.may_search_after(iteration, end))
+                        .then(|| warmup.ahead(iteration, end, dim));
+                    match next {
+                        Some(ahead) => {
+                            let next_end = ahead.boundary(end, m, n_warm);
+                            let (next_params, next_moments) = block_plan(&ahead, end, next_end);
+                            queued = Some((next_end, next_params));
+                            queued_warmup_dispatches += 1;
+                            run.send(NutsCommand::Queue(
+                                session,
+                                NutsDispatch {
+                                    params: next_params,
+                                    consts: pending_consts.take(),
+                                    moments: Some(next_moments),
+                                    read_values: settings.save_warmup,
+                                },
+                            ))
+                        }
+                        None => run.send(NutsCommand::Collect(session)),
+                    }
+                } else {
+                    run.send(NutsCommand::Run(
+                        session,
+                        NutsDispatch {
+                            params,
+                            consts: pending_consts.take(),
+                            moments: Some(moments),
+                            read_values: settings.save_warmup,
+                        },
+                    ))
+                };
                 // The last batch's traces are written while the device runs this one.
                 if let Some(previous) = unrecorded.take() {
                     run.record_batch(&previous, true);
@@ -537,7 +607,9 @@ pub(super) fn run(
                 let counted = Counted::new(expect_batch(reply)?);
                 dispatch_timeline(Phase::Warmup, &mut last_reply, waiting, &counted.batch);
                 for (c, (done, draws)) in done.iter().zip(&counted.draws).enumerate() {
-                    if done + draws > len {
+                    // A queued block must end in its dispatch: the next one already follows.
+                    let short = queue_blocks && done + draws < len;
+                    if done + draws > len || short {
                         return Err(GpuError::Device {
                             operation: "nuts warmup",
                             message: format!(
@@ -578,6 +650,12 @@ pub(super) fn run(
             if iteration < n_warm
                 && let Some(search) = action.search
             {
+                if queued.is_some() {
+                    return Err(GpuError::Device {
+                        operation: "nuts warmup",
+                        message: "a step-size search came after a block with another queued".into(),
+                    });
+                }
                 if let Some(previous) = unrecorded.take() {
                     run.record_batch(&previous, true);
                 }
@@ -722,6 +800,7 @@ pub(super) fn run(
         init_time,
         search_time: run.search_time,
         sampling_time,
+        queued_warmup_dispatches,
     })
 }
 

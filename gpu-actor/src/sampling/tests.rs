@@ -29,6 +29,7 @@ fn run(dispatches: Vec<DispatchStats>) -> GpuRun {
         init_time: Duration::ZERO,
         search_time: Duration::ZERO,
         sampling_time: Duration::ZERO,
+        queued_warmup_dispatches: 0,
     }
 }
 

@@ -40,6 +40,8 @@ struct Config {
     /// Each chain split across a subgroup of the adapter's (`wgsl.rs`, "Lanes"), instead of
     /// the default for the model.
     split: bool,
+    /// The deepest tree, when not the default.
+    max_depth: Option<u32>,
 }
 
 const NUTS_F32: Config = Config {
@@ -50,6 +52,7 @@ const NUTS_F32: Config = Config {
     precision: Precision::F32,
     adaptation: AdaptationKind::Nutpie,
     split: false,
+    max_depth: None,
 };
 const NUTS_F32_SPLIT: Config = Config {
     label: "nuts/f32/nutpie/split",
@@ -64,6 +67,7 @@ const NUTS_F64: Config = Config {
     precision: Precision::F64,
     adaptation: AdaptationKind::Stan,
     split: false,
+    max_depth: None,
 };
 const FUSED_F32: Config = Config {
     label: "fused/f32/stan",
@@ -73,8 +77,31 @@ const FUSED_F32: Config = Config {
     precision: Precision::F32,
     adaptation: AdaptationKind::Stan,
     split: false,
+    max_depth: None,
 };
 const CONFIGS: [Config; 4] = [NUTS_F32, NUTS_F32_SPLIT, NUTS_F64, FUSED_F32];
+/// Short dispatches of shallow trees: every warmup block fits lavapipe's step budget, so the
+/// warmup queues each block behind the one before (the driver's queued warmup, which a real
+/// GPU runs at every depth), under both schedules.
+const QUEUED: [Config; 2] = [
+    Config {
+        label: "nuts/f32/nutpie/queued warmup",
+        kernel: GpuKernel::Nuts {
+            transitions_per_dispatch: 4,
+        },
+        max_depth: Some(4),
+        ..NUTS_F32
+    },
+    Config {
+        label: "nuts/f32/stan/queued warmup",
+        kernel: GpuKernel::Nuts {
+            transitions_per_dispatch: 4,
+        },
+        adaptation: AdaptationKind::Stan,
+        max_depth: Some(4),
+        ..NUTS_F32
+    },
+];
 
 /// The request of a run.
 fn request(model: &CheckedModel, config: Config, seed: Seed) -> GpuSampleRequest {
@@ -84,6 +111,9 @@ fn request(model: &CheckedModel, config: Config, seed: Seed) -> GpuSampleRequest
             num_warmup: NUM_WARMUP,
             num_draws: NUM_DRAWS,
             adaptation: config.adaptation,
+            max_depth: config
+                .max_depth
+                .unwrap_or(SamplerSettings::default().max_depth),
             ..SamplerSettings::default()
         },
         seed,
@@ -95,10 +125,14 @@ fn request(model: &CheckedModel, config: Config, seed: Seed) -> GpuSampleRequest
 
 /// Runs `model` under every configuration the device supports and checks every truth.
 fn check(model: &CheckedModel, seed: u64, truths: &[Truth]) {
+    check_configs(model, seed, truths, &CONFIGS);
+}
+
+fn check_configs(model: &CheckedModel, seed: u64, truths: &[Truth], configs: &[Config]) {
     let Some(device) = support::shared_device() else {
         return;
     };
-    for (k, config) in CONFIGS.into_iter().enumerate() {
+    for (k, &config) in configs.iter().enumerate() {
         if !support::supports(&device, config.precision) {
             continue;
         }
@@ -122,14 +156,22 @@ fn check(model: &CheckedModel, seed: u64, truths: &[Truth]) {
         };
         let seed = Seed(seed + k as u64);
         let started = std::time::Instant::now();
-        let traces = sample_on_device_with(
+        let run = sample_on_device_with(
             &device,
             &request(model, config, seed),
             &options,
             &NoObserver,
         )
-        .map(|run| run.traces)
         .unwrap_or_else(|err| panic!("{} {}: {err}", model.name(), config.label));
+        if config.max_depth.is_some() {
+            assert!(
+                run.queued_warmup_dispatches > 0,
+                "{} {}: no warmup dispatch was queued",
+                model.name(),
+                config.label
+            );
+        }
+        let traces = run.traces;
         let comparisons: Vec<Comparison> = truths.iter().map(|t| compare(&traces, t)).collect();
         let divergent: usize = traces.iter().map(ChainTrace::n_divergent).sum();
         let max_abs_z = comparisons
@@ -183,6 +225,22 @@ fn checked(builder: ModelBuilder) -> CheckedModel {
 fn posterior_gpu_conjugate_normal() {
     let Known { model, truths } = known::conjugate_normal();
     check(&model, 100, &truths);
+}
+
+/// The warmup that queues each block behind the one before (its metric one block older)
+/// still finds the posterior.
+#[test]
+fn posterior_gpu_queued_warmup() {
+    for (k, known) in [
+        known::conjugate_normal(),
+        known::gamma_poisson(),
+        known::noncentred_funnel(9),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        check_configs(&known.model, 700 + 10 * k as u64, &known.truths, &QUEUED);
+    }
 }
 
 #[test]
@@ -265,6 +323,7 @@ fn gpu_save_warmup_keeps_warmup_draws_and_changes_nothing_else() {
                 precision: Precision::F32,
                 adaptation: AdaptationKind::Nutpie,
                 split: false,
+                max_depth: None,
             },
             Seed(9),
         );
