@@ -535,8 +535,9 @@ pub(super) fn run(
             let len = (end - iteration) as usize;
             let (mut params, moments) = block_plan(warmup, iteration, end);
             if let Some((queued_end, queued_params)) = queued.take() {
-                // Predicted before this block's draws were learned: the schedule counts
-                // iterations, so the prediction holds; if not, the kernel ran another block.
+                // Planned before the block ahead of it was learned (`Warmup::ahead`); the
+                // schedule counts iterations, so the plan is the schedule's own, and a
+                // difference is a bug there, not the draws' doing.
                 if (queued_end, queued_params.late_from_iter) != (end, params.late_from_iter) {
                     return Err(GpuError::Device {
                         operation: "nuts warmup",
