@@ -526,6 +526,12 @@ pub(super) fn run(
             };
             (params, moments)
         };
+        let dispatch = |params, moments, consts| NutsDispatch {
+            params,
+            consts,
+            moments: Some(moments),
+            read_values: settings.save_warmup,
+        };
         // The block on the device, not yet read: its end and what it was sent with.
         let mut queued: Option<(u64, NsParams)> = None;
         let mut iteration = 0;
@@ -551,12 +557,7 @@ pub(super) fn run(
                 let reply = run
                     .send(NutsCommand::Queue(
                         session,
-                        NutsDispatch {
-                            params,
-                            consts: pending_consts.take(),
-                            moments: Some(moments),
-                            read_values: settings.save_warmup,
-                        },
+                        dispatch(params, moments, pending_consts.take()),
                     ))
                     .wait()?;
                 if !matches!(reply, NutsReply::Queued(None)) {
@@ -579,12 +580,7 @@ pub(super) fn run(
                             queued_warmup_dispatches += 1;
                             run.send(NutsCommand::Queue(
                                 session,
-                                NutsDispatch {
-                                    params: next_params,
-                                    consts: pending_consts.take(),
-                                    moments: Some(next_moments),
-                                    read_values: settings.save_warmup,
-                                },
+                                dispatch(next_params, next_moments, pending_consts.take()),
                             ))
                         }
                         None => run.send(NutsCommand::Collect(session)),
@@ -592,12 +588,7 @@ pub(super) fn run(
                 } else {
                     run.send(NutsCommand::Run(
                         session,
-                        NutsDispatch {
-                            params,
-                            consts: pending_consts.take(),
-                            moments: Some(moments),
-                            read_values: settings.save_warmup,
-                        },
+                        dispatch(params, moments, pending_consts.take()),
                     ))
                 };
                 // The last batch's traces are written while the device runs this one.
