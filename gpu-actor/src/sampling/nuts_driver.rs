@@ -532,27 +532,26 @@ pub(super) fn run(
             moments: Some(moments),
             read_values: settings.save_warmup,
         };
-        // The block on the device, not yet read: its end and what it was sent with.
-        let mut queued: Option<(u64, NsParams)> = None;
+        // What the block on the device, not yet read, was sent with.
+        let mut queued: Option<NsParams> = None;
         let mut iteration = 0;
         while iteration < n_warm {
             run.check_stop()?;
             let end = warmup.boundary(iteration, m, n_warm);
             let len = (end - iteration) as usize;
-            let (mut params, moments) = block_plan(warmup, iteration, end);
-            if let Some((queued_end, queued_params)) = queued.take() {
+            let (params, moments) = block_plan(warmup, iteration, end);
+            if let Some(queued) = queued.take() {
                 // Planned before the block ahead of it was learned (`Warmup::ahead`); the
                 // schedule counts iterations, so the plan is the schedule's own, and a
                 // difference is a bug there, not the draws' doing.
-                if (queued_end, queued_params.late_from_iter) != (end, params.late_from_iter) {
+                if queued != params {
                     return Err(GpuError::Device {
                         operation: "nuts warmup",
                         message: format!(
-                            "a queued warmup block ran to {queued_end}, the schedule asked for {end}"
+                            "a queued warmup block was planned as {queued:?}, the schedule asked for {params:?}"
                         ),
                     });
                 }
-                params = queued_params;
             } else if queue_blocks {
                 let reply = run
                     .send(NutsCommand::Queue(
@@ -576,7 +575,7 @@ pub(super) fn run(
                         Some(ahead) => {
                             let next_end = ahead.boundary(end, m, n_warm);
                             let (next_params, next_moments) = block_plan(&ahead, end, next_end);
-                            queued = Some((next_end, next_params));
+                            queued = Some(next_params);
                             queued_warmup_dispatches += 1;
                             run.send(NutsCommand::Queue(
                                 session,
