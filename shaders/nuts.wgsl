@@ -174,17 +174,17 @@ fn ns_finish() {
         if (j >= G_DIM) {
             break;
         }
-        ns_out[(slot * width + j) * ns_n + g_chain] = ns_vec[ns_v(NS_V_QSAMP, j)];
+        ns_out[ns_out_at(slot, width, j)] = ns_vec[ns_v(NS_V_QSAMP, j)];
         if (ns_params.with_grad == 1u) {
-            ns_out[(slot * width + G_DIM + j) * ns_n + g_chain] = ns_vec[ns_v(NS_V_GSAMP, j)];
+            ns_out[ns_out_at(slot, width, G_DIM + j)] = ns_vec[ns_v(NS_V_GSAMP, j)];
         }
     }
     let stats = ns_params.capacity * width * ns_n;
-    ns_out[stats + (slot * NS_O_COUNT + NS_O_LP) * ns_n + g_chain] = ns.logp_samp;
-    ns_out[stats + (slot * NS_O_COUNT + NS_O_ACCEPT) * ns_n + g_chain] = accept;
-    ns_out[stats + (slot * NS_O_COUNT + NS_O_ACCEPT_SYM) * ns_n + g_chain] = accept_sym;
-    ns_out[stats + (slot * NS_O_COUNT + NS_O_STEP) * ns_n + g_chain] = ns.eps;
-    ns_out[stats + (slot * NS_O_COUNT + NS_O_ENERGY) * ns_n + g_chain] = ns.h_samp;
+    ns_out[stats + ns_out_stat_at(slot, NS_O_LP)] = ns.logp_samp;
+    ns_out[stats + ns_out_stat_at(slot, NS_O_ACCEPT)] = accept;
+    ns_out[stats + ns_out_stat_at(slot, NS_O_ACCEPT_SYM)] = accept_sym;
+    ns_out[stats + ns_out_stat_at(slot, NS_O_STEP)] = ns.eps;
+    ns_out[stats + ns_out_stat_at(slot, NS_O_ENERGY)] = ns.h_samp;
     let ints = NS_U_COUNT * ns_n;
     ns_uint[ints + (slot * NS_OU_COUNT + NS_OU_DEPTH) * ns_n + g_chain] = ns.depth;
     ns_uint[ints + (slot * NS_OU_COUNT + NS_OU_NLEAP) * ns_n + g_chain] = ns.nleap;

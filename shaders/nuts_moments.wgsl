@@ -26,8 +26,10 @@ struct NmParams {
     block_start: u32,
     bins: u32,
     usable_only: u32,
+    // 1: each slot's draws chain after chain (`(slot * n + c) * width + k`, chains split across
+    // lanes; nuts_state.wgsl's `ns_out_at`); 0: value after value (`(slot * width + k) * n + c`).
+    chain_major: u32,
     pad0: u32,
-    pad1: u32,
 }
 
 @group(0) @binding(0) var<uniform> nm: NmParams;
@@ -99,7 +101,11 @@ fn nuts_moments_main(
                 }
                 if (usable) {
                     weight = 1.0;
-                    x = nm_out[(slot * nm.width + k) * n + c];
+                    if (nm.chain_major == 1u) {
+                        x = nm_out[(slot * n + c) * nm.width + k];
+                    } else {
+                        x = nm_out[(slot * nm.width + k) * n + c];
+                    }
                 }
             }
             nm_count[local] = weight;

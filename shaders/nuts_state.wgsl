@@ -241,6 +241,27 @@ fn ns_v(role: u32, j: u32) -> u32 {
     return ns_in_block(role * G_DIM * ns_n, j);
 }
 
+// Draw value k (of `width`) of this chain in output slot `slot`. Split across lanes, a slot
+// holds its draws chain after chain, so that the lanes of a chain write one run of
+// neighbouring words (a sampling dispatch may write them straight into host memory, where
+// scattered words cost one bus transaction each); with one invocation per chain, value after
+// value, so that a warp's chains write neighbouring words. gpu-actor's `NsSizes::out_at`.
+fn ns_out_at(slot: u32, width: u32, k: u32) -> u32 {
+    if (G_LANES > 1u) {
+        return (slot * ns_n + g_chain) * width + k;
+    }
+    return (slot * width + k) * ns_n + g_chain;
+}
+
+// Real statistic k of this chain in output slot `slot`, after the draws; the same order as
+// `ns_out_at` (`NsSizes::out_stat_at`).
+fn ns_out_stat_at(slot: u32, k: u32) -> u32 {
+    if (G_LANES > 1u) {
+        return (slot * ns_n + g_chain) * NS_O_COUNT + k;
+    }
+    return (slot * NS_O_COUNT + k) * ns_n + g_chain;
+}
+
 fn ns_s(role: u32) -> u32 {
     return (NS_V_COUNT * G_DIM + role) * ns_n + g_chain;
 }

@@ -34,6 +34,7 @@ mod steps;
 #[cfg(test)]
 mod tests;
 
+use std::fmt;
 use std::time::Duration;
 
 use sampler::{
@@ -114,6 +115,51 @@ pub struct GpuSamplingOptions {
     /// Which array accesses the kernels check (`wgsl::IndexChecks`); `None` for the
     /// backend's default.
     pub checks: Option<IndexChecks>,
+    /// Where the NUTS kernel writes the draws of sampling dispatches.
+    pub draws: DrawsOutput,
+}
+
+/// Where the NUTS kernel writes a sampling dispatch's draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DrawsOutput {
+    /// [`DrawsOutput::Mapped`] for chains split across lanes (each chain's draws are one run
+    /// of neighbouring words there), else [`DrawsOutput::Copied`]. On the H100, logistic at
+    /// 8192 chains (32 lanes) sampled about 10 ms faster mapped, its kernel 1% slower; eight
+    /// schools (a chain per invocation) ran its kernel 25% slower mapped (BENCHMARKS.md).
+    #[default]
+    Auto,
+    /// Straight into the read-back buffer that the host then maps (wgpu's
+    /// `MAPPABLE_PRIMARY_BUFFERS`), where the adapter allows it, else as
+    /// [`DrawsOutput::Copied`]: the draws cross to the host while the kernel runs, instead of
+    /// in a copy after it that the next dispatch waits for (a sampling dispatch of 8192 chains
+    /// of the logistic model copies 22 MB).
+    Mapped,
+    /// Into device memory, then copied into the read-back buffer.
+    Copied,
+}
+
+impl DrawsOutput {
+    /// [`DrawsOutput::Mapped`] or [`DrawsOutput::Copied`] for kernels of `lanes` invocations
+    /// per chain on a device where `mappable` says whether kernels may write read-back
+    /// buffers.
+    pub fn resolve(self, lanes: u32, mappable: bool) -> DrawsOutput {
+        match self {
+            _ if !mappable => DrawsOutput::Copied,
+            DrawsOutput::Auto if lanes > 1 => DrawsOutput::Mapped,
+            DrawsOutput::Auto => DrawsOutput::Copied,
+            chosen => chosen,
+        }
+    }
+}
+
+impl fmt::Display for DrawsOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DrawsOutput::Auto => "auto",
+            DrawsOutput::Mapped => "mapped",
+            DrawsOutput::Copied => "copied",
+        })
+    }
 }
 
 impl GpuSamplingOptions {

@@ -37,9 +37,9 @@ use anyhow::Context;
 use clap::ValueEnum;
 use gpu_actor::wgsl::IndexChecks;
 use gpu_actor::{
-    DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DataPlacement, DeviceOptions, FusedLeapfrog,
-    GpuDevice, GpuKernel, GpuSampleRequest, GpuSamplingOptions, LeapfrogStart, LogpGradRequest,
-    Precision, TapePlacement, sample_on_device_with,
+    DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DataPlacement, DeviceOptions, DrawsOutput,
+    FusedLeapfrog, GpuDevice, GpuKernel, GpuSampleRequest, GpuSamplingOptions, LeapfrogStart,
+    LogpGradRequest, Precision, TapePlacement, sample_on_device_with,
 };
 use sampler::{ChainId, ChainSpec, CheckedModel, NoObserver, SamplerSettings, Seed};
 use serde_json::json;
@@ -109,6 +109,12 @@ pub struct GpuBenchArgs {
     /// Vulkan, else all].
     #[arg(long, value_enum, value_name = "WHICH")]
     index_checks: Option<IndexChecksArg>,
+    /// GPU: where sampling dispatches write their draws: mapped (straight into the buffer
+    /// the host reads, where the adapter allows it), copied (into device memory, then copied
+    /// after the kernel), or auto (mapped for chains split across lanes, else copied)
+    /// [default: auto].
+    #[arg(long, value_enum, value_name = "WHERE")]
+    draws_output: Option<DrawsOutputArg>,
     /// GPU: also write one JSON object per row to this file (JSON lines).
     #[arg(long, value_name = "PATH")]
     json: Option<PathBuf>,
@@ -158,6 +164,23 @@ impl IndexChecksArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DrawsOutputArg {
+    Auto,
+    Mapped,
+    Copied,
+}
+
+impl DrawsOutputArg {
+    fn output(self) -> DrawsOutput {
+        match self {
+            DrawsOutputArg::Auto => DrawsOutput::Auto,
+            DrawsOutputArg::Mapped => DrawsOutput::Mapped,
+            DrawsOutputArg::Copied => DrawsOutput::Copied,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum TapeArg {
     Auto,
     Private,
@@ -176,6 +199,7 @@ impl GpuBenchArgs {
             || self.workgroup_size.is_some()
             || self.lanes.is_some()
             || self.index_checks.is_some()
+            || self.draws_output.is_some()
             || self.json.is_some()
             || self.round_trips.is_some()
             || self.no_check
@@ -442,6 +466,9 @@ pub fn run(
             workgroup_size: Some(workgroup_size(1)),
             lanes: Some(lanes),
             checks: args.index_checks.map(IndexChecksArg::checks),
+            draws: args
+                .draws_output
+                .map_or_else(DrawsOutput::default, DrawsOutputArg::output),
             ..GpuSamplingOptions::default()
         };
         let mut warmed = vec![(options.workgroup_size, options.data)];
@@ -451,6 +478,11 @@ pub fn run(
             args.index_checks
                 .map_or_else(|| "default".to_owned(), |arg| arg.checks().to_string())
         );
+        // What the kernels did: mapped output needs the adapter's feature.
+        let draws_output = options
+            .draws
+            .resolve(lanes, device.report().features.mappable_primary_buffers);
+        context["draws_output"] = json!(draws_output.to_string());
         // The CPU reference first: the GPU's warm-up run then comes right before the timed
         // rows, as NumPyro's does, and the GPU is not left idle (and clocked down) between.
         let reference = if args.no_check {

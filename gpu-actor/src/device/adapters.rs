@@ -77,6 +77,9 @@ pub struct AdapterFeatures {
     pub float32_atomic: bool,
     /// Driver pipeline caches that can be saved.
     pub pipeline_cache: bool,
+    /// Mappable buffers that kernels may also bind as storage: sampling dispatches write
+    /// their draws straight into the read-back buffer ([`crate::DrawsOutput::Mapped`]).
+    pub mappable_primary_buffers: bool,
 }
 
 impl AdapterFeatures {
@@ -89,6 +92,7 @@ impl AdapterFeatures {
             timestamp_query: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             float32_atomic: features.contains(wgpu::Features::SHADER_FLOAT32_ATOMIC),
             pipeline_cache: features.contains(wgpu::Features::PIPELINE_CACHE),
+            mappable_primary_buffers: features.contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS),
         }
     }
 
@@ -102,6 +106,7 @@ impl AdapterFeatures {
             (self.timestamp_query, "TIMESTAMP_QUERY"),
             (self.float32_atomic, "SHADER_FLOAT32_ATOMIC"),
             (self.pipeline_cache, "PIPELINE_CACHE"),
+            (self.mappable_primary_buffers, "MAPPABLE_PRIMARY_BUFFERS"),
         ]
         .into_iter()
         .filter_map(|(present, name)| present.then_some(name))

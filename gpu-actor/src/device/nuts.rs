@@ -18,6 +18,7 @@ use crate::kernels::layout::{
     NM_CHUNK, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_EVALS, NS_V_GSAMP,
     NS_V_QSAMP, NmParams, NsParams, NsSizes,
 };
+use crate::sampling::DrawsOutput;
 use crate::wgsl::{KernelKind, Precision};
 
 /// A sampling session on one device.
@@ -35,6 +36,8 @@ pub(crate) struct NutsOpen {
     /// Whether dispatches may record gradients with the draws.
     pub with_grad: bool,
     pub shader: ShaderChoice,
+    /// Where sampling dispatches write their draws.
+    pub draws: DrawsOutput,
 }
 
 /// The starting state of every chain, chain after chain (`q[c * dim + j]`).
@@ -175,17 +178,19 @@ impl NutsBatch {
         (self.moments[at], &self.moments[start..start + 2 * width])
     }
 
-    /// Draw value `k` of slot `slot` for the chains `chains`, in order, into `out`: one
-    /// contiguous read. Only in a batch [`NutsBatch::has_values`].
+    /// Draw value `k` of slot `slot` for the chains `chains`, in order, into `out` (one
+    /// contiguous read, or one value per chain where the slots are chain-major). Only in a
+    /// batch [`NutsBatch::has_values`].
     pub(crate) fn value_row(&self, slot: usize, k: usize, chains: Range<usize>, out: &mut [f64]) {
         debug_assert!(self.has_values());
-        self.real_row(self.sizes.out_at(slot, k, chains.start), out);
+        let stride = self.sizes.out_chain_stride(false);
+        self.real_row(self.sizes.out_at(slot, k, chains.start), stride, out);
     }
 
     /// Real statistic `k` of slot `slot` for the chains `chains`, in order, into `out`.
     pub(crate) fn stat_row(&self, slot: usize, k: usize, chains: Range<usize>, out: &mut [f64]) {
         let at = self.sizes.out_stat_at(slot, k, chains.start) - self.out_start;
-        self.real_row(at, out);
+        self.real_row(at, self.sizes.out_chain_stride(true), out);
     }
 
     /// Integer statistic `k` of slot `slot` for the chains `chains`, in order.
@@ -194,15 +199,24 @@ impl NutsBatch {
         &self.uints()[at..at + chains.len()]
     }
 
-    /// `out.len()` reals of the output slots from value index `at` (after `out_start`'s skip).
-    fn real_row(&self, at: usize, out: &mut [f64]) {
+    /// `out.len()` reals of the output slots from value index `at` (after `out_start`'s skip),
+    /// `stride` values apart.
+    fn real_row(&self, at: usize, stride: usize, out: &mut [f64]) {
         let size = self.precision.size_bytes() as usize;
         let all = self.bytes.as_deref().unwrap_or(&[]);
-        decode_into(
-            &all[self.out_at + at * size..self.out_at + (at + out.len()) * size],
-            self.precision,
-            out,
-        );
+        let from = self.out_at + at * size;
+        if stride == 1 {
+            decode_into(&all[from..from + out.len() * size], self.precision, out);
+            return;
+        }
+        for (i, value) in out.iter_mut().enumerate() {
+            let start = from + i * stride * size;
+            decode_into(
+                &all[start..start + size],
+                self.precision,
+                std::slice::from_mut(value),
+            );
+        }
     }
 }
 
@@ -288,10 +302,13 @@ pub(crate) struct NutsSession {
     uint: wgpu::Buffer,
     out: wgpu::Buffer,
     bind_group: wgpu::BindGroup,
+    /// Where sampling dispatches write their draws: [`DrawsOutput::Mapped`] only where the
+    /// read-back buffers can be bound as storage.
+    draws: DrawsOutput,
     /// The dispatch submitted by [`NutsCommand::Queue`] and not yet read.
     queued: Option<Submitted>,
-    _ckpt: wgpu::Buffer,
-    _scratch: wgpu::Buffer,
+    ckpt: wgpu::Buffer,
+    scratch: wgpu::Buffer,
 }
 
 /// The moments kernel of a session: its pipeline, parameters, output and bindings.
@@ -361,6 +378,54 @@ impl NutsSession {
     pub(crate) fn model(&self) -> ModelKey {
         self.model
     }
+
+    /// The chains' bind group with the draws written into `out`.
+    fn bind_group_with_out(
+        &self,
+        device: &wgpu::Device,
+        layout: &wgpu::BindGroupLayout,
+        out: wgpu::BufferBinding<'_>,
+    ) -> wgpu::BindGroup {
+        chains_bind_group(
+            device,
+            layout,
+            [
+                &self.scratch,
+                &self.params,
+                &self.consts,
+                &self.vec,
+                &self.ckpt,
+                &self.uint,
+            ],
+            out,
+        )
+    }
+}
+
+/// Bind group 1 of the NUTS kernels: the tapes, parameters, constants, chains, checkpoints and
+/// integers (in that order), and the draws' output.
+fn chains_bind_group(
+    device: &wgpu::Device,
+    layout: &wgpu::BindGroupLayout,
+    [scratch, params, consts, vec, ckpt, uint]: [&wgpu::Buffer; 6],
+    out: wgpu::BufferBinding<'_>,
+) -> wgpu::BindGroup {
+    device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("nuts chains"),
+        layout,
+        entries: &[
+            entry(crate::wgsl::SCRATCH_BINDING.binding, scratch),
+            entry(crate::wgsl::NUTS_PARAMS_BINDING.binding, params),
+            entry(crate::wgsl::NUTS_CONSTS_BINDING.binding, consts),
+            entry(crate::wgsl::NUTS_VEC_BINDING.binding, vec),
+            entry(crate::wgsl::NUTS_CKPT_BINDING.binding, ckpt),
+            entry(crate::wgsl::NUTS_UINT_BINDING.binding, uint),
+            wgpu::BindGroupEntry {
+                binding: crate::wgsl::NUTS_OUT_BINDING.binding,
+                resource: wgpu::BindingResource::Buffer(out),
+            },
+        ],
+    })
 }
 
 impl Worker {
@@ -440,6 +505,7 @@ impl Worker {
             check_storage(what, needed, &self.limits)?;
         }
         let staging = self.staging_pool(staging_bytes);
+        let draws = open.draws.resolve(options.lanes, staging.storage());
         let layout = &self.layouts.nuts;
         let device = &self.device;
         let queue = &self.queue;
@@ -458,19 +524,12 @@ impl Worker {
             let uint = buffer(device, "nuts integers", uint_bytes, rw);
             let out = buffer(device, "nuts draws", out_bytes, rw);
             let scratch = buffer(device, "nuts tapes", scratch_bytes, U::STORAGE);
-            let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("nuts chains"),
+            let bind_group = chains_bind_group(
+                device,
                 layout,
-                entries: &[
-                    entry(crate::wgsl::SCRATCH_BINDING.binding, &scratch),
-                    entry(crate::wgsl::NUTS_PARAMS_BINDING.binding, &params),
-                    entry(crate::wgsl::NUTS_CONSTS_BINDING.binding, &consts),
-                    entry(crate::wgsl::NUTS_VEC_BINDING.binding, &vec),
-                    entry(crate::wgsl::NUTS_CKPT_BINDING.binding, &ckpt),
-                    entry(crate::wgsl::NUTS_UINT_BINDING.binding, &uint),
-                    entry(crate::wgsl::NUTS_OUT_BINDING.binding, &out),
-                ],
-            });
+                [&scratch, &params, &consts, &vec, &ckpt, &uint],
+                out.as_entire_buffer_binding(),
+            );
             let moments_params =
                 buffer(device, "nuts moments params", 32, U::UNIFORM | U::COPY_DST);
             let moments_out = buffer(
@@ -510,9 +569,10 @@ impl Worker {
                 uint,
                 out,
                 bind_group,
+                draws,
                 queued: None,
-                _ckpt: ckpt,
-                _scratch: scratch,
+                ckpt,
+                scratch,
             }
         })?;
         let id = self.new_session_id();
@@ -673,8 +733,29 @@ impl Worker {
         } else {
             &session.search
         };
+        // A sampling dispatch that reads every value may write its draws straight into the
+        // read-back buffer: the slots are at its start, where the copy would put them.
+        let mapped = transitions
+            && session.draws == DrawsOutput::Mapped
+            && dispatch.moments.is_none()
+            && out_start == 0
+            && out_bytes > 0;
         let started = Instant::now();
         let (submission, staging) = scoped(&self.device, "nuts dispatch", || {
+            // A free read-back buffer: the last batches' may still be mapped for the driver
+            // or waiting to be read.
+            let staging = (out_bytes > 0).then(|| session.staging.take(&self.device));
+            let mapped_group = staging.as_ref().filter(|_| mapped).map(|staging| {
+                session.bind_group_with_out(
+                    &self.device,
+                    &self.layouts.nuts,
+                    wgpu::BufferBinding {
+                        buffer: staging,
+                        offset: 0,
+                        size: wgpu::BufferSize::new(out_bytes),
+                    },
+                )
+            });
             self.queue
                 .write_buffer(&session.params, 0, bytemuck::bytes_of(&params));
             if let Some(consts) = &consts {
@@ -688,7 +769,8 @@ impl Worker {
                     block_start: moments.block_start,
                     bins: moments.bins,
                     usable_only: u32::from(moments.usable_only),
-                    pad: [0; 2],
+                    chain_major: u32::from(sizes.chain_major),
+                    pad: 0,
                 };
                 self.queue.write_buffer(
                     &session.moments.params,
@@ -708,7 +790,7 @@ impl Worker {
                 });
                 pass.set_pipeline(pipeline);
                 pass.set_bind_group(0, &self.models[&session.model].bind_group, &[]);
-                pass.set_bind_group(1, &session.bind_group, &[]);
+                pass.set_bind_group(1, mapped_group.as_ref().unwrap_or(&session.bind_group), &[]);
                 pass.dispatch_workgroups(session.grid.0, session.grid.1, 1);
             }
             if dispatch.moments.is_some() {
@@ -727,9 +809,6 @@ impl Worker {
                     1,
                 );
             }
-            // A free read-back buffer: the last batches' may still be mapped for the driver
-            // or waiting to be read.
-            let staging = (out_bytes > 0).then(|| session.staging.take(&self.device));
             if let Some(staging) = &staging {
                 let queries = 2 * passes;
                 if let Some(timestamps) = timestamps {
@@ -741,17 +820,24 @@ impl Worker {
                     );
                 }
                 let mut at = 0;
-                let mut copy = |source: &wgpu::Buffer, from: u64, bytes: u64| {
-                    encoder.copy_buffer_to_buffer(source, from, staging, at, bytes);
+                // `None`: the kernel wrote these bytes in place.
+                let mut copy = |source: Option<&wgpu::Buffer>, from: u64, bytes: u64| {
+                    if let Some(source) = source {
+                        encoder.copy_buffer_to_buffer(source, from, staging, at, bytes);
+                    }
                     at += bytes;
                 };
                 if moments_bytes > 0 {
-                    copy(&session.moments.out, 0, moments_bytes);
+                    copy(Some(&session.moments.out), 0, moments_bytes);
                 }
-                copy(&session.out, out_from, out_bytes - out_from);
-                copy(&session.uint, 0, uint_bytes);
+                copy(
+                    (!mapped).then_some(&session.out),
+                    out_from,
+                    out_bytes - out_from,
+                );
+                copy(Some(&session.uint), 0, uint_bytes);
                 if let Some(timestamps) = timestamps {
-                    copy(&timestamps.resolved, 0, u64::from(queries) * 8);
+                    copy(Some(&timestamps.resolved), 0, u64::from(queries) * 8);
                 }
             }
             (self.queue.submit([encoder.finish()]), staging)

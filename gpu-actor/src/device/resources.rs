@@ -80,6 +80,7 @@ pub(crate) struct StagingPool(Arc<StagingShared>);
 #[derive(Debug)]
 struct StagingShared {
     bytes: u64,
+    usage: wgpu::BufferUsages,
     free: Mutex<Vec<Staging>>,
 }
 
@@ -93,10 +94,16 @@ struct Staging {
 const POOLED: usize = 3;
 
 impl StagingPool {
-    /// A pool of read-back buffers of `bytes` bytes each (none made yet).
-    pub(crate) fn new(bytes: u64) -> StagingPool {
+    /// A pool of read-back buffers of `bytes` bytes each (none made yet); with `storage`,
+    /// kernels may also bind them as storage (the device needs `MAPPABLE_PRIMARY_BUFFERS`).
+    pub(crate) fn new(bytes: u64, storage: bool) -> StagingPool {
+        let mut usage = wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST;
+        if storage {
+            usage |= wgpu::BufferUsages::STORAGE;
+        }
         StagingPool(Arc::new(StagingShared {
             bytes,
+            usage,
             free: Mutex::new(Vec::new()),
         }))
     }
@@ -104,6 +111,11 @@ impl StagingPool {
     /// Bytes of each buffer.
     pub(crate) fn bytes(&self) -> u64 {
         self.0.bytes
+    }
+
+    /// Whether kernels may bind the buffers as storage.
+    pub(crate) fn storage(&self) -> bool {
+        self.0.usage.contains(wgpu::BufferUsages::STORAGE)
     }
 
     /// Whether anything besides the one holder asking (a session, or a batch's bytes) holds
@@ -122,12 +134,7 @@ impl StagingPool {
                 }
                 buffer
             }
-            None => buffer(
-                device,
-                "readback",
-                self.0.bytes,
-                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            ),
+            None => buffer(device, "readback", self.0.bytes, self.0.usage),
         }
     }
 

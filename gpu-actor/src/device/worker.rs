@@ -107,7 +107,10 @@ pub(crate) struct Worker {
 
 /// The optional features requested when the adapter has them.
 fn wanted_features() -> wgpu::Features {
-    wgpu::Features::SHADER_F64 | wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SUBGROUP
+    wgpu::Features::SHADER_F64
+        | wgpu::Features::TIMESTAMP_QUERY
+        | wgpu::Features::SUBGROUP
+        | wgpu::Features::MAPPABLE_PRIMARY_BUFFERS
 }
 
 impl Worker {
@@ -601,13 +604,24 @@ impl Worker {
     /// allocating tens of megabytes of mappable memory took 30 ms on the H100's host, as long
     /// as a few dispatches. Pools that no open session uses and of another size are dropped,
     /// so that a worker keeps at most one idle size.
+    ///
+    /// Where the device has `MAPPABLE_PRIMARY_BUFFERS`, the buffers are also storage, so that a
+    /// kernel can write its draws straight into one ([`crate::DrawsOutput::Mapped`]).
     pub(super) fn staging_pool(&mut self, bytes: u64) -> StagingPool {
+        let storage = self.mapped_storage();
         self.staging_pools
             .retain(|&size, pool| size == bytes || pool.in_use());
         self.staging_pools
             .entry(bytes)
-            .or_insert_with(|| StagingPool::new(bytes))
+            .or_insert_with(|| StagingPool::new(bytes, storage))
             .clone()
+    }
+
+    /// Whether read-back buffers can be bound as storage.
+    pub(super) fn mapped_storage(&self) -> bool {
+        self.device
+            .features()
+            .contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS)
     }
 
     /// Maps `staging` after `submission`, waits with the watchdog, and copies its bytes out.

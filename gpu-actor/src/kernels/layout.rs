@@ -33,7 +33,9 @@ pub(crate) struct NmParams {
     pub block_start: u32,
     pub bins: u32,
     pub usable_only: u32,
-    pub pad: [u32; 2],
+    /// 1 where the output slots are chain-major ([`NsSizes::chain_major`]).
+    pub chain_major: u32,
+    pub pad: u32,
 }
 
 /// Chains per workgroup of nuts_moments.wgsl (`NM_CHUNK`): a fixed size, so that the order in
@@ -233,14 +235,36 @@ impl NsSizes {
         (NS_V_COUNT * self.dim + role) * self.n + c
     }
 
-    /// Index of draw value `k` of output slot `slot`, chain `c`, in the out buffer.
+    /// Index of draw value `k` of output slot `slot`, chain `c`, in the out buffer: chain
+    /// after chain within a slot where [`NsSizes::chain_major`], else value after value
+    /// (`ns_out_at` of nuts_state.wgsl).
     pub(crate) fn out_at(&self, slot: usize, k: usize, c: usize) -> usize {
-        (slot * self.width() + k) * self.n + c
+        if self.chain_major {
+            (slot * self.n + c) * self.width() + k
+        } else {
+            (slot * self.width() + k) * self.n + c
+        }
     }
 
-    /// Index of real statistic `k` of output slot `slot`, chain `c`, in the out buffer.
+    /// Index of real statistic `k` of output slot `slot`, chain `c`, in the out buffer, in
+    /// [`NsSizes::out_at`]'s order after every slot's draws.
     pub(crate) fn out_stat_at(&self, slot: usize, k: usize, c: usize) -> usize {
-        self.capacity * self.width() * self.n + (slot * NS_O_COUNT + k) * self.n + c
+        let stats = self.capacity * self.width() * self.n;
+        if self.chain_major {
+            stats + (slot * self.n + c) * NS_O_COUNT + k
+        } else {
+            stats + (slot * NS_O_COUNT + k) * self.n + c
+        }
+    }
+
+    /// Values between neighbouring chains of one draw value or statistic in the out buffer:
+    /// the stride of a row of [`NsSizes::out_at`] (`statistic`: of [`NsSizes::out_stat_at`]).
+    pub(crate) fn out_chain_stride(&self, statistic: bool) -> usize {
+        match (self.chain_major, statistic) {
+            (false, _) => 1,
+            (true, false) => self.width(),
+            (true, true) => NS_O_COUNT,
+        }
     }
 
     /// Index of integer statistic `k` of output slot `slot`, chain `c`, in the uint buffer.

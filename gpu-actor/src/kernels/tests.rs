@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sampler::nuts::{Point, leapfrog};
 use sampler::{CheckedModel, Dist, Evaluator, Limits, LogDensity, Metric, ModelBuilder};
 
-use super::layout::wgsl_constants;
+use super::layout::{NS_O_COUNT, wgsl_constants};
 use super::philox::{ChainStream, Purpose, philox4x32_10, uniform24, uniform53};
 use super::tree::{Leaf, Tree};
 
@@ -92,6 +92,68 @@ fn role_blocks_are_dim_major_for_one_lane_and_chain_major_for_split_chains() {
             }
         }
         assert_eq!(sizes.chains_of_block(&block), values);
+    }
+}
+
+#[test]
+fn output_slots_are_value_major_for_one_lane_and_chain_major_for_split_chains() {
+    let source = crate::wgsl::library::nuts_state_source();
+    for line in [
+        "return (slot * ns_n + g_chain) * width + k;",
+        "return (slot * width + k) * ns_n + g_chain;",
+        "return (slot * ns_n + g_chain) * NS_O_COUNT + k;",
+        "return (slot * NS_O_COUNT + k) * ns_n + g_chain;",
+    ] {
+        assert!(source.contains(line), "nuts_state.wgsl lacks `{line}`");
+    }
+    let moments = crate::wgsl::nuts_moments_source(crate::wgsl::Precision::F32);
+    for line in [
+        "x = nm_out[(slot * n + c) * nm.width + k];",
+        "x = nm_out[(slot * nm.width + k) * n + c];",
+    ] {
+        assert!(moments.contains(line), "nuts_moments.wgsl lacks `{line}`");
+    }
+    for chain_major in [false, true] {
+        for with_grad in [false, true] {
+            let sizes = super::layout::NsSizes {
+                n: 5,
+                dim: 3,
+                max_depth: 10,
+                capacity: 4,
+                with_grad,
+                chain_major,
+            };
+            // Every value and statistic of every slot and chain has its own place, and a
+            // row's neighbouring chains are `out_chain_stride` apart.
+            let mut seen = vec![false; sizes.out()];
+            for slot in 0..sizes.capacity {
+                for c in 0..sizes.n {
+                    let mut mark = |at: usize| {
+                        assert!(!seen[at], "{at} twice ({chain_major}, {with_grad})");
+                        seen[at] = true;
+                    };
+                    for k in 0..sizes.width() {
+                        mark(sizes.out_at(slot, k, c));
+                        assert_eq!(
+                            sizes.out_at(slot, k, c),
+                            sizes.out_at(slot, k, 0) + c * sizes.out_chain_stride(false)
+                        );
+                    }
+                    for k in 0..NS_O_COUNT {
+                        mark(sizes.out_stat_at(slot, k, c));
+                        assert_eq!(
+                            sizes.out_stat_at(slot, k, c),
+                            sizes.out_stat_at(slot, k, 0) + c * sizes.out_chain_stride(true)
+                        );
+                        assert!(
+                            sizes.out_stat_at(slot, k, c)
+                                >= sizes.capacity * sizes.width() * sizes.n
+                        );
+                    }
+                }
+            }
+            assert!(seen.iter().all(|&seen| seen), "{chain_major}, {with_grad}");
+        }
     }
 }
 

@@ -411,6 +411,7 @@ pub(super) fn run(
         capacity: m.max(sample_capacity) as usize,
         with_grad,
         shader: options.shader(),
+        draws: options.draws,
     };
     let session = match device.nuts(NutsCommand::Open(open)).wait()? {
         NutsReply::Opened(id) => id,

@@ -90,3 +90,16 @@ fn room_made_during_warmup_goes_to_traces_without_any() {
             .all(|trace| trace.draws.is_empty() && trace.stats.is_empty())
     );
 }
+
+#[test]
+fn auto_draws_output_maps_split_chains_where_the_device_allows() {
+    use crate::DrawsOutput::{Auto, Copied, Mapped};
+    assert_eq!(Auto.resolve(32, true), Mapped);
+    assert_eq!(Auto.resolve(2, true), Mapped);
+    assert_eq!(Auto.resolve(1, true), Copied);
+    assert_eq!(Mapped.resolve(1, true), Mapped);
+    assert_eq!(Copied.resolve(32, true), Copied);
+    for output in [Auto, Mapped, Copied] {
+        assert_eq!(output.resolve(32, false), Copied, "{output}");
+    }
+}

@@ -12,7 +12,7 @@
 
 use gpu_actor::wgsl::IndexChecks;
 use gpu_actor::{
-    DataPlacement, GpuKernel, GpuSampleRequest, GpuSamplingOptions, Precision,
+    DataPlacement, DrawsOutput, GpuKernel, GpuSampleRequest, GpuSamplingOptions, Precision,
     sample_on_device_with,
 };
 use sampler::diagnostics::known::{self, Known};
@@ -430,6 +430,88 @@ fn index_checks_change_no_draw() {
                     model.name,
                     a.chain
                 );
+            }
+        }
+    }
+}
+
+/// Sampling dispatches that write their draws straight into the mapped read-back buffer
+/// (`DrawsOutput::Mapped`, where the adapter has `MAPPABLE_PRIMARY_BUFFERS`: lavapipe has)
+/// record exactly what the copied ones do: every draw and statistic of every chain, on one
+/// lane and split across a subgroup, with the warmup's draws saved or not.
+#[test]
+fn mapped_draws_equal_copied_draws() {
+    let Some(device) = support::shared_device() else {
+        return;
+    };
+    let report = device.report();
+    let lanes = report.subgroup_sizes.0.min(gpu_actor::wgsl::MAX_LANES);
+    for model in crate::models::op_models() {
+        if !["linear", "regression"].contains(&model.name.as_str()) {
+            continue;
+        }
+        let program = model.model.program();
+        let mut runs = vec![("nuts", GpuSamplingOptions::default())];
+        if report.features.subgroup
+            && lanes >= 2
+            && gpu_actor::wgsl::longest_split(program, lanes).is_ok()
+        {
+            runs.push((
+                "nuts split",
+                GpuSamplingOptions {
+                    lanes: Some(lanes),
+                    ..GpuSamplingOptions::default()
+                },
+            ));
+        }
+        for (label, options) in runs {
+            for save_warmup in [false, true] {
+                let traces = |draws: DrawsOutput| {
+                    let mut request = request(&model.model, NUTS_F32, Seed(33));
+                    request.settings.num_warmup = 60;
+                    request.settings.num_draws = 50;
+                    request.settings.save_warmup = save_warmup;
+                    request.settings.max_depth = 5;
+                    request.chains.truncate(8);
+                    let options = GpuSamplingOptions { draws, ..options };
+                    sample_on_device_with(&device, &request, &options, &NoObserver)
+                        .unwrap_or_else(|err| panic!("{} {label} ({draws}): {err}", model.name))
+                        .traces
+                };
+                let (mapped, copied) = (traces(DrawsOutput::Mapped), traces(DrawsOutput::Copied));
+                assert_eq!(mapped.len(), copied.len());
+                for (a, b) in mapped.iter().zip(&copied) {
+                    let bits =
+                        |values: &[f64]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(a.n_draws(), 50, "{} {label}", model.name);
+                    assert_eq!(
+                        a.warmup_draws.len(),
+                        if save_warmup { 60 * a.n_columns } else { 0 },
+                        "{} {label}",
+                        model.name
+                    );
+                    assert_eq!(
+                        bits(&a.draws),
+                        bits(&b.draws),
+                        "{} {label}: chain {} draws differ mapped and copied",
+                        model.name,
+                        a.chain
+                    );
+                    assert_eq!(
+                        bits(&a.warmup_draws),
+                        bits(&b.warmup_draws),
+                        "{} {label}: chain {} warmup draws differ",
+                        model.name,
+                        a.chain
+                    );
+                    assert_eq!(
+                        (&a.stats, &a.warmup_stats),
+                        (&b.stats, &b.warmup_stats),
+                        "{} {label}: chain {} statistics differ",
+                        model.name,
+                        a.chain
+                    );
+                }
             }
         }
     }

@@ -138,6 +138,7 @@ fn open_session(
         capacity: capacity as usize,
         with_grad: true,
         shader: Default::default(),
+        draws: crate::DrawsOutput::default(),
     };
     let NutsReply::Opened(session) = device.nuts(NutsCommand::Open(open)).wait().expect("opens")
     else {
