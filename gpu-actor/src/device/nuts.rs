@@ -15,8 +15,8 @@ use super::worker::Worker;
 use super::{ModelKey, ShaderChoice};
 use crate::error::GpuError;
 use crate::kernels::layout::{
-    NM_CHUNK, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_EVALS, NS_V_GSAMP,
-    NS_V_QSAMP, NmParams, NsParams, NsSizes,
+    NM_CHUNK, NS_O_COUNT, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_EVALS,
+    NS_V_GSAMP, NS_V_QSAMP, NmParams, NsParams, NsSizes,
 };
 use crate::sampling::DrawsOutput;
 use crate::wgsl::{KernelKind, Precision};
@@ -107,19 +107,22 @@ pub(crate) struct NutsBatch {
 
 #[cfg(test)]
 impl NutsBatch {
-    /// A sampling batch of `sizes` in f32 with every output value `value(slot, k, c)`, every
-    /// real statistic 0.5 and every integer state and statistic `draws` (so that each chain
-    /// made `draws` draws), as the read-back would hold it.
+    /// A sampling batch of `sizes` in f32 with every output value `value(slot, k, c)`, real
+    /// statistic `k` of every draw `0.5 + k / 4` and every integer state and statistic
+    /// `draws` (so that each chain made `draws` draws), as the read-back would hold it.
     pub(crate) fn synthetic(
         sizes: NsSizes,
         draws: u32,
         value: impl Fn(usize, usize, usize) -> f32,
     ) -> NutsBatch {
-        let mut out = vec![0.5f32; sizes.out()];
+        let mut out = vec![0.0f32; sizes.out()];
         for slot in 0..sizes.capacity {
-            for k in 0..sizes.width() {
-                for c in 0..sizes.n {
+            for c in 0..sizes.n {
+                for k in 0..sizes.width() {
                     out[sizes.out_at(slot, k, c)] = value(slot, k, c);
+                }
+                for k in 0..NS_O_COUNT {
+                    out[sizes.out_stat_at(slot, k, c)] = 0.5 + k as f32 / 4.0;
                 }
             }
         }
@@ -187,6 +190,30 @@ impl NutsBatch {
         self.real_row(self.sizes.out_at(slot, k, chains.start), stride, out);
     }
 
+    /// The first `out.len()` draw values of chain `c` in slot `slot`, into `out`: one
+    /// contiguous read where the slots are chain-major. Only in a batch
+    /// [`NutsBatch::has_values`].
+    pub(crate) fn chain_values(&self, slot: usize, c: usize, out: &mut [f64]) {
+        debug_assert!(self.has_values());
+        let stride = if self.sizes.chain_major {
+            1
+        } else {
+            self.sizes.n
+        };
+        self.real_row(self.sizes.out_at(slot, 0, c), stride, out);
+    }
+
+    /// The real statistics (`NS_O_*`) of chain `c` in slot `slot`, into `out`.
+    pub(crate) fn chain_stats(&self, slot: usize, c: usize, out: &mut [f64; NS_O_COUNT]) {
+        let at = self.sizes.out_stat_at(slot, 0, c) - self.out_start;
+        let stride = if self.sizes.chain_major {
+            1
+        } else {
+            self.sizes.n
+        };
+        self.real_row(at, stride, out);
+    }
+
     /// Real statistic `k` of slot `slot` for the chains `chains`, in order, into `out`.
     pub(crate) fn stat_row(&self, slot: usize, k: usize, chains: Range<usize>, out: &mut [f64]) {
         let at = self.sizes.out_stat_at(slot, k, chains.start) - self.out_start;
@@ -202,6 +229,9 @@ impl NutsBatch {
     /// `out.len()` reals of the output slots from value index `at` (after `out_start`'s skip),
     /// `stride` values apart.
     fn real_row(&self, at: usize, stride: usize, out: &mut [f64]) {
+        if out.is_empty() {
+            return;
+        }
         let size = self.precision.size_bytes() as usize;
         let all = self.bytes.as_deref().unwrap_or(&[]);
         let from = self.out_at + at * size;

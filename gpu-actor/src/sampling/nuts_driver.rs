@@ -37,9 +37,9 @@ use crate::error::GpuError;
 use crate::kernels::layout::{
     NS_C_COUNT, NS_C_DA_GAMMA, NS_C_DA_KAPPA, NS_C_DA_MAX_LOG_STEP, NS_C_DA_T0, NS_C_DA_TARGET,
     NS_C_JITTER, NS_C_MAX_ENERGY_ERROR, NS_C_SEARCH_MU, NS_ERROR_STEP_TOO_LARGE,
-    NS_ERROR_STEP_ZERO, NS_FLAG_ADAPT, NS_FLAG_SEARCH_MU, NS_O_ACCEPT, NS_O_ENERGY, NS_O_LP,
-    NS_O_STEP, NS_OU_DEPTH, NS_OU_DIVERGENT, NS_OU_NLEAP, NS_U_DRAWS, NS_U_ERROR, NS_U_STEPS,
-    NsParams,
+    NS_ERROR_STEP_ZERO, NS_FLAG_ADAPT, NS_FLAG_SEARCH_MU, NS_O_ACCEPT, NS_O_COUNT, NS_O_ENERGY,
+    NS_O_LP, NS_O_STEP, NS_OU_DEPTH, NS_OU_DIVERGENT, NS_OU_NLEAP, NS_U_DRAWS, NS_U_ERROR,
+    NS_U_STEPS, NsParams,
 };
 
 /// The pooled moments of each of the `len` iterations of a warmup block in `batch`, from the
@@ -195,6 +195,16 @@ fn draw_stats_row(
     reals(NS_O_ACCEPT, |s, v| s.accept_stat = v);
     reals(NS_O_STEP, |s, v| s.step_size = v);
     reals(NS_O_ENERGY, |s, v| s.energy = v);
+    draw_int_stats_row(batch, slot, chains, stats);
+}
+
+/// The integer statistics of slot `slot` of the chains `chains`, into `stats` (in order).
+fn draw_int_stats_row(
+    batch: &NutsBatch,
+    slot: usize,
+    chains: Range<usize>,
+    stats: &mut [DrawStats],
+) {
     let depth = batch.stat_u_row(slot, NS_OU_DEPTH, chains.clone());
     let leapfrog = batch.stat_u_row(slot, NS_OU_NLEAP, chains.clone());
     let divergent = batch.stat_u_row(slot, NS_OU_DIVERGENT, chains);
@@ -207,9 +217,9 @@ fn draw_stats_row(
 
 /// The draws of `batch` for the chains `chains`, handed to `emit` chain by chain within
 /// each slot: chain `c` made `draws[c]` draws, the first at iteration `next[c]`, of `dim`
-/// values each (0 when the batch has only statistics). Slot by slot, each value and
-/// statistic a row of the range's chains (one contiguous read), turned into one draw per
-/// chain.
+/// values each (0 when the batch has only statistics). Slot by slot: where the slots are
+/// chain-major (chains split across lanes), each chain's values and statistics are one
+/// contiguous read; else each value and statistic is a row of the range's chains.
 fn batch_draws(
     batch: &NutsBatch,
     draws: &[usize],
@@ -224,14 +234,33 @@ fn batch_draws(
     let mut q = vec![0.0; m * dim];
     let mut stats = vec![DrawStats::default(); m];
     let mut row = vec![0.0; m];
+    let chain_major = batch.sizes.chain_major;
     for slot in 0..most {
-        for j in 0..dim {
-            batch.value_row(slot, j, chains.clone(), &mut row);
-            for (i, &value) in row.iter().enumerate() {
-                q[i * dim + j] = value;
+        if chain_major {
+            let mut reals = [0.0; NS_O_COUNT];
+            for (i, c) in chains.clone().enumerate() {
+                if slot < draws[c] {
+                    if dim > 0 {
+                        batch.chain_values(slot, c, &mut q[i * dim..(i + 1) * dim]);
+                    }
+                    batch.chain_stats(slot, c, &mut reals);
+                    let stats = &mut stats[i];
+                    stats.lp = reals[NS_O_LP];
+                    stats.accept_stat = reals[NS_O_ACCEPT];
+                    stats.step_size = reals[NS_O_STEP];
+                    stats.energy = reals[NS_O_ENERGY];
+                }
             }
+            draw_int_stats_row(batch, slot, chains.clone(), &mut stats);
+        } else {
+            for j in 0..dim {
+                batch.value_row(slot, j, chains.clone(), &mut row);
+                for (i, &value) in row.iter().enumerate() {
+                    q[i * dim + j] = value;
+                }
+            }
+            draw_stats_row(batch, slot, chains.clone(), &mut stats, &mut row);
         }
-        draw_stats_row(batch, slot, chains.clone(), &mut stats, &mut row);
         for (i, c) in chains.clone().enumerate() {
             if slot >= draws[c] {
                 continue;

@@ -387,6 +387,7 @@ fn record_synthetic(
     dim: usize,
     slots: usize,
     batches: usize,
+    chain_major: bool,
 ) -> (Vec<sampler::ChainTrace>, f64) {
     use crate::kernels::layout::NsSizes;
     use crate::sampling::outputs::OutputWriter;
@@ -400,7 +401,7 @@ fn record_synthetic(
         max_depth: 10,
         capacity: slots,
         with_grad: false,
-        chain_major: true,
+        chain_major,
     };
     let chains: Vec<ChainSpec> = (0..n).map(|c| ChainSpec::new(ChainId(c as u32))).collect();
     let mut traces = empty_traces(&chains, &vec![vec![0.0; dim]; n], writer.n_columns());
@@ -430,24 +431,39 @@ fn record_synthetic(
     (traces, seconds)
 }
 
-/// Each chain's trace holds its draws in order, each draw's values those its slot held.
+/// Each chain's trace holds its draws in order, each draw's values and statistics those its
+/// slot held, whichever the slots' layout.
 #[test]
 fn recording_puts_each_value_of_a_batch_in_its_chains_trace() {
+    use crate::kernels::layout::{NS_O_ACCEPT, NS_O_ENERGY, NS_O_LP, NS_O_STEP};
     let (n, dim, slots, batches) = (70, 5, 3, 2);
-    let (traces, _) = record_synthetic(n, dim, slots, batches);
-    for (c, trace) in traces.iter().enumerate() {
-        assert_eq!(trace.draws.len(), slots * batches * dim, "chain {c}");
-        assert_eq!(trace.stats.len(), slots * batches);
-        for draw in 0..slots * batches {
-            for k in 0..dim {
-                let expected = (draw * 1000 + k * 10) as f64 + c as f64 / 8.0;
+    for chain_major in [false, true] {
+        let (traces, _) = record_synthetic(n, dim, slots, batches, chain_major);
+        for (c, trace) in traces.iter().enumerate() {
+            assert_eq!(trace.draws.len(), slots * batches * dim, "chain {c}");
+            assert_eq!(trace.stats.len(), slots * batches);
+            for draw in 0..slots * batches {
+                for k in 0..dim {
+                    let expected = (draw * 1000 + k * 10) as f64 + c as f64 / 8.0;
+                    assert_eq!(
+                        trace.draws[draw * dim + k],
+                        expected,
+                        "chain {c} draw {draw} (chain-major {chain_major})"
+                    );
+                }
+                let stats = &trace.stats[draw];
+                let stat = |k: usize| 0.5 + k as f64 / 4.0;
                 assert_eq!(
-                    trace.draws[draw * dim + k],
-                    expected,
-                    "chain {c} draw {draw}"
+                    (stats.lp, stats.accept_stat, stats.step_size, stats.energy),
+                    (
+                        stat(NS_O_LP),
+                        stat(NS_O_ACCEPT),
+                        stat(NS_O_STEP),
+                        stat(NS_O_ENERGY)
+                    ),
+                    "chain {c} draw {draw} (chain-major {chain_major})"
                 );
             }
-            assert_eq!(trace.stats[draw].accept_stat, 0.5);
         }
     }
 }
@@ -458,7 +474,7 @@ fn recording_puts_each_value_of_a_batch_in_its_chains_trace() {
 #[ignore = "a measurement, not a test"]
 fn recording_a_batch_of_8192_chains() {
     let (slots, batches) = (16, 6);
-    let (traces, seconds) = record_synthetic(8192, 21, slots, batches);
+    let (traces, seconds) = record_synthetic(8192, 21, slots, batches, true);
     assert_eq!(traces[0].draws.len(), slots * batches * 21);
     println!(
         "recorded {batches} batches of 8192 chains x {slots} draws x 21 values: {:.2} ms per batch",
