@@ -3,6 +3,7 @@
 //! when the log density and gradient the GPU computes there are finite; up to 100 attempts
 //! per chain, as Stan. All chains are evaluated together, one batch per attempt.
 
+use rayon::prelude::*;
 use sampler::{ChainRng, ChainSpec, CheckedModel, LogDensity, SampleError, SamplerSettings, Seed};
 
 use crate::device::{GpuDevice, LogpGradRequest, ModelKey};
@@ -41,34 +42,38 @@ pub(crate) fn initial_points(
 ) -> Result<InitialPoints, GpuError> {
     let dim = model.program().dim;
     let n = specs.len();
-    let mut rngs: Vec<ChainRng> = specs
+    if let Some(spec) = specs
         .iter()
-        .map(|spec| ChainRng::new(seed, spec.chain))
-        .collect();
+        .find(|spec| spec.init.as_ref().is_some_and(|init| init.len() != dim))
+    {
+        return Err(SampleError::Settings(format!(
+            "chain {}: initial point has {} values, the model has {dim} unconstrained parameters",
+            spec.chain,
+            spec.init.as_ref().map_or(0, Vec::len)
+        ))
+        .into());
+    }
     let radius = settings.init_radius;
+    // Chains in parallel: a ChaCha stream's set-up and first block for each of thousands of
+    // chains were milliseconds of one thread.
+    let (mut rngs, q): (Vec<ChainRng>, Vec<Vec<f64>>) = specs
+        .par_iter()
+        .map(|spec| {
+            let mut rng = ChainRng::new(seed, spec.chain);
+            let q = match &spec.init {
+                Some(init) => init.clone(),
+                None => (0..dim).map(|_| rng.uniform_in(-radius, radius)).collect(),
+            };
+            (rng, q)
+        })
+        .unzip();
     let mut points = InitialPoints {
-        q: vec![vec![0.0; dim]; n],
+        q,
         g: vec![vec![0.0; dim]; n],
         logp: vec![0.0; n],
         grad_evals: vec![0; n],
         device_time: std::time::Duration::ZERO,
     };
-    for (c, spec) in specs.iter().enumerate() {
-        match &spec.init {
-            Some(init) if init.len() != dim => {
-                return Err(SampleError::Settings(format!(
-                    "chain {}: initial point has {} values, the model has {dim} unconstrained parameters",
-                    spec.chain,
-                    init.len()
-                ))
-                .into());
-            }
-            Some(init) => points.q[c].copy_from_slice(init),
-            None => points.q[c]
-                .iter_mut()
-                .for_each(|q| *q = rngs[c].uniform_in(-radius, radius)),
-        }
-    }
     let mut pending: Vec<usize> = (0..n).collect();
     for attempt in 1..=INIT_ATTEMPTS {
         let batch = device
