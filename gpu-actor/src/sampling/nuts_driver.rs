@@ -687,22 +687,10 @@ pub(super) fn run(
             run.record_batch(&previous, true);
         }
     }
-    let after_warmup = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
-    if warmup.is_some() {
-        for (c, evals) in search_evals.iter_mut().enumerate() {
-            *evals = u64::from(after_warmup.search_evals(c));
-        }
-    }
+    // The step sizes and search counts that warmup left are read with the last point, after
+    // sampling (sampling changes neither): no round trip to the device between the phases.
     timeline(warmup_started, "warmup");
     let warmup_time = warmup_started.elapsed();
-    for (c, trace) in run.traces.iter_mut().enumerate() {
-        trace.grad_evals_warmup += search_evals[c];
-        trace.tuning = Tuning {
-            step_size: after_warmup.step[c],
-            inv_metric: metric.clone(),
-            dense: false,
-        };
-    }
 
     // Sampling: chains independent, equal leapfrog budgets.
     let sampling_started = Instant::now();
@@ -809,7 +797,18 @@ pub(super) fn run(
     let sampling_time = sampling_started.elapsed();
 
     let last = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
+    if warmup.is_some() {
+        for (c, evals) in search_evals.iter_mut().enumerate() {
+            *evals = u64::from(last.search_evals(c));
+        }
+    }
     for (c, trace) in run.traces.iter_mut().enumerate() {
+        trace.grad_evals_warmup += search_evals[c];
+        trace.tuning = Tuning {
+            step_size: last.step[c],
+            inv_metric: metric.clone(),
+            dense: false,
+        };
         trace.final_position = last.q[c * dim..(c + 1) * dim].to_vec();
         trace.warmup_seconds = warmup_time.as_secs_f64();
         trace.sampling_seconds = sampling_time.as_secs_f64();
