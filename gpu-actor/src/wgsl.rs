@@ -130,7 +130,7 @@ mod tests;
 
 use std::fmt;
 
-use sampler::Program;
+use sampler::{MatrixRef, Program};
 
 pub use cost::{SOFTWARE_LOOP_LIMIT, model_loop_iterations};
 pub use split::SplitRefusal;
@@ -291,9 +291,28 @@ pub enum DataPlacement {
     Workgroup,
 }
 
-/// Bytes of workgroup memory that [`DataPlacement::Workgroup`] takes for `program`.
+/// Bytes of workgroup memory that [`DataPlacement::Workgroup`] takes for `program`: its data,
+/// rounded up to whole `vec4`s (the layout of [`shared_rows`]).
 pub fn workgroup_data_bytes(program: &Program, precision: Precision) -> u64 {
-    program.data.len() as u64 * precision.size_bytes()
+    program.data.len().div_ceil(4) as u64 * 4 * precision.size_bytes()
+}
+
+/// The product matrices that workgroup memory holds row-major, a row as whole `vec4`s, for
+/// kernels of `options`: with [`DataPlacement::Workgroup`] and chains split across lanes,
+/// the matrices stored column-major (`layout.rs`) whose rows are whole `vec4`s from a
+/// `vec4` boundary (offset and columns multiples of 4) and short enough to unroll. A lane
+/// then loads its row of the product in `cols / 4` loads instead of `cols` (logistic at 8192
+/// chains on the H100: NUTS kernel 0.190 s against 0.194 s, BENCHMARKS.md). Where any matrix
+/// qualifies, `g_shared_data` is an `array<vec4<T>>` and every other value is read as
+/// `g_shared_data[i / 4][i % 4]`.
+pub(crate) fn shared_rows(program: &Program, options: &ShaderOptions) -> Vec<MatrixRef> {
+    if options.data != DataPlacement::Workgroup || options.lanes <= 1 {
+        return Vec::new();
+    }
+    layout::column_major(program)
+        .into_iter()
+        .filter(|m| m.offset % 4 == 0 && m.cols % 4 == 0 && m.cols <= unroll::MAX_TRIP)
+        .collect()
 }
 
 impl DataPlacement {
@@ -810,14 +829,21 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
         if program.data.is_empty() {
             return Err(CodegenError::NoDataToStage);
         }
-        items.push(Item::WorkgroupReals(Global::SharedData, data_len(program)?));
+        let len = data_len(program)?;
+        items.push(if shared_rows(program, options).is_empty() {
+            Item::WorkgroupReals(Global::SharedData, len)
+        } else {
+            Item::WorkgroupQuads(Global::SharedData, len.div_ceil(4))
+        });
     }
     items.push(Item::Function(stage_data_function(program, options)?));
+    let rows = shared_rows(program, options);
     let tape = Tape::new(
         options.placement,
         options.data,
         plan,
         layout::column_major(program),
+        (!rows.is_empty()).then_some(rows),
     );
     let mut logp_grad = model::logp_grad_function(program, &tape);
     if options.placement == TapePlacement::Private {
@@ -846,7 +872,14 @@ fn stage_data_function(
 ) -> Result<Function, CodegenError> {
     let local = Ident::new("local");
     let mut body = Vec::new();
-    if options.data == DataPlacement::Workgroup {
+    let rows = shared_rows(program, options);
+    if options.data == DataPlacement::Workgroup && !rows.is_empty() {
+        body.push(stage_quads(program, options, &rows, &local)?);
+        body.push(Stmt::Call(Expr::builtin(
+            Builtin::WorkgroupBarrier,
+            Vec::new(),
+        )));
+    } else if options.data == DataPlacement::Workgroup {
         let len = data_len(program)?;
         let rounds = len.div_ceil(options.workgroup_size);
         let round = Ident::new("round");
@@ -878,6 +911,62 @@ fn stage_data_function(
         ret: None,
         body,
     })
+}
+
+/// The copy loop of `g_stage_data` into `vec4`s ([`shared_rows`]): invocation `local` fills
+/// every `G_WORKGROUP_SIZE`-th `vec4`, value `i` from `g_data[i]`, except in the `rows`
+/// matrices, which it reads transposed from their column-major storage; values past the end
+/// (at most 3, never read) repeat the last one.
+fn stage_quads(
+    program: &Program,
+    options: &ShaderOptions,
+    rows: &[MatrixRef],
+    local: &Ident,
+) -> Result<Stmt, CodegenError> {
+    let len = data_len(program)?;
+    let quads = len.div_ceil(4);
+    let (round, at) = (Ident::new("round"), Ident::new("at"));
+    let source = |part: u32| {
+        let i = Expr::builtin(
+            Builtin::Min,
+            vec![
+                Expr::U32(4) * Expr::local(&at) + Expr::U32(part),
+                Expr::U32(len - 1),
+            ],
+        );
+        // Element (r, c) of a row-major matrix at i = offset + r * cols + c is stored at
+        // offset + c * rows + r; `i - offset` wraps past every size below the offset.
+        let mut index = i.clone();
+        for m in rows {
+            let within = i.clone() - Expr::U32(m.offset);
+            let stored = (within.clone() % Expr::U32(m.cols)) * Expr::U32(m.rows)
+                + within.clone() / Expr::U32(m.cols);
+            index = Expr::builtin(
+                Builtin::Select,
+                vec![
+                    index,
+                    stored.plus_u32(m.offset),
+                    Expr::U32(m.rows * m.cols).gt(within),
+                ],
+            );
+        }
+        Expr::Global(Global::Data).index(index)
+    };
+    let copy = vec![Stmt::Assign(
+        Expr::Global(Global::SharedData).index(Expr::local(&at)),
+        Expr::builtin(Builtin::Vec4, (0..4).map(source).collect()),
+    )];
+    Ok(Stmt::for_(
+        &round,
+        Expr::U32(quads.div_ceil(options.workgroup_size)),
+        vec![
+            Stmt::let_(
+                &at,
+                Expr::local(&round) * Expr::Const(ModuleConst::WorkgroupSize) + Expr::local(local),
+            ),
+            Stmt::If(Expr::U32(quads).gt(Expr::local(&at)), copy, Vec::new()),
+        ],
+    ))
 }
 
 /// `g_chain_of(invocation) -> u32`: the chain of a global invocation index, `invocation /

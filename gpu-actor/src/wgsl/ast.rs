@@ -158,6 +158,10 @@ pub(crate) enum Builtin {
     SubgroupShuffleXor,
     /// `select(if_false, if_true, condition)`.
     Select,
+    /// `min(a, b)`.
+    Min,
+    /// `vec4<T>(a, b, c, d)`.
+    Vec4,
 }
 
 impl Builtin {
@@ -168,6 +172,8 @@ impl Builtin {
             Builtin::WorkgroupBarrier => "workgroupBarrier",
             Builtin::SubgroupShuffleXor => "subgroupShuffleXor",
             Builtin::Select => "select",
+            Builtin::Min => "min",
+            Builtin::Vec4 => "vec4<T>",
         }
     }
 }
@@ -436,6 +442,8 @@ pub(crate) enum Item {
     PrivateU32(Global),
     /// `var<workgroup> name: array<T, len>;`.
     WorkgroupReals(Global, u32),
+    /// `var<workgroup> name: array<vec4<T>, len>;`.
+    WorkgroupQuads(Global, u32),
     Function(Function),
     /// A hand-written library file, verbatim (see `library.rs`).
     Source(&'static str),
@@ -559,6 +567,12 @@ impl Printer {
             Item::WorkgroupReals(global, len) => {
                 self.line(&format!(
                     "var<workgroup> {}: array<T, {len}u>;",
+                    global.name()
+                ));
+            }
+            Item::WorkgroupQuads(global, len) => {
+                self.line(&format!(
+                    "var<workgroup> {}: array<vec4<T>, {len}u>;",
                     global.name()
                 ));
             }

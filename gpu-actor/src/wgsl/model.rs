@@ -529,12 +529,21 @@ fn cached_row_dot(
     let parts = DOT_PARTS.min(cols).max(1);
     let part = |j: u32| Ident::numbered("s", j as usize);
     let mut out: Vec<Stmt> = (0..parts).map(|j| Stmt::zero(&part(j))).collect();
+    // A row that workgroup memory holds as `vec4`s is loaded four columns at a time.
+    let quad = |k: u32| Ident::numbered("quad", k as usize);
+    if tape.quad_rows(m) {
+        for k in 0..cols / 4 {
+            out.push(Stmt::let_(&quad(k), tape.matrix_quad(m, Expr::local(r), k)));
+        }
+    }
     for c in 0..cols {
         let at = Expr::local(row).index(Expr::U32(c));
-        out.push(Stmt::Assign(
-            at.clone(),
-            tape.matrix(m, Expr::local(r), Expr::U32(c)),
-        ));
+        let value = if tape.quad_rows(m) {
+            Expr::local(&quad(c / 4)).index(Expr::U32(c % 4))
+        } else {
+            tape.matrix(m, Expr::local(r), Expr::U32(c))
+        };
+        out.push(Stmt::Assign(at.clone(), value));
         out.push(Stmt::add_to(
             Expr::local(&part(c % parts)),
             at * v.at(tape, &Expr::U32(c)),

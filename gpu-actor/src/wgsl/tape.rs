@@ -16,6 +16,10 @@ pub(crate) struct Tape {
     plan: Plan,
     /// Matrices the device holds column-major (`layout.rs`).
     column_major: Vec<MatrixRef>,
+    /// With [`DataPlacement::Workgroup`]: whether workgroup memory holds the data as `vec4`s
+    /// (`g_shared_data[i / 4][i % 4]`), and the matrices it holds row-major there, a row as
+    /// whole `vec4`s ([`super::shared_rows`]).
+    quads: Option<Vec<MatrixRef>>,
     /// Code for the body of a fused plan's loop over each lane's elements: adjoints of
     /// replicated slots go to per-lane partial sums (`g_fadj`).
     inside: bool,
@@ -37,12 +41,14 @@ impl Tape {
         data: DataPlacement,
         plan: Plan,
         column_major: Vec<MatrixRef>,
+        quads: Option<Vec<MatrixRef>>,
     ) -> Tape {
         Tape {
             placement,
             data,
             plan,
             column_major,
+            quads: quads.filter(|_| data == DataPlacement::Workgroup),
             inside: false,
         }
     }
@@ -152,23 +158,38 @@ impl Tape {
         vec![Tape::sum_over_lanes(name)]
     }
 
-    /// Element `(r, c)` of a data matrix, where the device holds it (`layout.rs`).
+    /// Element `(r, c)` of a data matrix, where the kernel reads it: row-major where
+    /// workgroup memory holds its rows as `vec4`s, else as the device holds it (`layout.rs`).
     pub(crate) fn matrix(&self, m: MatrixRef, r: Expr, c: Expr) -> Expr {
-        let index = if self.column_major.contains(&m) {
-            c * Expr::U32(m.rows) + r
-        } else {
+        let index = if self.quad_rows(m) || !self.column_major.contains(&m) {
             r * Expr::U32(m.cols) + c
+        } else {
+            c * Expr::U32(m.rows) + r
         };
         self.data(index.plus_u32(m.offset))
     }
 
+    /// Whether workgroup memory holds matrix `m` row-major, a row as `m.cols / 4` `vec4`s.
+    pub(crate) fn quad_rows(&self, m: MatrixRef) -> bool {
+        self.quads.as_ref().is_some_and(|rows| rows.contains(&m))
+    }
+
+    /// Columns `4 k` to `4 k + 3` of row `r` of a matrix that [`Tape::quad_rows`], one `vec4`.
+    pub(crate) fn matrix_quad(&self, m: MatrixRef, r: Expr, k: u32) -> Expr {
+        debug_assert!(self.quad_rows(m));
+        let at = r * Expr::U32(m.cols / 4);
+        Expr::Global(Global::SharedData).index(at.plus_u32(m.offset / 4 + k))
+    }
+
     /// Element `index` of the model's real data, from wherever the kernel keeps it.
     pub(crate) fn data(&self, index: Expr) -> Expr {
-        let global = match self.data {
-            DataPlacement::Storage => Global::Data,
-            DataPlacement::Workgroup => Global::SharedData,
-        };
-        Expr::Global(global).index(index)
+        match (self.data, &self.quads) {
+            (DataPlacement::Storage, _) => Expr::Global(Global::Data).index(index),
+            (DataPlacement::Workgroup, None) => Expr::Global(Global::SharedData).index(index),
+            (DataPlacement::Workgroup, Some(_)) => Expr::Global(Global::SharedData)
+                .index(index.clone() / Expr::U32(4))
+                .index(index % Expr::U32(4)),
+        }
     }
 
     pub(crate) fn placement(&self) -> TapePlacement {

@@ -301,7 +301,8 @@ fn malformed_programs_are_errors_not_panics() {
 #[test]
 fn data_goes_to_workgroup_memory_only_when_it_fits() {
     let program = program();
-    let f32_bytes = 4 * program.data.len() as u32;
+    // Whole vec4s of data (`shared_rows`).
+    let f32_bytes = 16 * program.data.len().div_ceil(4) as u32;
     assert!(f32_bytes > 0);
     assert_eq!(
         workgroup_data_bytes(&program, Precision::F32),

@@ -72,6 +72,7 @@ pub fn op_models() -> Vec<TestModel> {
         test_model("random_walks", random_walks(), BOTH),
         test_model("observed", observed(), BOTH),
         test_model("regression", regression(), BOTH),
+        test_model("regression_quads", regression_quads(), BOTH),
         test_model("wide_range", wide_range(), F64_ONLY),
     ];
     for case in continuous_cases() {
@@ -274,6 +275,36 @@ fn observed() -> Model {
     let lower = -m.param("lo").exp() - 1.5;
     let upper = m.param("hi").exp() + 2.5;
     m.sample(&real, Dist::uniform(&lower, &upper));
+    m.build()
+}
+
+/// A regression whose matrix rows are whole `vec4`s from a `vec4` boundary (8 columns after 4
+/// values of data), so that split chains with workgroup data load them four at a time
+/// (gpu-actor's `wgsl::shared_rows`).
+fn regression_quads() -> Model {
+    let mut m = ModelBuilder::new("regression_quads");
+    let precision = m.data_vector("precision", vec![0.5, 1.0, 1.5, 2.0]);
+    let rows: Vec<Vec<f64>> = (0..40)
+        .map(|r| {
+            (0..8)
+                .map(|c| ((r * 5 + c * 7) % 13) as f64 / 6.0 - 1.0)
+                .collect()
+        })
+        .collect();
+    let x = m.data_matrix("x", rows);
+    let y = m.data_vector(
+        "y",
+        (0..40).map(|r| ((r * 3) % 7) as f64 / 2.0 - 1.5).collect(),
+    );
+    let alpha = m.param("alpha");
+    let beta = m.vector_param("beta", 8);
+    let gamma = m.vector_param("gamma", 4);
+    let sigma = m.param_constrained("sigma", Constraint::Positive);
+    let eta = &alpha + x.matvec(&beta) + gamma.sum();
+    m.sample(&y, Dist::normal(&eta, &sigma));
+    m.sample(&beta, Dist::normal(0.0, 1.0));
+    m.factor(-(&gamma * &gamma * &precision).sum() * 0.5);
+    m.sample(&sigma, Dist::half_normal(1.0));
     m.build()
 }
 

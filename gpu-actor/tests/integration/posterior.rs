@@ -516,3 +516,66 @@ fn mapped_draws_equal_copied_draws() {
         }
     }
 }
+
+/// Split chains that read a product's rows from workgroup memory as `vec4`s (the data staged
+/// there row-major, `wgsl::shared_rows`) draw exactly what the same chains reading the
+/// column-major storage buffer draw: the staging transposes every value to its place.
+#[test]
+fn workgroup_rows_as_quads_draw_what_storage_draws() {
+    let Some(device) = support::shared_device() else {
+        return;
+    };
+    let report = device.report();
+    let lanes = report.subgroup_sizes.0.min(gpu_actor::wgsl::MAX_LANES);
+    if !report.features.subgroup || lanes < 2 {
+        return;
+    }
+    let model = crate::models::op_models()
+        .into_iter()
+        .find(|model| model.name == "regression_quads")
+        .expect("the model");
+    let program = model.model.program();
+    let options = |data| GpuSamplingOptions {
+        lanes: Some(lanes),
+        data: Some(data),
+        ..GpuSamplingOptions::default()
+    };
+    // The kernel really loads the rows as vec4s.
+    let shader = gpu_actor::wgsl::ShaderOptions {
+        data: DataPlacement::Workgroup,
+        lanes,
+        ..gpu_actor::wgsl::ShaderOptions::new(program, gpu_actor::Precision::F32)
+    };
+    let source = gpu_actor::wgsl::kernel_source(program, gpu_actor::KernelKind::Nuts, &shader)
+        .expect("the kernel generates");
+    assert!(
+        source.contains("array<vec4<T>"),
+        "no vec4 rows in workgroup memory"
+    );
+    assert!(source.contains("g_quad0"), "no vec4 loads of a row");
+    let draws = |data| {
+        let mut request = request(&model.model, NUTS_F32, Seed(44));
+        request.settings.num_warmup = 60;
+        request.settings.num_draws = 40;
+        request.settings.max_depth = 5;
+        request.chains.truncate(8);
+        sample_on_device_with(&device, &request, &options(data), &NoObserver)
+            .unwrap_or_else(|err| panic!("{data}: {err}"))
+            .traces
+    };
+    let (quads, storage) = (
+        draws(DataPlacement::Workgroup),
+        draws(DataPlacement::Storage),
+    );
+    for (a, b) in quads.iter().zip(&storage) {
+        assert_eq!(a.n_draws(), 40);
+        assert!(
+            a.draws
+                .iter()
+                .map(|v| v.to_bits())
+                .eq(b.draws.iter().map(|v| v.to_bits())),
+            "chain {}: vec4 rows in workgroup memory draw otherwise than storage",
+            a.chain
+        );
+    }
+}
