@@ -292,7 +292,7 @@ pub enum DataPlacement {
 }
 
 /// Bytes of workgroup memory that [`DataPlacement::Workgroup`] takes for `program`: its data,
-/// rounded up to whole `vec4`s (the layout of [`shared_rows`]).
+/// rounded up to whole `vec4`s (the layout of `shared_rows`, which reads product rows as `vec4`s).
 pub fn workgroup_data_bytes(program: &Program, precision: Precision) -> u64 {
     program.data.len().div_ceil(4) as u64 * 4 * precision.size_bytes()
 }
