@@ -195,23 +195,14 @@ impl NutsBatch {
     /// [`NutsBatch::has_values`].
     pub(crate) fn chain_values(&self, slot: usize, c: usize, out: &mut [f64]) {
         debug_assert!(self.has_values());
-        let stride = if self.sizes.chain_major {
-            1
-        } else {
-            self.sizes.n
-        };
+        let stride = self.sizes.out_value_stride();
         self.real_row(self.sizes.out_at(slot, 0, c), stride, out);
     }
 
     /// The real statistics (`NS_O_*`) of chain `c` in slot `slot`, into `out`.
     pub(crate) fn chain_stats(&self, slot: usize, c: usize, out: &mut [f64; NS_O_COUNT]) {
         let at = self.sizes.out_stat_at(slot, 0, c) - self.out_start;
-        let stride = if self.sizes.chain_major {
-            1
-        } else {
-            self.sizes.n
-        };
-        self.real_row(at, stride, out);
+        self.real_row(at, self.sizes.out_value_stride(), out);
     }
 
     /// Real statistic `k` of slot `slot` for the chains `chains`, in order, into `out`.

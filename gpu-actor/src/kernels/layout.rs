@@ -257,6 +257,12 @@ impl NsSizes {
         }
     }
 
+    /// Values between one chain's neighbouring draw values (or statistics) of a slot in the
+    /// out buffer: 1 where the slots are chain-major, else `n`.
+    pub(crate) fn out_value_stride(&self) -> usize {
+        if self.chain_major { 1 } else { self.n }
+    }
+
     /// Values between neighbouring chains of one draw value or statistic in the out buffer:
     /// the stride of a row of [`NsSizes::out_at`] (`statistic`: of [`NsSizes::out_stat_at`]).
     pub(crate) fn out_chain_stride(&self, statistic: bool) -> usize {

@@ -136,11 +136,19 @@ fn output_slots_are_value_major_for_one_lane_and_chain_major_for_split_chains() 
                         mark(sizes.out_at(slot, k, c));
                         assert_eq!(
                             sizes.out_at(slot, k, c),
+                            sizes.out_at(slot, 0, c) + k * sizes.out_value_stride()
+                        );
+                        assert_eq!(
+                            sizes.out_at(slot, k, c),
                             sizes.out_at(slot, k, 0) + c * sizes.out_chain_stride(false)
                         );
                     }
                     for k in 0..NS_O_COUNT {
                         mark(sizes.out_stat_at(slot, k, c));
+                        assert_eq!(
+                            sizes.out_stat_at(slot, k, c),
+                            sizes.out_stat_at(slot, 0, c) + k * sizes.out_value_stride()
+                        );
                         assert_eq!(
                             sizes.out_stat_at(slot, k, c),
                             sizes.out_stat_at(slot, k, 0) + c * sizes.out_chain_stride(true)
