@@ -22,27 +22,6 @@ pub(crate) fn encode(values: impl Iterator<Item = f64>, precision: Precision) ->
     }
 }
 
-/// `values`, `rows` rows of `cols` values row after row, transposed (column after column),
-/// for many short rows (chains' points). Rows are taken in blocks that stay in the cache:
-/// 8192 points of 21 coordinates, transposed and encoded as f32, took 1.6 to 1.9 ms column
-/// by column (reading a point's coordinate 21 values after the last), 0.7 to 0.8 ms in
-/// blocks (on the 2-core development machine).
-pub(crate) fn transposed(values: &[f64], rows: usize, cols: usize) -> Vec<f64> {
-    const BLOCK: usize = 64;
-    debug_assert_eq!(values.len(), rows * cols);
-    let mut out = vec![0.0; values.len()];
-    for first in (0..rows).step_by(BLOCK) {
-        let last = (first + BLOCK).min(rows);
-        for col in 0..cols {
-            let column = &mut out[col * rows + first..col * rows + last];
-            for (row, out) in (first..last).zip(column) {
-                *out = values[row * cols + col];
-            }
-        }
-    }
-    out
-}
-
 /// Bytes of `precision` as values.
 pub(crate) fn decode(bytes: &[u8], precision: Precision) -> Vec<f64> {
     let mut values = vec![0.0; bytes.len() / precision.size_bytes() as usize];

@@ -50,7 +50,7 @@ fn transposed_puts_each_value_at_its_column_position() {
         (200, 21),
     ] {
         let values: Vec<f64> = (0..rows * cols).map(|i| i as f64).collect();
-        let out = super::resources::transposed(&values, rows, cols);
+        let out = crate::kernels::layout::transposed(&values, rows, cols);
         assert_eq!(out.len(), values.len());
         for row in 0..rows {
             for col in 0..cols {
@@ -61,6 +61,6 @@ fn transposed_puts_each_value_at_its_column_position() {
                 );
             }
         }
-        assert_eq!(super::resources::transposed(&out, cols, rows), values);
+        assert_eq!(crate::kernels::layout::transposed(&out, cols, rows), values);
     }
 }

@@ -11,9 +11,7 @@ use super::fused::{FusedCommand, FusedReply, FusedSession};
 use super::nuts::{NutsCommand, NutsReply, NutsSession, SessionId};
 use super::pipelines::{Layouts, PipelineCache, PipelineKey};
 use super::probe::{self, F64BuiltinCheck};
-use super::resources::{
-    LogpGradWorkspace, ModelResources, StagingPool, decode, encode, transposed,
-};
+use super::resources::{LogpGradWorkspace, ModelResources, StagingPool, decode, encode};
 use super::rng_check::{self, RngSamples};
 use super::scope::scoped;
 use super::{
@@ -510,7 +508,7 @@ impl Worker {
 
         // Dim-major on the device: coordinate j of chain c at j * n_chains + c.
         let points = encode(
-            transposed(&request.points, n_chains, dim).into_iter(),
+            crate::kernels::layout::transposed(&request.points, n_chains, dim).into_iter(),
             precision,
         );
         let size = precision.size_bytes();
@@ -608,20 +606,16 @@ impl Worker {
     /// Where the device has `MAPPABLE_PRIMARY_BUFFERS`, the buffers are also storage, so that a
     /// kernel can write its draws straight into one ([`crate::DrawsOutput::Mapped`]).
     pub(super) fn staging_pool(&mut self, bytes: u64) -> StagingPool {
-        let storage = self.mapped_storage();
+        let storage = self
+            .device
+            .features()
+            .contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS);
         self.staging_pools
             .retain(|&size, pool| size == bytes || pool.in_use());
         self.staging_pools
             .entry(bytes)
             .or_insert_with(|| StagingPool::new(bytes, storage))
             .clone()
-    }
-
-    /// Whether read-back buffers can be bound as storage.
-    pub(super) fn mapped_storage(&self) -> bool {
-        self.device
-            .features()
-            .contains(wgpu::Features::MAPPABLE_PRIMARY_BUFFERS)
     }
 
     /// Maps `staging` after `submission`, waits with the watchdog, and copies its bytes out.

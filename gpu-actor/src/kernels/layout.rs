@@ -209,25 +209,21 @@ impl NsSizes {
     /// One vector role's block (`dim * n` values, [`NsSizes::vec_at`]'s order) of the
     /// chain-major `values` (chain `c`'s coordinate `j` at `c * dim + j`).
     pub(crate) fn role_block(&self, values: &[f64]) -> Vec<f64> {
-        let mut block = vec![0.0; self.dim * self.n];
-        for c in 0..self.n {
-            for j in 0..self.dim {
-                block[self.vec_at(0, j, c)] = values[c * self.dim + j];
-            }
+        if self.chain_major {
+            values.to_vec()
+        } else {
+            transposed(values, self.n, self.dim)
         }
-        block
     }
 
     /// The chain-major values of one vector role's `block` (inverse of
     /// [`NsSizes::role_block`]).
     pub(crate) fn chains_of_block(&self, block: &[f64]) -> Vec<f64> {
-        let mut values = vec![0.0; self.dim * self.n];
-        for c in 0..self.n {
-            for j in 0..self.dim {
-                values[c * self.dim + j] = block[self.vec_at(0, j, c)];
-            }
+        if self.chain_major {
+            block.to_vec()
+        } else {
+            transposed(block, self.dim, self.n)
         }
-        values
     }
 
     /// Index of scalar role `role` of chain `c` in the vec buffer.
@@ -277,4 +273,25 @@ impl NsSizes {
     pub(crate) fn out_uint_at(&self, slot: usize, k: usize, c: usize) -> usize {
         NS_U_COUNT * self.n + (slot * NS_OU_COUNT + k) * self.n + c
     }
+}
+
+/// `values`, `rows` rows of `cols` values row after row, transposed (column after column),
+/// for many short rows (chains' points). Rows are taken in blocks that stay in the cache:
+/// 8192 points of 21 coordinates, transposed and encoded as f32, took 1.6 to 1.9 ms column
+/// by column (reading a point's coordinate 21 values after the last), 0.7 to 0.8 ms in
+/// blocks (on the 2-core development machine).
+pub(crate) fn transposed(values: &[f64], rows: usize, cols: usize) -> Vec<f64> {
+    const BLOCK: usize = 64;
+    debug_assert_eq!(values.len(), rows * cols);
+    let mut out = vec![0.0; values.len()];
+    for first in (0..rows).step_by(BLOCK) {
+        let last = (first + BLOCK).min(rows);
+        for col in 0..cols {
+            let column = &mut out[col * rows + first..col * rows + last];
+            for (row, out) in (first..last).zip(column) {
+                *out = values[row * cols + col];
+            }
+        }
+    }
+    out
 }

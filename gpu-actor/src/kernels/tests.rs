@@ -95,6 +95,9 @@ fn role_blocks_are_dim_major_for_one_lane_and_chain_major_for_split_chains() {
     }
 }
 
+/// Where `NsSizes` puts value or statistic `k` of a slot and chain.
+type Place = fn(&super::layout::NsSizes, usize, usize, usize) -> usize;
+
 #[test]
 fn output_slots_are_value_major_for_one_lane_and_chain_major_for_split_chains() {
     let source = crate::wgsl::library::nuts_state_source();
@@ -132,31 +135,28 @@ fn output_slots_are_value_major_for_one_lane_and_chain_major_for_split_chains() 
                         assert!(!seen[at], "{at} twice ({chain_major}, {with_grad})");
                         seen[at] = true;
                     };
-                    for k in 0..sizes.width() {
-                        mark(sizes.out_at(slot, k, c));
-                        assert_eq!(
-                            sizes.out_at(slot, k, c),
-                            sizes.out_at(slot, 0, c) + k * sizes.out_value_stride()
-                        );
-                        assert_eq!(
-                            sizes.out_at(slot, k, c),
-                            sizes.out_at(slot, k, 0) + c * sizes.out_chain_stride(false)
-                        );
-                    }
-                    for k in 0..NS_O_COUNT {
-                        mark(sizes.out_stat_at(slot, k, c));
-                        assert_eq!(
-                            sizes.out_stat_at(slot, k, c),
-                            sizes.out_stat_at(slot, 0, c) + k * sizes.out_value_stride()
-                        );
-                        assert_eq!(
-                            sizes.out_stat_at(slot, k, c),
-                            sizes.out_stat_at(slot, k, 0) + c * sizes.out_chain_stride(true)
-                        );
-                        assert!(
-                            sizes.out_stat_at(slot, k, c)
-                                >= sizes.capacity * sizes.width() * sizes.n
-                        );
+                    let places: [(bool, usize, Place); 2] = [
+                        (false, sizes.width(), super::layout::NsSizes::out_at),
+                        (true, NS_O_COUNT, super::layout::NsSizes::out_stat_at),
+                    ];
+                    for (statistic, count, at) in places {
+                        for k in 0..count {
+                            mark(at(&sizes, slot, k, c));
+                            assert_eq!(
+                                at(&sizes, slot, k, c),
+                                at(&sizes, slot, 0, c) + k * sizes.out_value_stride()
+                            );
+                            assert_eq!(
+                                at(&sizes, slot, k, c),
+                                at(&sizes, slot, k, 0) + c * sizes.out_chain_stride(statistic)
+                            );
+                            if statistic {
+                                assert!(
+                                    at(&sizes, slot, k, c)
+                                        >= sizes.capacity * sizes.width() * sizes.n
+                                );
+                            }
+                        }
                     }
                 }
             }

@@ -176,6 +176,17 @@ impl Counted {
     }
 }
 
+/// Sets one field of a draw's statistics.
+type SetStat = fn(&mut DrawStats, f64);
+
+/// Where each real statistic of an output slot (`NS_O_*`) goes in a draw's statistics.
+const REAL_STATS: [(usize, SetStat); 4] = [
+    (NS_O_LP, |s, v| s.lp = v),
+    (NS_O_ACCEPT, |s, v| s.accept_stat = v),
+    (NS_O_STEP, |s, v| s.step_size = v),
+    (NS_O_ENERGY, |s, v| s.energy = v),
+];
+
 /// The statistics of slot `slot` of the chains `chains`, into `stats` (in order); `row` is
 /// room for one row of them.
 fn draw_stats_row(
@@ -185,16 +196,12 @@ fn draw_stats_row(
     stats: &mut [DrawStats],
     row: &mut [f64],
 ) {
-    let mut reals = |k: usize, set: fn(&mut DrawStats, f64)| {
+    for (k, set) in REAL_STATS {
         batch.stat_row(slot, k, chains.clone(), row);
         for (stats, &value) in stats.iter_mut().zip(row.iter()) {
             set(stats, value);
         }
-    };
-    reals(NS_O_LP, |s, v| s.lp = v);
-    reals(NS_O_ACCEPT, |s, v| s.accept_stat = v);
-    reals(NS_O_STEP, |s, v| s.step_size = v);
-    reals(NS_O_ENERGY, |s, v| s.energy = v);
+    }
     draw_int_stats_row(batch, slot, chains, stats);
 }
 
@@ -244,11 +251,9 @@ fn batch_draws(
                         batch.chain_values(slot, c, &mut q[i * dim..(i + 1) * dim]);
                     }
                     batch.chain_stats(slot, c, &mut reals);
-                    let stats = &mut stats[i];
-                    stats.lp = reals[NS_O_LP];
-                    stats.accept_stat = reals[NS_O_ACCEPT];
-                    stats.step_size = reals[NS_O_STEP];
-                    stats.energy = reals[NS_O_ENERGY];
+                    for (k, set) in REAL_STATS {
+                        set(&mut stats[i], reals[k]);
+                    }
                 }
             }
             draw_int_stats_row(batch, slot, chains.clone(), &mut stats);
@@ -523,7 +528,6 @@ pub(super) fn run(
 
     // Warmup: all chains in step.
     let mut last_reply = None;
-    let mut search_evals = vec![0u64; n];
     // A warmup batch whose draws are not yet in the traces.
     let mut unrecorded: Option<Counted> = None;
     let mut queued_warmup_dispatches = 0;
@@ -797,13 +801,10 @@ pub(super) fn run(
     let sampling_time = sampling_started.elapsed();
 
     let last = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
-    if warmup.is_some() {
-        for (c, evals) in search_evals.iter_mut().enumerate() {
-            *evals = u64::from(last.search_evals(c));
-        }
-    }
     for (c, trace) in run.traces.iter_mut().enumerate() {
-        trace.grad_evals_warmup += search_evals[c];
+        if warmup.is_some() {
+            trace.grad_evals_warmup += u64::from(last.search_evals(c));
+        }
         trace.tuning = Tuning {
             step_size: last.step[c],
             inv_metric: metric.clone(),
