@@ -172,7 +172,7 @@ fn term1(tape: &Tape, split: bool, n: u32, a: &Arg, term: TermFn, dens: &Ident) 
     let t = Ident::new("t");
     let mut out = vec![
         Stmt::zero(&t),
-        tape.each(
+        tape.each_term(
             split,
             &i(),
             n,
@@ -242,7 +242,7 @@ fn term2(
         body.push(acc.add(tape, &ie(), re().field(Field::Db)));
     }
     body.push(Stmt::add_to(Expr::local(&t), re().field(Field::Value)));
-    out.push(tape.each(split, &i(), n, body));
+    out.push(tape.each_term(split, &i(), n, body));
     for acc in acc_a.iter().chain(&acc_b) {
         out.extend(acc.flush(tape, split));
     }
@@ -291,7 +291,7 @@ fn kernel(
             body.push(acc.add(tape, &ie(), Expr::local(&r).field(field)));
         }
     }
-    out.push(tape.each(split, &i(), n, body));
+    out.push(tape.each_term(split, &i(), n, body));
     for acc in accumulators.iter().flatten() {
         out.extend(acc.flush(tape, split));
     }

@@ -485,7 +485,7 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
             if a.is_param() {
                 body.push(Stmt::add_to(a.adjoint_at(tape, &ie()), Expr::Real(1.0)));
             }
-            let mut out = vec![Stmt::zero(&s), each(a.len(), body)];
+            let mut out = vec![Stmt::zero(&s), tape.each_term(split, &i(), a.len(), body)];
             out.extend(tape.lane_sum(split, &s));
             out.push(Stmt::add_to(Expr::local(lp), Expr::local(&s)));
             out
