@@ -110,7 +110,8 @@ pub struct GpuSamplingOptions {
     /// Chains that execute in lockstep, for the lockstep statistics; `None` for the
     /// adapter's largest subgroup size over the invocations per chain.
     pub lockstep_width: Option<u32>,
-    /// Invocations per chain (`wgsl::choose_lanes`); `None` for the adapter's default.
+    /// Invocations per chain; `None` for the adapter's default (`wgsl::choose_lanes`) for
+    /// the request's chains (`wgsl::lanes_for_chains`).
     pub lanes: Option<u32>,
     /// Which array accesses the kernels check (`wgsl::IndexChecks`); `None` for the
     /// backend's default.
@@ -324,7 +325,9 @@ pub fn sample_on_device_with(
         .wait()?;
     let report = device.report();
     let lanes = options.lanes.unwrap_or_else(|| {
-        crate::device::default_lanes(report, request.model.program(), options.placement)
+        let program = request.model.program();
+        let lanes = crate::device::default_lanes(report, program, options.placement);
+        crate::wgsl::lanes_for_chains(program, lanes, request.chains.len())
     });
     let width = options
         .lockstep_width

@@ -438,25 +438,59 @@ pub const DEFAULT_WORKGROUP_SIZE: u32 = 64;
 /// slower in larger workgroups.
 pub const SPLIT_WORKGROUP_SIZE: u32 = 512;
 
-/// The fewest workgroups [`default_workgroup_size`] leaves a dispatch of split chains, so
-/// that a few chains still spread over every multiprocessor.
+/// The fewest workgroups [`default_workgroup_size`] leaves a dispatch of chains split across
+/// [`MAX_LANES`] lanes, so that a few chains still spread over every multiprocessor; chains
+/// on fewer lanes, more of them to a workgroup, keep proportionally fewer (128 on 8 lanes).
 pub const MIN_SPLIT_WORKGROUPS: u64 = 512;
 
 /// The workgroup size of `n_chains` chains of `lanes` invocations each when a request leaves
 /// it open: [`DEFAULT_WORKGROUP_SIZE`] for one invocation per chain; for split chains the
 /// largest power of two up to [`SPLIT_WORKGROUP_SIZE`] (and the adapter's
-/// `max_invocations`) that leaves [`MIN_SPLIT_WORKGROUPS`] workgroups, at least the default.
+/// `max_invocations`) that leaves [`MIN_SPLIT_WORKGROUPS`] workgroups (in proportion to the
+/// lanes), at least the default.
 pub fn default_workgroup_size(n_chains: usize, lanes: u32, max_invocations: u32) -> u32 {
     if lanes <= 1 {
         return DEFAULT_WORKGROUP_SIZE;
     }
     let invocations = n_chains as u64 * u64::from(lanes);
+    let fewest = (MIN_SPLIT_WORKGROUPS * u64::from(lanes) / u64::from(MAX_LANES)).max(1);
     let cap = max_invocations.checked_ilog2().map_or(1, |bits| 1 << bits);
     let mut size = SPLIT_WORKGROUP_SIZE.min(cap);
-    while size > DEFAULT_WORKGROUP_SIZE && invocations / u64::from(size) < MIN_SPLIT_WORKGROUPS {
+    while size > DEFAULT_WORKGROUP_SIZE && invocations / u64::from(size) < fewest {
         size /= 2;
     }
     size.max(lanes)
+}
+
+/// Lanes per chain for many chains of a small fused model ([`lanes_for_chains`]).
+pub const MANY_CHAINS_LANES: u32 = 8;
+
+/// From how many chains [`lanes_for_chains`] gives them [`MANY_CHAINS_LANES`]: 8192 chains
+/// of 8 lanes are 128 workgroups of 512, about one per multiprocessor of an H100.
+pub const MANY_CHAINS: usize = 8192;
+
+/// Invocations per chain for `n_chains` chains of `program` whose default is `lanes`
+/// ([`choose_lanes`]): [`MANY_CHAINS_LANES`] instead where there are [`MANY_CHAINS`] or more,
+/// the program fuses its split instructions on that many lanes with at least
+/// [`SPLIT_MIN_PER_LANE`] elements each, and its coordinates take at most 3 per lane. Fewer
+/// lanes run the NUTS state machine, which every lane of a chain runs, for several chains at
+/// once in a subgroup; with few chains they leave multiprocessors idle. On an H100, logistic's
+/// NUTS kernel took 0.162 s on 8 lanes against 0.173 s on 32 at 8192 chains and 1.21 s
+/// against 1.33 s at 65536, but 0.135 s against 0.050 s at 1024 (BENCHMARKS.md); the
+/// stochastic-volatility model (not fused, 102 coordinates) ran twice as long on 8.
+pub fn lanes_for_chains(program: &Program, lanes: u32, n_chains: usize) -> u32 {
+    let few = MANY_CHAINS_LANES;
+    let fits =
+        |plan: split::Plan| plan.fused && plan.longest_split(program) >= SPLIT_MIN_PER_LANE * few;
+    if lanes > few
+        && n_chains >= MANY_CHAINS
+        && program.dim.div_ceil(few as usize) <= 3
+        && split::plan(program, few).is_ok_and(fits)
+    {
+        few
+    } else {
+        lanes
+    }
 }
 
 impl ShaderOptions {

@@ -425,17 +425,20 @@ pub fn run(
     for path in &models {
         let model = load_model(path)?;
         let program = model.program();
-        let lanes = args
-            .lanes
-            .unwrap_or_else(|| device.default_lanes(program, args.tape()));
-        // Each row's workgroup size and data placement are set here (the defaults depend
-        // on the chains), so that its pipeline is compiled by a warm-up run, not in a timed
-        // one.
+        // Each row's lanes, workgroup size and data placement are set here (the defaults
+        // depend on the chains), so that its pipelines are compiled by a warm-up run, not in
+        // a timed one.
+        let lanes_for = |n_chains: usize| {
+            args.lanes.unwrap_or_else(|| {
+                let lanes = device.default_lanes(program, args.tape());
+                gpu_actor::wgsl::lanes_for_chains(program, lanes, n_chains)
+            })
+        };
         let workgroup_size = |n_chains: usize| {
             args.workgroup_size.unwrap_or_else(|| {
                 gpu_actor::wgsl::default_workgroup_size(
                     n_chains,
-                    lanes,
+                    lanes_for(n_chains),
                     report.limits.max_compute_invocations_per_workgroup,
                 )
             })
@@ -446,20 +449,30 @@ pub fn run(
                     program,
                     precision,
                     report.limits.max_compute_workgroup_storage_size,
-                    lanes,
+                    lanes_for(n_chains),
                     workgroup_size(n_chains),
                 )
             })
         };
-        let mut placements: Vec<DataPlacement> =
-            chain_counts.iter().map(|&n| data_for(n as usize)).collect();
-        placements.sort();
-        placements.dedup();
-        let data_text = placements
-            .iter()
-            .map(|data| format!("{data}"))
-            .collect::<Vec<_>>()
-            .join(" or ");
+        let distinct = |text: Vec<String>| {
+            let mut text = text;
+            text.sort();
+            text.dedup();
+            text.join(" or ")
+        };
+        let data_text = distinct(
+            chain_counts
+                .iter()
+                .map(|&n| data_for(n as usize).to_string())
+                .collect(),
+        );
+        let lanes_text = distinct(
+            chain_counts
+                .iter()
+                .map(|&n| lanes_for(n as usize).to_string())
+                .collect(),
+        );
+        let lanes = lanes_for(1);
         let mut options = GpuSamplingOptions {
             data: Some(data_for(1)),
             placement: args.tape(),
@@ -471,18 +484,19 @@ pub fn run(
                 .map_or_else(DrawsOutput::default, DrawsOutputArg::output),
             ..GpuSamplingOptions::default()
         };
-        let mut warmed = vec![(options.workgroup_size, options.data)];
+        let mut warmed = vec![(options.lanes, options.workgroup_size, options.data)];
         let mut context = context.clone();
-        context["lanes"] = json!(lanes);
         context["index_checks"] = json!(
             args.index_checks
                 .map_or_else(|| "default".to_owned(), |arg| arg.checks().to_string())
         );
         // What the kernels did: mapped output needs the adapter's feature.
-        let draws_output = options
-            .draws
-            .resolve(lanes, device.report().features.mappable_primary_buffers);
-        context["draws_output"] = json!(draws_output.to_string());
+        let draws_output = |lanes: u32| {
+            options
+                .draws
+                .resolve(lanes, device.report().features.mappable_primary_buffers)
+                .to_string()
+        };
         // The CPU reference first: the GPU's warm-up run then comes right before the timed
         // rows, as NumPyro's does, and the GPU is not left idle (and clocked down) between.
         let reference = if args.no_check {
@@ -494,7 +508,7 @@ pub fn run(
             .with_context(|| format!("{}: the warm-up run failed", model.name()))?;
         println!(
             "{} (d = {}): setup (upload, compile, first draw) {setup:.2} s; data in {data_text} memory, \
-             {} tape, {lanes} lanes per chain{}\n",
+             {} tape, {lanes_text} lanes per chain{}\n",
             model.name(),
             program.dim,
             options
@@ -529,16 +543,21 @@ pub fn run(
                 rows_skipped = true;
                 continue;
             }
+            let lanes = lanes_for(n_chains as usize);
+            options.lanes = Some(lanes);
             options.workgroup_size = Some(workgroup_size(n_chains as usize));
             let data = data_for(n_chains as usize);
             options.data = Some(data);
-            if !warmed.contains(&(options.workgroup_size, options.data)) {
+            let shaders = (options.lanes, options.workgroup_size, options.data);
+            if !warmed.contains(&shaders) {
                 warm_up(&device, &model, &settings, kernel, precision, &options)
                     .with_context(|| format!("{}: the warm-up run failed", model.name()))?;
-                warmed.push((options.workgroup_size, options.data));
+                warmed.push(shaders);
             }
             let mut context = context.clone();
             context["workgroup_size"] = json!(options.workgroup_size);
+            context["lanes"] = json!(lanes);
+            context["draws_output"] = json!(draws_output(lanes));
             let mut rows = Vec::new();
             for seed in 1..=seeds {
                 let row = measure(

@@ -414,7 +414,8 @@ fn regression() -> Program {
 
 /// In the fused loop a product's row is loaded once; its dot product is summed in independent
 /// parts (not one chain of dependent multiply-adds), and its backward sweep adds one product
-/// per column to the lane's partial adjoints, under the trip's one bound check.
+/// per column to the lane's partial adjoints. The trip has no branch: 40 rows on 8 lanes fill
+/// every trip, and on 16 lanes a lane past the end repeats the last row, its terms gated.
 #[test]
 fn a_fused_product_sums_in_parts_and_adds_one_product_per_column() {
     let program = regression();
@@ -449,6 +450,25 @@ fn a_fused_product_sums_in_parts_and_adds_one_product_per_column() {
     assert_eq!(loop_body.matches("subgroupShuffleXor(g_send").count(), 7);
     assert_eq!(loop_body.matches("g_lane_get(g_rs0, ").count(), 5);
     assert!(!loop_body.contains("g_lane_sum("), "{loop_body}");
+    let trip = &loop_body[..loop_body.find("var g_rs0").expect("the lane sums")];
+    assert!(!trip.contains("if ("), "{trip}");
+    assert!(!trip.contains("min("), "every trip whole: {trip}");
+
+    let options = ShaderOptions {
+        lanes: 16,
+        ..options
+    };
+    let text = source(&program, &options).expect("generates");
+    let loop_body = &text[text.find("for (var g_li").expect("the fused loop")..];
+    let trip = &loop_body[..loop_body.find("var g_rs0").expect("the lane sums")];
+    assert!(!trip.contains("if ("), "{trip}");
+    assert!(trip.contains("min(((g_li * 16u) + g_lane), 39u)"), "{trip}");
+    assert!(
+        trip.contains("let g_keep = (40u > ((g_li * 16u) + g_lane));"),
+        "{trip}"
+    );
+    // The density's value and its one adjoint, and nothing else, are gated.
+    assert_eq!(trip.matches("select(0.0f, ").count(), 2, "{trip}");
 }
 
 #[test]
@@ -709,6 +729,9 @@ fn split_chains_get_large_workgroups_only_when_enough_remain() {
         DEFAULT_WORKGROUP_SIZE
     );
     assert_eq!(default_workgroup_size(16, 8, 1024), DEFAULT_WORKGROUP_SIZE);
+    // On 8 lanes, four times the chains to a workgroup: at least 128 workgroups.
+    assert_eq!(default_workgroup_size(8192, 8, 1024), 512);
+    assert_eq!(default_workgroup_size(4096, 8, 1024), 256);
     // The adapter's limit, rounded down to a power of two, wins.
     assert_eq!(default_workgroup_size(8192, 32, 256), 256);
     assert_eq!(default_workgroup_size(8192, 32, 300), 256);
@@ -778,4 +801,23 @@ fn a_reduce_scatter_leaves_each_values_sum_on_its_lane() {
             }
         }
     }
+}
+
+/// Many chains of a small fused model take 8 lanes; few chains, or a model that does not
+/// fuse or has many coordinates, keep the default.
+#[test]
+fn many_chains_of_a_small_fused_model_take_fewer_lanes() {
+    let program = regression();
+    assert_eq!(
+        lanes_for_chains(&program, 32, MANY_CHAINS),
+        MANY_CHAINS_LANES
+    );
+    assert_eq!(lanes_for_chains(&program, 32, 65536), MANY_CHAINS_LANES);
+    assert_eq!(lanes_for_chains(&program, 32, MANY_CHAINS - 1), 32);
+    assert_eq!(lanes_for_chains(&program, 8, 65536), 8);
+    assert_eq!(lanes_for_chains(&program, 4, 65536), 4);
+    // 40 rows are 5 per lane on 8: fused and long enough.
+    assert!(fuses_split(&program, 8));
+    // A split walk does not fuse; 100 log-volatilities are 102 coordinates.
+    assert_eq!(lanes_for_chains(&volatility(100), 32, 65536), 32);
 }
