@@ -454,22 +454,17 @@ pub fn run(
                 )
             })
         };
-        let distinct = |text: Vec<String>| {
-            let mut text = text;
-            text.sort();
-            text.dedup();
+        fn distinct<T: Ord + std::fmt::Display>(mut values: Vec<T>) -> String {
+            values.sort();
+            values.dedup();
+            let text: Vec<String> = values.iter().map(T::to_string).collect();
             text.join(" or ")
-        };
-        let data_text = distinct(
-            chain_counts
-                .iter()
-                .map(|&n| data_for(n as usize).to_string())
-                .collect(),
-        );
+        }
+        let data_text = distinct(chain_counts.iter().map(|&n| data_for(n as usize)).collect());
         let lanes_text = distinct(
             chain_counts
                 .iter()
-                .map(|&n| lanes_for(n as usize).to_string())
+                .map(|&n| lanes_for(n as usize))
                 .collect(),
         );
         let lanes = lanes_for(1);
