@@ -469,10 +469,16 @@ pub const MANY_CHAINS_LANES: u32 = 8;
 /// of 8 lanes are 128 workgroups of 512, about one per multiprocessor of an H100.
 pub const MANY_CHAINS: usize = 8192;
 
+/// The most coordinates per lane [`lanes_for_chains`] gives a chain on
+/// [`MANY_CHAINS_LANES`] lanes (logistic's 21 take 3): each lane keeps its coordinates of
+/// the chain's position, momentum, gradient and momentum sum in registers.
+pub const MANY_CHAINS_COORDINATES_PER_LANE: usize = 3;
+
 /// Invocations per chain for `n_chains` chains of `program` whose default is `lanes`
 /// ([`choose_lanes`]): [`MANY_CHAINS_LANES`] instead where there are [`MANY_CHAINS`] or more,
 /// the program fuses its split instructions on that many lanes with at least
-/// [`SPLIT_MIN_PER_LANE`] elements each, and its coordinates take at most 3 per lane. Fewer
+/// [`SPLIT_MIN_PER_LANE`] elements each, and its coordinates take at most
+/// [`MANY_CHAINS_COORDINATES_PER_LANE`] per lane. Fewer
 /// lanes run the NUTS state machine, which every lane of a chain runs, for several chains at
 /// once in a subgroup; with few chains they leave multiprocessors idle. On an H100, logistic's
 /// NUTS kernel took 0.162 s on 8 lanes against 0.173 s on 32 at 8192 chains and 1.21 s
@@ -484,7 +490,7 @@ pub fn lanes_for_chains(program: &Program, lanes: u32, n_chains: usize) -> u32 {
         |plan: split::Plan| plan.fused && plan.longest_split(program) >= SPLIT_MIN_PER_LANE * few;
     if lanes > few
         && n_chains >= MANY_CHAINS
-        && program.dim.div_ceil(few as usize) <= 3
+        && program.dim.div_ceil(few as usize) <= MANY_CHAINS_COORDINATES_PER_LANE
         && split::plan(program, few).is_ok_and(fits)
     {
         few

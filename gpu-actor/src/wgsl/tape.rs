@@ -104,9 +104,10 @@ impl Tape {
         }
         if self.plan.fused {
             debug_assert!(self.inside, "a fused split loop outside the fused loop");
-            let element = match self.every_trip_whole(len) {
-                true => self.trip_element(),
-                false => Expr::builtin(Builtin::Min, vec![self.trip_element(), Expr::U32(len - 1)]),
+            let element = if self.every_trip_whole(len) {
+                self.trip_element()
+            } else {
+                Expr::builtin(Builtin::Min, vec![self.trip_element(), Expr::U32(len - 1)])
             };
             return Stmt::Block([Stmt::let_(var, element)].into_iter().chain(body).collect());
         }
