@@ -102,18 +102,27 @@ impl fmt::Display for ModelKey {
     }
 }
 
-/// Invocations per chain on this adapter when a request leaves it open:
+/// Invocations per chain of `n_chains` chains on this adapter when a request leaves it open:
 /// [`crate::wgsl::choose_lanes`] with the adapter's subgroup support and smallest subgroup,
-/// and 1 when the request asks for a storage tape (split chains need a private one).
+/// then [`crate::wgsl::lanes_for_chains`] for the chains; 1 when the request asks for a
+/// storage tape (split chains need a private one).
 pub(crate) fn default_lanes(
     report: &AdapterReport,
     program: &sampler::Program,
     placement: Option<TapePlacement>,
+    n_chains: usize,
 ) -> u32 {
     if placement == Some(TapePlacement::Storage) {
         return 1;
     }
-    crate::wgsl::choose_lanes(program, report.features.subgroup, report.subgroup_sizes.0)
+    let lanes =
+        crate::wgsl::choose_lanes(program, report.features.subgroup, report.subgroup_sizes.0);
+    let largest = if report.features.subgroup {
+        report.subgroup_sizes.0.min(crate::wgsl::MAX_LANES)
+    } else {
+        1
+    };
+    crate::wgsl::lanes_for_chains(program, lanes, n_chains, largest)
 }
 
 /// What a caller asks of the shaders of a session's kernels; each `None` is chosen for the
@@ -241,14 +250,16 @@ impl GpuDevice {
         })
     }
 
-    /// Invocations per chain that kernels over `program` get on this device when a request
-    /// leaves it open (see [`crate::wgsl::choose_lanes`]); 1 with a storage `placement`.
+    /// Invocations per chain that kernels over `n_chains` chains of `program` get on this
+    /// device when a request leaves it open (see [`crate::wgsl::choose_lanes`] and
+    /// [`crate::wgsl::lanes_for_chains`]); 1 with a storage `placement`.
     pub fn default_lanes(
         &self,
         program: &sampler::Program,
         placement: Option<TapePlacement>,
+        n_chains: usize,
     ) -> u32 {
-        default_lanes(&self.report, program, placement)
+        default_lanes(&self.report, program, placement, n_chains)
     }
 
     /// The adapter this device runs on.

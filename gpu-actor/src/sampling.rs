@@ -325,9 +325,12 @@ pub fn sample_on_device_with(
         .wait()?;
     let report = device.report();
     let lanes = options.lanes.unwrap_or_else(|| {
-        let program = request.model.program();
-        let lanes = crate::device::default_lanes(report, program, options.placement);
-        crate::wgsl::lanes_for_chains(program, lanes, request.chains.len())
+        crate::device::default_lanes(
+            report,
+            request.model.program(),
+            options.placement,
+            request.chains.len(),
+        )
     });
     let width = options
         .lockstep_width

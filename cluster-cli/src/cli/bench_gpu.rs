@@ -429,10 +429,8 @@ pub fn run(
         // depend on the chains), so that its pipelines are compiled by a warm-up run, not in
         // a timed one.
         let lanes_for = |n_chains: usize| {
-            args.lanes.unwrap_or_else(|| {
-                let lanes = device.default_lanes(program, args.tape());
-                gpu_actor::wgsl::lanes_for_chains(program, lanes, n_chains)
-            })
+            args.lanes
+                .unwrap_or_else(|| device.default_lanes(program, args.tape(), n_chains))
         };
         let workgroup_size = |n_chains: usize| {
             args.workgroup_size.unwrap_or_else(|| {

@@ -135,8 +135,8 @@ impl Worker {
             .program
             .clone();
         let precision = model.precision;
-        let lanes =
-            lanes.unwrap_or_else(|| super::default_lanes(&self.report, &program, placement));
+        let lanes = lanes
+            .unwrap_or_else(|| super::default_lanes(&self.report, &program, placement, n_chains));
         if lanes > 1 && !self.report.features.subgroup {
             return Err(GpuError::SubgroupUnsupported {
                 adapter: self.report.name.clone(),

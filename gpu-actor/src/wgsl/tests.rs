@@ -803,21 +803,47 @@ fn a_reduce_scatter_leaves_each_values_sum_on_its_lane() {
     }
 }
 
-/// Many chains of a small fused model take 8 lanes; few chains, or a model that does not
-/// fuse or has many coordinates, keep the default.
+/// The eight schools' shape: a location, a positive scale and `n` standardised effects, `n`
+/// observations.
+fn schools(n: usize) -> Program {
+    let mut m = ModelBuilder::new("schools");
+    let y = m.data_vector("y", (0..n).map(|k| k as f64 - 2.0).collect());
+    let mu = m.param("mu");
+    let tau = m.param_constrained("tau", sampler::Constraint::Positive);
+    let z = m.vector_param("z", n);
+    m.sample(&z, Dist::normal(0.0, 1.0));
+    m.sample(&y, Dist::normal(&mu + &tau * &z, 10.0));
+    let checked = CheckedModel::new(m.build(), &Limits::default()).expect("the model checks");
+    (**checked.program()).clone()
+}
+
+/// Many chains of a small model take 8 lanes: a fused one instead of more, one whose
+/// coordinates fill them instead of one invocation per chain. Few chains, an adapter without
+/// 8 lanes, a model that does not fuse, has few or many coordinates, keep the default.
 #[test]
-fn many_chains_of_a_small_fused_model_take_fewer_lanes() {
-    let program = regression();
-    assert_eq!(
-        lanes_for_chains(&program, 32, MANY_CHAINS),
-        MANY_CHAINS_LANES
-    );
-    assert_eq!(lanes_for_chains(&program, 32, 65536), MANY_CHAINS_LANES);
-    assert_eq!(lanes_for_chains(&program, 32, MANY_CHAINS - 1), 32);
-    assert_eq!(lanes_for_chains(&program, 8, 65536), 8);
-    assert_eq!(lanes_for_chains(&program, 4, 65536), 4);
-    // 40 rows are 5 per lane on 8: fused and long enough.
-    assert!(fuses_split(&program, 8));
+fn many_chains_of_a_small_model_take_eight_lanes() {
+    let eight = MANY_CHAINS_LANES;
+    let fused = regression();
+    assert_eq!(lanes_for_chains(&fused, 32, MANY_CHAINS, 32), eight);
+    assert_eq!(lanes_for_chains(&fused, 32, 65536, 32), eight);
+    assert_eq!(lanes_for_chains(&fused, 32, MANY_CHAINS - 1, 32), 32);
+    assert_eq!(lanes_for_chains(&fused, 8, 65536, 8), 8);
+    assert_eq!(lanes_for_chains(&fused, 4, 65536, 4), 4);
+    // 40 rows are 5 per lane on 8: fused and long enough; 4 coordinates do not fill 8 lanes.
+    assert!(fuses_split(&fused, 8));
+    assert_eq!(lanes_for_chains(&fused, 1, 65536, 32), 1);
     // A split walk does not fuse; 100 log-volatilities are 102 coordinates.
-    assert_eq!(lanes_for_chains(&volatility(100), 32, 65536), 32);
+    assert_eq!(lanes_for_chains(&volatility(100), 32, 65536, 32), 32);
+
+    // Ten coordinates on one invocation per chain by default (8 effects are too few to split).
+    let ten = schools(8);
+    assert_eq!(choose_lanes(&ten, true, 32), 1);
+    assert_eq!(lanes_for_chains(&ten, 1, MANY_CHAINS, 32), eight);
+    assert_eq!(lanes_for_chains(&ten, 1, 65536, 8), eight);
+    assert_eq!(lanes_for_chains(&ten, 1, MANY_CHAINS - 1, 32), 1);
+    assert_eq!(lanes_for_chains(&ten, 1, 65536, 4), 1, "no 8 lanes");
+    assert_eq!(lanes_for_chains(&ten, 1, 65536, 1), 1, "no subgroups");
+    // 5 coordinates leave lanes idle; 26 are more than 3 per lane.
+    assert_eq!(lanes_for_chains(&program(), 1, 65536, 32), 1);
+    assert_eq!(lanes_for_chains(&schools(24), 1, 65536, 32), 1);
 }
