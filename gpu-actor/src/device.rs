@@ -117,12 +117,7 @@ pub(crate) fn default_lanes(
     }
     let lanes =
         crate::wgsl::choose_lanes(program, report.features.subgroup, report.subgroup_sizes.0);
-    let largest = if report.features.subgroup {
-        report.subgroup_sizes.0.min(crate::wgsl::MAX_LANES)
-    } else {
-        1
-    };
-    crate::wgsl::lanes_for_chains(program, lanes, n_chains, largest)
+    crate::wgsl::lanes_for_chains(program, lanes, n_chains)
 }
 
 /// What a caller asks of the shaders of a session's kernels; each `None` is chosen for the

@@ -462,7 +462,7 @@ pub fn default_workgroup_size(n_chains: usize, lanes: u32, max_invocations: u32)
     size.max(lanes)
 }
 
-/// Lanes per chain for many chains of a small model ([`lanes_for_chains`]).
+/// Lanes per chain for many chains of a small fused model ([`lanes_for_chains`]).
 pub const MANY_CHAINS_LANES: u32 = 8;
 
 /// From how many chains [`lanes_for_chains`] gives them [`MANY_CHAINS_LANES`]: 8192 chains
@@ -475,40 +475,26 @@ pub const MANY_CHAINS: usize = 8192;
 pub const MANY_CHAINS_COORDINATES_PER_LANE: usize = 3;
 
 /// Invocations per chain for `n_chains` chains of `program` whose default is `lanes`
-/// ([`choose_lanes`]) on an adapter that allows up to `largest` ([`MAX_LANES`] at most, 1
-/// without subgroups): [`MANY_CHAINS_LANES`] instead where there are [`MANY_CHAINS`] or
-/// more, the program splits on that many lanes with its coordinates at most
-/// [`MANY_CHAINS_COORDINATES_PER_LANE`] per lane, and either
-///
-/// * its default is more lanes and it fuses its split instructions on 8 with at least
-///   [`SPLIT_MIN_PER_LANE`] elements each (logistic), or
-/// * its default is one invocation per chain and its coordinates fill the 8 lanes (the eight
-///   schools, the funnel).
-///
-/// Every lane of a chain runs the NUTS state machine: on 8 lanes a subgroup runs it for
-/// four chains at once instead of one (32 lanes), and its chains diverge four ways instead of
-/// 32 (one invocation per chain). With few chains fewer lanes leave multiprocessors idle, and
-/// a model of a few coordinates leaves most of its lanes idle. On an H100 (BENCHMARKS.md), NUTS
-/// kernel at 8192 chains: logistic 0.162 s on 8 lanes against 0.173 s on 32 (1.21 against
-/// 1.33 s at 65536, but 0.135 against 0.050 s at 1024), eight_schools_noncentered 0.079
-/// against 0.132 s on one (0.58 against 1.01 s at 65536), eight_schools 0.364 against 0.569 s,
-/// the funnel 1.01 against 1.62 s; `simple` (2 coordinates) 0.045 against 0.021 s; the
-/// stochastic-volatility model (not fused, 102 coordinates) ran twice as long on 8.
-pub fn lanes_for_chains(program: &Program, lanes: u32, n_chains: usize, largest: u32) -> u32 {
+/// ([`choose_lanes`]): [`MANY_CHAINS_LANES`] instead where there are [`MANY_CHAINS`] or more,
+/// the program fuses its split instructions on that many lanes with at least
+/// [`SPLIT_MIN_PER_LANE`] elements each, and its coordinates take at most
+/// [`MANY_CHAINS_COORDINATES_PER_LANE`] per lane. Every lane of a chain runs the NUTS state
+/// machine: on 8 lanes a subgroup runs it for four chains at once instead of one. With few
+/// chains fewer lanes leave multiprocessors idle. On an H100 (BENCHMARKS.md), logistic's NUTS
+/// kernel took 0.162 s on 8 lanes against 0.173 s on 32 at 8192 chains and 1.21 against
+/// 1.33 s at 65536, but 0.135 against 0.050 s at 1024; the stochastic-volatility model (not
+/// fused, 102 coordinates) ran twice as long on 8. Models on one invocation per chain keep
+/// it: on 8 lanes their kernels ran 1.6x faster, but eight_schools_noncentered's sampling,
+/// bound by the host's recording, gained nothing.
+pub fn lanes_for_chains(program: &Program, lanes: u32, n_chains: usize) -> u32 {
     let few = MANY_CHAINS_LANES;
-    if n_chains < MANY_CHAINS
-        || largest < few
-        || program.dim.div_ceil(few as usize) > MANY_CHAINS_COORDINATES_PER_LANE
+    let fits =
+        |plan: split::Plan| plan.fused && plan.longest_split(program) >= SPLIT_MIN_PER_LANE * few;
+    if lanes > few
+        && n_chains >= MANY_CHAINS
+        && program.dim.div_ceil(few as usize) <= MANY_CHAINS_COORDINATES_PER_LANE
+        && split::plan(program, few).is_ok_and(fits)
     {
-        return lanes;
-    }
-    let Ok(plan) = split::plan(program, few) else {
-        return lanes;
-    };
-    let small_fused =
-        lanes > few && plan.fused && plan.longest_split(program) >= SPLIT_MIN_PER_LANE * few;
-    let whole_filling = lanes == 1 && program.dim >= few as usize;
-    if small_fused || whole_filling {
         few
     } else {
         lanes

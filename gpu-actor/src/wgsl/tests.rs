@@ -817,33 +817,23 @@ fn schools(n: usize) -> Program {
     (**checked.program()).clone()
 }
 
-/// Many chains of a small model take 8 lanes: a fused one instead of more, one whose
-/// coordinates fill them instead of one invocation per chain. Few chains, an adapter without
-/// 8 lanes, a model that does not fuse, has few or many coordinates, keep the default.
+/// Many chains of a small fused model take 8 lanes; few chains, or a model that does not
+/// fuse, has many coordinates or runs on one invocation per chain, keep the default.
 #[test]
-fn many_chains_of_a_small_model_take_eight_lanes() {
+fn many_chains_of_a_small_fused_model_take_eight_lanes() {
     let eight = MANY_CHAINS_LANES;
     let fused = regression();
-    assert_eq!(lanes_for_chains(&fused, 32, MANY_CHAINS, 32), eight);
-    assert_eq!(lanes_for_chains(&fused, 32, 65536, 32), eight);
-    assert_eq!(lanes_for_chains(&fused, 32, MANY_CHAINS - 1, 32), 32);
-    assert_eq!(lanes_for_chains(&fused, 8, 65536, 8), 8);
-    assert_eq!(lanes_for_chains(&fused, 4, 65536, 4), 4);
-    // 40 rows are 5 per lane on 8: fused and long enough; 4 coordinates do not fill 8 lanes.
+    assert_eq!(lanes_for_chains(&fused, 32, MANY_CHAINS), eight);
+    assert_eq!(lanes_for_chains(&fused, 32, 65536), eight);
+    assert_eq!(lanes_for_chains(&fused, 32, MANY_CHAINS - 1), 32);
+    assert_eq!(lanes_for_chains(&fused, 8, 65536), 8);
+    assert_eq!(lanes_for_chains(&fused, 4, 65536), 4);
+    // 40 rows are 5 per lane on 8: fused and long enough.
     assert!(fuses_split(&fused, 8));
-    assert_eq!(lanes_for_chains(&fused, 1, 65536, 32), 1);
     // A split walk does not fuse; 100 log-volatilities are 102 coordinates.
-    assert_eq!(lanes_for_chains(&volatility(100), 32, 65536, 32), 32);
-
-    // Ten coordinates on one invocation per chain by default (8 effects are too few to split).
+    assert_eq!(lanes_for_chains(&volatility(100), 32, 65536), 32);
+    // Ten coordinates on one invocation per chain (8 effects are too few to split) keep it.
     let ten = schools(8);
     assert_eq!(choose_lanes(&ten, true, 32), 1);
-    assert_eq!(lanes_for_chains(&ten, 1, MANY_CHAINS, 32), eight);
-    assert_eq!(lanes_for_chains(&ten, 1, 65536, 8), eight);
-    assert_eq!(lanes_for_chains(&ten, 1, MANY_CHAINS - 1, 32), 1);
-    assert_eq!(lanes_for_chains(&ten, 1, 65536, 4), 1, "no 8 lanes");
-    assert_eq!(lanes_for_chains(&ten, 1, 65536, 1), 1, "no subgroups");
-    // 5 coordinates leave lanes idle; 26 are more than 3 per lane.
-    assert_eq!(lanes_for_chains(&program(), 1, 65536, 32), 1);
-    assert_eq!(lanes_for_chains(&schools(24), 1, 65536, 32), 1);
+    assert_eq!(lanes_for_chains(&ten, 1, 65536), 1);
 }
