@@ -867,19 +867,21 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
             .into_iter()
             .map(Item::Source),
     );
+    let rows = shared_rows(program, options);
     if options.data == DataPlacement::Workgroup {
         if program.data.is_empty() {
             return Err(CodegenError::NoDataToStage);
         }
         let len = data_len(program)?;
-        items.push(if shared_rows(program, options).is_empty() {
+        items.push(if rows.is_empty() {
             Item::WorkgroupReals(Global::SharedData, len)
         } else {
             Item::WorkgroupQuads(Global::SharedData, len.div_ceil(4))
         });
     }
-    items.push(Item::Function(stage_data_function(program, options)?));
-    let rows = shared_rows(program, options);
+    items.push(Item::Function(stage_data_function(
+        program, options, &rows,
+    )?));
     let tape = Tape::new(
         options.placement,
         options.data,
@@ -907,16 +909,17 @@ fn data_len(program: &Program) -> Result<u32, CodegenError> {
 /// `g_stage_data(local)`: with [`DataPlacement::Workgroup`], invocation `local` copies every
 /// `G_WORKGROUP_SIZE`-th value of `g_data` into `g_shared_data`, then all wait at a barrier.
 /// The loop runs the same rounds in every invocation (the bound is a constant), so the
-/// barrier stays in uniform control flow. Empty with [`DataPlacement::Storage`].
+/// barrier stays in uniform control flow. Empty with [`DataPlacement::Storage`]. `rows`:
+/// the matrices staged row-major as `vec4`s ([`shared_rows`]).
 fn stage_data_function(
     program: &Program,
     options: &ShaderOptions,
+    rows: &[MatrixRef],
 ) -> Result<Function, CodegenError> {
     let local = Ident::new("local");
     let mut body = Vec::new();
-    let rows = shared_rows(program, options);
-    if options.data == DataPlacement::Workgroup && !rows.is_empty() {
-        body.push(stage_quads(program, options, &rows, &local)?);
+    if !rows.is_empty() {
+        body.push(stage_quads(program, options, rows, &local)?);
         body.push(Stmt::Call(Expr::builtin(
             Builtin::WorkgroupBarrier,
             Vec::new(),

@@ -11,6 +11,14 @@ use super::layout::{NS_O_COUNT, wgsl_constants};
 use super::philox::{ChainStream, Purpose, philox4x32_10, uniform24, uniform53};
 use super::tree::{Leaf, Tree};
 
+/// Asserts that the shader `file`'s `source` holds every one of `lines`.
+fn assert_lines<S: AsRef<str>>(source: &str, file: &str, lines: impl IntoIterator<Item = S>) {
+    for line in lines {
+        let line = line.as_ref();
+        assert!(source.contains(line), "{file} lacks `{line}`");
+    }
+}
+
 #[test]
 fn philox_matches_random123_known_answers() {
     // Random123's kat_vectors for philox4x32_10.
@@ -42,10 +50,13 @@ fn uniforms_stay_in_the_unit_interval() {
 #[test]
 fn layout_constants_match_the_shader() {
     let source = crate::wgsl::library::nuts_state_source();
-    for (name, value) in wgsl_constants() {
-        let line = format!("const {name}: u32 = {value}u;");
-        assert!(source.contains(&line), "nuts_state.wgsl lacks `{line}`");
-    }
+    assert_lines(
+        source,
+        "nuts_state.wgsl",
+        wgsl_constants()
+            .into_iter()
+            .map(|(name, value)| format!("const {name}: u32 = {value}u;")),
+    );
     // The moments kernel's copies of the state's constants, and its chunk.
     let moments = crate::wgsl::library::nuts_moments_library();
     let copies: Vec<&str> = moments
@@ -53,9 +64,7 @@ fn layout_constants_match_the_shader() {
         .filter(|line| line.starts_with("const NS_"))
         .collect();
     assert!(copies.len() >= 6, "nuts_moments.wgsl: {copies:?}");
-    for line in copies {
-        assert!(source.contains(line), "nuts_state.wgsl lacks `{line}`");
-    }
+    assert_lines(source, "nuts_state.wgsl", copies);
     let chunk = format!("const NM_CHUNK: u32 = {}u;", super::layout::NM_CHUNK);
     assert!(
         moments.contains(&chunk),
@@ -66,12 +75,14 @@ fn layout_constants_match_the_shader() {
 #[test]
 fn role_blocks_are_dim_major_for_one_lane_and_chain_major_for_split_chains() {
     let source = crate::wgsl::library::nuts_state_source();
-    for line in [
-        "return block + g_chain * G_DIM + j;",
-        "return block + j * ns_n + g_chain;",
-    ] {
-        assert!(source.contains(line), "nuts_state.wgsl lacks `{line}`");
-    }
+    assert_lines(
+        source,
+        "nuts_state.wgsl",
+        [
+            "return block + g_chain * G_DIM + j;",
+            "return block + j * ns_n + g_chain;",
+        ],
+    );
     let (n, dim) = (3, 4);
     let values: Vec<f64> = (0..n * dim).map(|i| i as f64).collect();
     for chain_major in [false, true] {
@@ -101,21 +112,25 @@ type Place = fn(&super::layout::NsSizes, usize, usize, usize) -> usize;
 #[test]
 fn output_slots_are_value_major_for_one_lane_and_chain_major_for_split_chains() {
     let source = crate::wgsl::library::nuts_state_source();
-    for line in [
-        "return (slot * ns_n + g_chain) * width + k;",
-        "return (slot * width + k) * ns_n + g_chain;",
-        "return (slot * ns_n + g_chain) * NS_O_COUNT + k;",
-        "return (slot * NS_O_COUNT + k) * ns_n + g_chain;",
-    ] {
-        assert!(source.contains(line), "nuts_state.wgsl lacks `{line}`");
-    }
+    assert_lines(
+        source,
+        "nuts_state.wgsl",
+        [
+            "return (slot * ns_n + g_chain) * width + k;",
+            "return (slot * width + k) * ns_n + g_chain;",
+            "return (slot * ns_n + g_chain) * NS_O_COUNT + k;",
+            "return (slot * NS_O_COUNT + k) * ns_n + g_chain;",
+        ],
+    );
     let moments = crate::wgsl::nuts_moments_source(crate::wgsl::Precision::F32);
-    for line in [
-        "x = nm_out[(slot * n + c) * nm.width + k];",
-        "x = nm_out[(slot * nm.width + k) * n + c];",
-    ] {
-        assert!(moments.contains(line), "nuts_moments.wgsl lacks `{line}`");
-    }
+    assert_lines(
+        &moments,
+        "nuts_moments.wgsl",
+        [
+            "x = nm_out[(slot * n + c) * nm.width + k];",
+            "x = nm_out[(slot * nm.width + k) * n + c];",
+        ],
+    );
     for chain_major in [false, true] {
         for with_grad in [false, true] {
             let sizes = super::layout::NsSizes {

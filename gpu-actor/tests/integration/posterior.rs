@@ -123,6 +123,42 @@ fn request(model: &CheckedModel, config: Config, seed: Seed) -> GpuSampleRequest
     }
 }
 
+/// A short run for comparing bits, not posteriors: 8 chains of `model` under kernel (b) in
+/// f32 (unless `adjust` changes the request), 60 warmup iterations and `draws` draws, trees
+/// at most 5 deep.
+fn bit_run(
+    device: &gpu_actor::GpuDevice,
+    model: &CheckedModel,
+    seed: u64,
+    draws: u64,
+    options: &GpuSamplingOptions,
+    adjust: impl FnOnce(&mut GpuSampleRequest),
+) -> Result<Vec<ChainTrace>, gpu_actor::GpuError> {
+    let mut request = request(model, NUTS_F32, Seed(seed));
+    request.settings.num_warmup = 60;
+    request.settings.num_draws = draws;
+    request.settings.max_depth = 5;
+    request.chains.truncate(8);
+    adjust(&mut request);
+    sample_on_device_with(device, &request, options, &NoObserver).map(|run| run.traces)
+}
+
+/// The lanes of the adapter's subgroup (at most `wgsl::MAX_LANES`) that a chain of
+/// `program` splits across, where it can.
+fn split_lanes(device: &gpu_actor::GpuDevice, program: &sampler::Program) -> Option<u32> {
+    let report = device.report();
+    let lanes = report.subgroup_sizes.0.min(gpu_actor::wgsl::MAX_LANES);
+    (report.features.subgroup
+        && lanes >= 2
+        && gpu_actor::wgsl::longest_split(program, lanes).is_ok())
+    .then_some(lanes)
+}
+
+/// Values as their bits, for comparisons that must be exact.
+fn bits(values: &[f64]) -> Vec<u64> {
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
 /// Runs `model` under every configuration the device supports and checks every truth.
 fn check(model: &CheckedModel, seed: u64, truths: &[Truth]) {
     check_configs(model, seed, truths, &CONFIGS);
@@ -136,13 +172,8 @@ fn check_configs(model: &CheckedModel, seed: u64, truths: &[Truth], configs: &[C
         if !support::supports(&device, config.precision) {
             continue;
         }
-        let report = device.report();
-        let lanes = report.subgroup_sizes.0.min(gpu_actor::wgsl::MAX_LANES);
-        if config.split
-            && (!report.features.subgroup
-                || lanes < 2
-                || gpu_actor::wgsl::longest_split(model.program(), lanes).is_err())
-        {
+        let lanes = split_lanes(&device, model.program());
+        if config.split && lanes.is_none() {
             println!(
                 "{} {}: skipped (no subgroups, or the model does not split)",
                 model.name(),
@@ -151,7 +182,7 @@ fn check_configs(model: &CheckedModel, seed: u64, truths: &[Truth], configs: &[C
             continue;
         }
         let options = GpuSamplingOptions {
-            lanes: Some(if config.split { lanes } else { 1 }),
+            lanes: Some(lanes.filter(|_| config.split).unwrap_or(1)),
             ..GpuSamplingOptions::default()
         };
         let seed = Seed(seed + k as u64);
@@ -373,8 +404,6 @@ fn index_checks_change_no_draw() {
     let Some(device) = support::shared_device() else {
         return;
     };
-    let report = device.report();
-    let lanes = report.subgroup_sizes.0.min(gpu_actor::wgsl::MAX_LANES);
     let nuts = GpuKernel::Nuts {
         transitions_per_dispatch: 16,
     };
@@ -386,11 +415,8 @@ fn index_checks_change_no_draw() {
             continue;
         }
         let program = model.model.program();
-        let splits = report.features.subgroup
-            && lanes >= 2
-            && gpu_actor::wgsl::longest_split(program, lanes).is_ok();
         let mut runs = vec![("nuts", nuts, GpuSamplingOptions::default())];
-        if splits {
+        if let Some(lanes) = split_lanes(&device, program) {
             runs.push((
                 "nuts split, workgroup data",
                 nuts,
@@ -404,28 +430,19 @@ fn index_checks_change_no_draw() {
         runs.push(("fused", fused, GpuSamplingOptions::default()));
         for (label, kernel, options) in runs {
             let draws = |checks: IndexChecks| {
-                let mut request = request(&model.model, NUTS_F32, Seed(21));
-                request.kernel = kernel;
-                request.settings.num_warmup = 60;
-                request.settings.num_draws = 40;
-                // Short trees: the test compares bits, not posteriors.
-                request.settings.max_depth = 5;
-                request.chains.truncate(8);
                 let options = GpuSamplingOptions {
                     checks: Some(checks),
                     ..options
                 };
-                sample_on_device_with(&device, &request, &options, &NoObserver)
-                    .unwrap_or_else(|err| panic!("{} {label} ({checks}): {err}", model.name))
-                    .traces
+                bit_run(&device, &model.model, 21, 40, &options, |request| {
+                    request.kernel = kernel
+                })
+                .unwrap_or_else(|err| panic!("{} {label} ({checks}): {err}", model.name))
             };
             let (checked, unchecked) = (draws(IndexChecks::All), draws(IndexChecks::Buffers));
             for (a, b) in checked.iter().zip(&unchecked) {
                 assert!(
-                    a.draws
-                        .iter()
-                        .map(|v| v.to_bits())
-                        .eq(b.draws.iter().map(|v| v.to_bits())),
+                    bits(&a.draws) == bits(&b.draws),
                     "{} {label}: chain {} differs with and without index checks",
                     model.name,
                     a.chain
@@ -444,18 +461,13 @@ fn mapped_draws_equal_copied_draws() {
     let Some(device) = support::shared_device() else {
         return;
     };
-    let report = device.report();
-    let lanes = report.subgroup_sizes.0.min(gpu_actor::wgsl::MAX_LANES);
     for model in crate::models::op_models() {
         if !["linear", "regression"].contains(&model.name.as_str()) {
             continue;
         }
         let program = model.model.program();
         let mut runs = vec![("nuts", GpuSamplingOptions::default())];
-        if report.features.subgroup
-            && lanes >= 2
-            && gpu_actor::wgsl::longest_split(program, lanes).is_ok()
-        {
+        if let Some(lanes) = split_lanes(&device, program) {
             runs.push((
                 "nuts split",
                 GpuSamplingOptions {
@@ -467,22 +479,15 @@ fn mapped_draws_equal_copied_draws() {
         for (label, options) in runs {
             for save_warmup in [false, true] {
                 let traces = |draws: DrawsOutput| {
-                    let mut request = request(&model.model, NUTS_F32, Seed(33));
-                    request.settings.num_warmup = 60;
-                    request.settings.num_draws = 50;
-                    request.settings.save_warmup = save_warmup;
-                    request.settings.max_depth = 5;
-                    request.chains.truncate(8);
                     let options = GpuSamplingOptions { draws, ..options };
-                    sample_on_device_with(&device, &request, &options, &NoObserver)
-                        .unwrap_or_else(|err| panic!("{} {label} ({draws}): {err}", model.name))
-                        .traces
+                    bit_run(&device, &model.model, 33, 50, &options, |request| {
+                        request.settings.save_warmup = save_warmup
+                    })
+                    .unwrap_or_else(|err| panic!("{} {label} ({draws}): {err}", model.name))
                 };
                 let (mapped, copied) = (traces(DrawsOutput::Mapped), traces(DrawsOutput::Copied));
                 assert_eq!(mapped.len(), copied.len());
                 for (a, b) in mapped.iter().zip(&copied) {
-                    let bits =
-                        |values: &[f64]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(a.n_draws(), 50, "{} {label}", model.name);
                     assert_eq!(
                         a.warmup_draws.len(),
@@ -525,16 +530,14 @@ fn workgroup_rows_as_quads_draw_what_storage_draws() {
     let Some(device) = support::shared_device() else {
         return;
     };
-    let report = device.report();
-    let lanes = report.subgroup_sizes.0.min(gpu_actor::wgsl::MAX_LANES);
-    if !report.features.subgroup || lanes < 2 {
-        return;
-    }
     let model = crate::models::op_models()
         .into_iter()
         .find(|model| model.name == "regression_quads")
         .expect("the model");
     let program = model.model.program();
+    let Some(lanes) = split_lanes(&device, program) else {
+        return;
+    };
     let options = |data| GpuSamplingOptions {
         lanes: Some(lanes),
         data: Some(data),
@@ -554,14 +557,8 @@ fn workgroup_rows_as_quads_draw_what_storage_draws() {
     );
     assert!(source.contains("g_quad0"), "no vec4 loads of a row");
     let draws = |data| {
-        let mut request = request(&model.model, NUTS_F32, Seed(44));
-        request.settings.num_warmup = 60;
-        request.settings.num_draws = 40;
-        request.settings.max_depth = 5;
-        request.chains.truncate(8);
-        sample_on_device_with(&device, &request, &options(data), &NoObserver)
+        bit_run(&device, &model.model, 44, 40, &options(data), |_| ())
             .unwrap_or_else(|err| panic!("{data}: {err}"))
-            .traces
     };
     let (quads, storage) = (
         draws(DataPlacement::Workgroup),
@@ -570,10 +567,7 @@ fn workgroup_rows_as_quads_draw_what_storage_draws() {
     for (a, b) in quads.iter().zip(&storage) {
         assert_eq!(a.n_draws(), 40);
         assert!(
-            a.draws
-                .iter()
-                .map(|v| v.to_bits())
-                .eq(b.draws.iter().map(|v| v.to_bits())),
+            bits(&a.draws) == bits(&b.draws),
             "chain {}: vec4 rows in workgroup memory draw otherwise than storage",
             a.chain
         );
