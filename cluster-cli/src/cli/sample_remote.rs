@@ -194,9 +194,10 @@ fn describe(update: &JobUpdate) -> Option<String> {
             let chains: Vec<ChainId> = retries.iter().map(|r| r.chain).collect();
             let first = retries.first()?;
             Some(format!(
-                "chains {} retried (attempt {}): {}",
+                "chains {} retried (attempt {}): {}: {}",
                 chain_list(&chains),
                 first.attempt,
+                first.node,
                 first.reason
             ))
         }
