@@ -92,7 +92,7 @@ pub fn run(args: DebugArgs) -> anyhow::Result<()> {
             } => client
                 .inject_fault(WireFault::PanicPool)
                 .await
-                .map(|()| println!("fault injected: {} panics", client.peer()))
+                .map(|()| outln!("fault injected: {} panics", client.peer()))
                 .map_err(anyhow::Error::from),
         };
         client.close().await;
@@ -129,7 +129,7 @@ async fn raw(
         RawService::Coordinator => describe::<JobReply>(&answer),
         RawService::Pool => describe::<PoolReply>(&answer),
     };
-    println!("sent {sent} bytes\nreply: {text}");
+    outln!("sent {sent} bytes\nreply: {text}");
     Ok(())
 }
 
