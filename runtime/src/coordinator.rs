@@ -493,7 +493,9 @@ fn surveyed(
                     DevicePreference::Gpu if dense => {
                         "GPU workers adapt a diagonal metric only: use --metric diag, or CPU pools"
                     }
-                    DevicePreference::Gpu => "no GPU worker in the cluster",
+                    DevicePreference::Gpu => {
+                        "no GPU worker in the cluster (a node runs none on a software adapter unless started with --software-gpu)"
+                    }
                     DevicePreference::Cpu if job.spec.device == DevicePreference::Any => {
                         "no CPU pool in the cluster answered (a dense metric cannot run on GPU workers)"
                     }

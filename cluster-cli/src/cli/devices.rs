@@ -59,6 +59,9 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<()> {
         outln!("{adapter}");
         if adapter.is_software() {
             outln!("    note:     a software device: correct but slow, never for timings");
+            outln!(
+                "              `node` runs no GPU pool on it unless started with --software-gpu"
+            );
         }
     }
     let mut failures = Vec::new();
