@@ -13,7 +13,7 @@
 //! │   │                    chains per dispatch
 //! │   └── gpu-pool-endpoint PoolEndpoint (pg "gpu-pool")
 //! ├── cpu-pool             Supervisor, rest-for-one, so that a failing pool restarts there
-//! │   │                    and not the coordinator below:
+//! │   │                    and not the coordinator below (none with `cpu_slots` 0):
 //! │   ├── cpu-pool-worker  SamplerPool: one chain per core (`cpu_slots`), on threads of its own
 //! │   └── cpu-pool-endpoint PoolEndpoint: the pool's remotable face (pg "cpu-pool")
 //! ├── coordinator          Coordinator: placement over the cluster, streaming to clients,
@@ -337,14 +337,14 @@ fn children(settings: &NodeSettings) -> Vec<ChildSpec> {
         .gpu_in_use()
         .is_some()
         .then(|| pool(settings, WorkerKind::Gpu));
+    // No CPU slots: the node coordinates (and runs its GPU pool, if any) but samples nothing
+    // on its CPU.
+    let cpu_pool = (settings.resources.cpu_slots > 0).then(|| pool(settings, WorkerKind::Cpu));
     [node_server, membership, endpoint]
         .into_iter()
         .chain(gpu_pool)
-        .chain([
-            pool(settings, WorkerKind::Cpu),
-            coordinator(settings),
-            coordinator_endpoint(settings),
-        ])
+        .chain(cpu_pool)
+        .chain([coordinator(settings), coordinator_endpoint(settings)])
         .map(|child| child.with_shutdown_timeout(settings.shutdown_timeout))
         .collect()
 }

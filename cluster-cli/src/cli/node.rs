@@ -24,7 +24,8 @@ pub struct NodeArgs {
     /// Join the node at this address (repeatable); retried with backoff until it answers.
     #[arg(long = "join", value_name = "HOST:PORT")]
     join: Vec<String>,
-    /// Chains this node runs at once on its CPU [default: one per core].
+    /// Chains this node runs at once on its CPU [default: one per core]; 0: none (the node
+    /// runs no CPU pool).
     #[arg(long)]
     cpu_slots: Option<u32>,
     /// Do not look for GPU adapters.

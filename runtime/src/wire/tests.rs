@@ -410,4 +410,5 @@ fn chain_failure_causes_keep_older_peers_reading() {
         }
     );
     round_trip(PoolRequest::InjectFault(WireFault::FailRuns));
+    round_trip(PoolRequest::InjectFault(WireFault::AbortOnRun));
 }
