@@ -132,7 +132,7 @@ pub fn load_model(path: &Path) -> anyhow::Result<CheckedModel> {
     let model =
         CheckedModel::from_json(&text, &Limits::default()).map_err(|err| bad(err.to_string()))?;
     for warning in model.warnings() {
-        eprintln!("warning: {}: {warning}", path.display());
+        errln!("warning: {}: {warning}", path.display());
     }
     Ok(model)
 }

@@ -4,13 +4,16 @@
 //!
 //! `cluster-cli node` creates a missing cookie file with a random cookie and mode 0600 (its
 //! directory 0700); `join` and `status` only read it. Like Erlang with `~/.erlang.cookie`,
-//! every command refuses a cookie file that group or others may read or write. The cookie is
-//! never printed or logged; prefer the file or the environment to `--cookie`, which other
-//! users can see in the process list.
+//! every command refuses a cookie file that group or others may read or write; like
+//! OpenSSH's `StrictModes`, it also refuses a cookie file that another user owns, and one in
+//! a directory that another user (root aside) owns or that group or others may write to
+//! (unless sticky, as `/tmp` is): whoever can change the file or replace it can read the
+//! cookie or put in one of their choosing. The cookie is never printed or logged; prefer the
+//! file or the environment to `--cookie`, which other users can see in the process list.
 
 use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -93,20 +96,76 @@ fn default_path() -> anyhow::Result<PathBuf> {
 
 fn read(path: &Path) -> anyhow::Result<Cookie> {
     let metadata = fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let uid = effective_uid();
+    check_file(path, &metadata, uid)?;
+    check_directory(path, uid)?;
+    let text =
+        fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Cookie::new(&text).with_context(|| format!("invalid cookie file {}", path.display()))
+}
+
+/// This process's effective user: the one who must own the cookie file.
+fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// The cookie file is a regular file, owned by `uid`, that nobody else may read or write.
+fn check_file(path: &Path, metadata: &fs::Metadata, uid: u32) -> anyhow::Result<()> {
+    let shown = path.display();
     if !metadata.is_file() {
-        bail!("cookie file {} is not a regular file", path.display());
+        bail!("cookie file {shown} is not a regular file");
+    }
+    if metadata.uid() != uid {
+        bail!(
+            "cookie file {shown} is owned by uid {}, not by this user (uid {uid}), who may read and change it: run `chown {uid} {shown} && chmod 600 {shown}` (as its owner or root), or use a cookie file of your own",
+            metadata.uid()
+        );
     }
     let mode = metadata.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         bail!(
-            "cookie file {} is accessible by group or others (mode {mode:03o}): run `chmod 600 {}`",
-            path.display(),
-            path.display()
+            "cookie file {shown} is accessible by group or others (mode {mode:03o}): run `chmod 600 {shown}`"
         );
     }
-    let text =
-        fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    Cookie::new(&text).with_context(|| format!("invalid cookie file {}", path.display()))
+    Ok(())
+}
+
+/// The cookie file's directory belongs to `uid` (or root) and nobody else may put files in
+/// it, unless it is sticky (then only a file's owner may replace it).
+fn check_directory(path: &Path, uid: u32) -> anyhow::Result<()> {
+    let Some(dir) = path.parent() else {
+        return Ok(());
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        dir
+    };
+    let metadata = fs::metadata(dir).with_context(|| format!("cannot read {}", dir.display()))?;
+    check_directory_owner_and_mode(dir, metadata.uid(), metadata.mode(), uid)
+}
+
+/// [`check_directory`] on the directory's `owner` and `mode`.
+fn check_directory_owner_and_mode(
+    dir: &Path,
+    owner: u32,
+    mode: u32,
+    uid: u32,
+) -> anyhow::Result<()> {
+    let shown = dir.display();
+    if owner != uid && owner != 0 {
+        bail!(
+            "the cookie file's directory {shown} is owned by uid {owner}, not by this user (uid {uid}) or root, who may replace the cookie file: run `chown {uid} {shown}` (as root), or use a cookie file in a directory of your own"
+        );
+    }
+    let sticky = mode & 0o1000 != 0;
+    if mode & 0o022 != 0 && !sticky {
+        bail!(
+            "the cookie file's directory {shown} is writable by group or others (mode {:03o}), who may replace the cookie file: run `chmod go-w {shown}`",
+            mode & 0o777
+        );
+    }
+    Ok(())
 }
 
 fn create(path: &Path) -> anyhow::Result<Cookie> {
@@ -117,6 +176,8 @@ fn create(path: &Path) -> anyhow::Result<Cookie> {
             .create(dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    // A cookie written where others may replace it would not stay ours.
+    check_directory(path, effective_uid())?;
     let value = random_cookie()?;
     let file = OpenOptions::new()
         .write(true)

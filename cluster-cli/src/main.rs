@@ -1,6 +1,10 @@
 //! `cluster-cli`: the only binary. It alone reads arguments, environment and files; everything
 //! else lives in the libraries.
 
+// First: its printing macros are used everywhere below.
+#[macro_use]
+mod output;
+
 mod cli;
 mod cookie;
 mod logging;
@@ -12,7 +16,12 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Args::parse();
-    match cli::run(args) {
+    // A reader of stdout that went away is no error; a write that failed otherwise is.
+    let result = cli::run(args).and_then(|()| match output::failure() {
+        Some(error) => Err(anyhow::anyhow!("cannot write to stdout: {error}")),
+        None => Ok(()),
+    });
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             // A bad model file is the user's input: exit code 2, like a usage error.
@@ -21,7 +30,7 @@ fn main() -> ExitCode {
             } else {
                 1
             };
-            eprintln!("error: {err:#}");
+            errln!("error: {err:#}");
             ExitCode::from(code)
         }
     }

@@ -71,7 +71,7 @@ impl ProgressBars {
 
     /// Prints a line on stderr above the bars (whether or not they are shown).
     pub fn println(&self, line: &str) {
-        self.multi.suspend(|| eprintln!("{line}"));
+        self.multi.suspend(|| errln!("{line}"));
     }
 
     /// Removes the bars.

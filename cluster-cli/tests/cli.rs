@@ -466,3 +466,48 @@ fn sample_on_the_gpu_keeps_the_exit_codes() {
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert!(stderr(&output).contains("need --device gpu"));
 }
+
+#[test]
+fn a_closed_stdout_ends_quietly_with_status_0_and_the_files_are_written() {
+    let dir = scratch_dir("broken-pipe");
+    let csv = dir.join("draws.csv");
+    let csv_arg = csv.to_string_lossy().into_owned();
+    // The reader is gone before the command prints anything (`| head` that already has its
+    // lines): every write to stdout fails with a broken pipe.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cluster-cli"))
+        .args(["sample", "models/eight_schools_noncentered.json"])
+        .args(["--chains", "2", "--draws", "200", "--warmup", "200"])
+        .args(["--quiet", "--output", &csv_arg])
+        .current_dir(repo_root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("cluster-cli runs");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("cluster-cli ends");
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "stderr: {err}");
+    assert!(!err.contains("panicked"), "stderr: {err}");
+    assert!(err.is_empty(), "stderr: {err}");
+    // The output after the summary is still written.
+    for chain in 1..=2 {
+        let file = dir.join(format!("draws_{chain}.csv"));
+        let text = std::fs::read_to_string(&file).expect("the chain's file");
+        assert_eq!(data_rows(&text).len(), 1 + 200, "{}", file.display());
+    }
+
+    // The same through a shell pipeline: the command's own status, not head's.
+    let script = format!(
+        "set -o pipefail; {:?} sample models/eight_schools_noncentered.json --chains 2 --quiet | head -1 >/dev/null",
+        env!("CARGO_BIN_EXE_cluster-cli")
+    );
+    let output = Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(repo_root())
+        .output()
+        .expect("bash runs");
+    let err = stderr(&output);
+    assert!(output.status.success(), "{:?}: {err}", output.status);
+    assert!(!err.contains("panicked"), "stderr: {err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

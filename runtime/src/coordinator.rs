@@ -16,8 +16,15 @@
 //!   times in a row. Its unfinished chains go back to pending with the same chain number
 //!   and seed (so they draw the same random numbers) and run on whatever worker has room,
 //!   this node's included; chains that finished are kept. A chain whose worker fails under
-//!   it (a pool reports a lost GPU device or a panic) goes back to pending the same way. Each retry is an event for the
-//!   client, one info line here, and an entry in the job's final report.
+//!   it (a pool reports a lost GPU device or a panic) goes back to pending the same way. Each
+//!   retry is an event for the client, one info line here, and an entry in the job's final
+//!   report.
+//! - **Poison jobs.** A job whose chains kill the nodes that run them must not take the
+//!   cluster down one node after another: a chain runs at most three times and not again on
+//!   a node where it failed while another can run it, and the chains of a lost task are
+//!   quarantined, run alone on a node that runs nothing else of the job; a quarantined task
+//!   lost again fails the job, naming the chains, the nodes tried and what each reported
+//!   (`job.rs`). A single lost node (an operator's kill) costs nothing but the re-run.
 //! - **Streaming.** Each job keeps an outbox of events (placement, draws, finished chains,
 //!   retries, the end) that the client fetches with long polls; a job whose client stops
 //!   polling for `client_lease` is cancelled.
@@ -48,7 +55,7 @@ use crate::ticker::Ticker;
 use crate::wire::{JobReply, JobWire, PoolWire, Responder, WireError, WireTaskEvent};
 pub(crate) use endpoint::{CoordinatorEndpoint, EndpointArgs};
 use job::{Job, JobSpec};
-use placement::{Capacity, place, suits};
+use placement::{Capacity, place_groups, suits};
 use remote::{Driver, WorkerView};
 
 /// The name the coordinator registers under (one node per process).
@@ -116,6 +123,8 @@ pub(crate) enum CoordinatorMsg {
         job: JobId,
         task: TaskId,
         reason: String,
+        /// The pool refused the task (nothing ran), rather than vanished under it.
+        refused: bool,
     },
     /// The coordinator's timer.
     Tick,
@@ -261,10 +270,15 @@ impl Actor for Coordinator {
             CoordinatorMsg::TaskAccepted { task, .. } => {
                 state.in_flight.remove(&task);
             }
-            CoordinatorMsg::TaskLost { job, task, reason } => {
+            CoordinatorMsg::TaskLost {
+                job,
+                task,
+                reason,
+                refused,
+            } => {
                 state.drivers.remove(&task);
                 state.in_flight.remove(&task);
-                lose_task(&myself, state, job, task, &reason);
+                lose_task(&myself, state, job, task, &reason, refused);
             }
             CoordinatorMsg::Tick => tick(&myself, state),
         }
@@ -379,8 +393,12 @@ fn membership(
             schedule(myself, state);
         }
         MembershipEvent::NodeDown { node, reason } => {
-            let reason = format!("{node} down: {reason}");
+            let reason = format!("node lost: {reason}");
             state.down.insert(node.clone());
+            // Tasks whose driver saw the node vanish first were lost with it too.
+            for job in state.jobs.values_mut() {
+                job.node_down(&node, &reason);
+            }
             let lost: Vec<(JobId, TaskId)> = state
                 .jobs
                 .values()
@@ -390,7 +408,7 @@ fn membership(
                 if let Some(driver) = state.drivers.remove(&task) {
                     driver.abort();
                 }
-                lose_task(myself, state, job, task, &reason);
+                lose_task(myself, state, job, task, &reason, false);
             }
         }
     }
@@ -443,6 +461,7 @@ fn surveyed(
                 .map(|(_, chains)| chains)
                 .sum();
             Capacity {
+                node: view.node.clone(),
                 kind: view.kind,
                 slots: view.slots,
                 busy: view.busy + in_flight,
@@ -454,8 +473,8 @@ fn surveyed(
         let Some(job) = state.jobs.get_mut(&id) else {
             continue;
         };
-        let mut pending = job.pending();
-        if pending.is_empty() {
+        let groups = job.pending_groups();
+        if groups.is_empty() {
             continue;
         }
         // GPU workers adapt a diagonal metric only.
@@ -474,7 +493,9 @@ fn surveyed(
                     DevicePreference::Gpu if dense => {
                         "GPU workers adapt a diagonal metric only: use --metric diag, or CPU pools"
                     }
-                    DevicePreference::Gpu => "no GPU worker in the cluster",
+                    DevicePreference::Gpu => {
+                        "no GPU worker in the cluster (a node runs none on a software adapter unless started with --software-gpu)"
+                    }
                     DevicePreference::Cpu if job.spec.device == DevicePreference::Any => {
                         "no CPU pool in the cluster answered (a dense metric cannot run on GPU workers)"
                     }
@@ -486,13 +507,23 @@ fn surveyed(
             continue;
         }
         job.no_worker_since = None;
-        let counts = place(pending.len(), device, job.has_running(), &mut capacity);
-        for (view, count) in views.iter().zip(counts) {
-            if count == 0 {
-                continue;
+        let plan = place_groups(
+            &groups,
+            device,
+            job.has_running(),
+            &job.nodes_running(),
+            &job.nodes_quarantined(),
+            &mut capacity,
+        );
+        for (group, counts) in groups.into_iter().zip(plan) {
+            let mut chains = group.chains;
+            for (view, count) in views.iter().zip(counts) {
+                if count == 0 {
+                    continue;
+                }
+                let part: Vec<_> = chains.drain(..count as usize).collect();
+                dispatch(myself, state, id, view, part);
             }
-            let chains: Vec<_> = pending.drain(..count as usize).collect();
-            dispatch(myself, state, id, view, chains);
         }
     }
     if std::mem::take(&mut state.survey_again) {
@@ -580,7 +611,7 @@ fn task_events(
         if let Some(driver) = state.drivers.remove(&task) {
             driver.abort();
         }
-        lose_task(myself, state, id, task, &reason);
+        lose_task(myself, state, id, task, &reason, false);
         return;
     }
     if finished && let Some(job) = state.jobs.get(&id) {
@@ -596,18 +627,25 @@ fn task_events(
     }
 }
 
+/// A task lost (or `refused` by its pool): its unfinished chains run again under the job's
+/// rules, or the job fails.
 fn lose_task(
     myself: &ActorRef<CoordinatorMsg>,
     state: &mut CoordinatorState,
     id: JobId,
     task: TaskId,
     reason: &str,
+    refused: bool,
 ) {
     let Some(job) = state.jobs.get_mut(&id) else {
         return;
     };
     let record = job.tasks.get(&task).cloned();
-    let lost = job.lose(task, reason);
+    let lost = if refused {
+        job.refuse(task, reason)
+    } else {
+        job.lose(task, reason)
+    };
     let _span = job_span(id).entered();
     match lost {
         Ok(false) => return,

@@ -27,9 +27,9 @@ pub use cookie::{Cookie, CookieError, MAX_COOKIE_LEN};
 pub use discovery::{COORDINATOR, CPU_POOL, GPU_POOL, Group, MEMBERSHIP, SCOPE};
 pub use ids::{ChildId, JobId, NodeName, NodeNameError, RequestId, SessionId, TaskId};
 pub use membership::{
-    DownReason, EndpointArgs, GpuInfo, MEMBERSHIP_NAME, MemberState, MemberStatus, Membership,
-    MembershipArgs, MembershipEndpoint, MembershipEvent, MembershipMsg, MembershipSettings,
-    NodeInfo, NodeResources, Subscriber,
+    DownReason, EndpointArgs, GpuInfo, GpuPolicy, MEMBERSHIP_NAME, MemberState, MemberStatus,
+    Membership, MembershipArgs, MembershipEndpoint, MembershipEvent, MembershipMsg,
+    MembershipSettings, NodeInfo, NodeResources, Subscriber,
 };
 pub use node::{NODE_SERVER_NAME, Node, NodeError, NodeSettings, ROOT_NAME};
 pub use sampling::{

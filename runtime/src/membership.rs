@@ -46,7 +46,8 @@ use crate::ticker::Ticker;
 use crate::wire::{self, Envelope, MembershipReply, MembershipRequest, MembershipWire, Responder};
 pub use endpoint::{EndpointArgs, MembershipEndpoint};
 pub use info::{
-    DownReason, GpuInfo, MemberState, MemberStatus, MembershipEvent, NodeInfo, NodeResources,
+    DownReason, GpuInfo, GpuPolicy, MemberState, MemberStatus, MembershipEvent, NodeInfo,
+    NodeResources,
 };
 use info::{member_from_wire, member_to_wire};
 use table::{Effect, PeerTable};

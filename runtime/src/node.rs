@@ -7,12 +7,13 @@
 //! │                        MAX_FRAME_BYTES): the listener and one NodeSession per peer
 //! ├── membership           Membership: peer set, heartbeats, reconnects, NodeUp/NodeDown
 //! ├── membership-endpoint  MembershipEndpoint: membership's remotable face (pg "membership")
-//! ├── gpu-pool             only on a node with a GPU (`resources.gpus`), like cpu-pool:
+//! ├── gpu-pool             only on a node with a GPU in use (`resources.gpus`: a software
+//! │                        adapter only if asked), like cpu-pool:
 //! │   ├── gpu-pool-worker  SamplerPool owning a GpuDevice: batches of up to `gpu_slots`
 //! │   │                    chains per dispatch
 //! │   └── gpu-pool-endpoint PoolEndpoint (pg "gpu-pool")
 //! ├── cpu-pool             Supervisor, rest-for-one, so that a failing pool restarts there
-//! │   │                    and not the coordinator below:
+//! │   │                    and not the coordinator below (none with `cpu_slots` 0):
 //! │   ├── cpu-pool-worker  SamplerPool: one chain per core (`cpu_slots`), on threads of its own
 //! │   └── cpu-pool-endpoint PoolEndpoint: the pool's remotable face (pg "cpu-pool")
 //! ├── coordinator          Coordinator: placement over the cluster, streaming to clients,
@@ -81,8 +82,8 @@ pub struct NodeSettings {
     pub cookie: Cookie,
     /// Nodes to join at start; retried with backoff until they answer.
     pub seeds: Vec<SocketAddr>,
-    /// What this node offers (CPU slots, GPUs), as reported to the cluster. With a GPU in
-    /// `resources.gpus`, the node runs a GPU pool on the best adapter.
+    /// What this node offers (CPU slots, GPUs), as reported to the cluster. With a GPU
+    /// `in_use` in `resources.gpus`, the node runs a GPU pool on it.
     pub resources: NodeResources,
     /// Chains the GPU pool runs at once, in batches of one task's chains.
     pub gpu_slots: u32,
@@ -331,15 +332,19 @@ fn children(settings: &NodeSettings) -> Vec<ChildSpec> {
             },
         )
     };
-    let gpu_pool = (!settings.resources.gpus.is_empty()).then(|| pool(settings, WorkerKind::Gpu));
+    let gpu_pool = settings
+        .resources
+        .gpu_in_use()
+        .is_some()
+        .then(|| pool(settings, WorkerKind::Gpu));
+    // No CPU slots: the node coordinates (and runs its GPU pool, if any) but samples nothing
+    // on its CPU.
+    let cpu_pool = (settings.resources.cpu_slots > 0).then(|| pool(settings, WorkerKind::Cpu));
     [node_server, membership, endpoint]
         .into_iter()
         .chain(gpu_pool)
-        .chain([
-            pool(settings, WorkerKind::Cpu),
-            coordinator(settings),
-            coordinator_endpoint(settings),
-        ])
+        .chain(cpu_pool)
+        .chain([coordinator(settings), coordinator_endpoint(settings)])
         .map(|child| child.with_shutdown_timeout(settings.shutdown_timeout))
         .collect()
 }
@@ -356,7 +361,14 @@ fn pool(settings: &NodeSettings, kind: WorkerKind) -> ChildSpec {
         WorkerKind::Gpu => (
             GPU_POOL_NAME,
             "gpu-pool",
-            Backend::Gpu(gpu_actor::DeviceOptions::default()),
+            Backend::Gpu(gpu_actor::DeviceOptions {
+                // The best adapter is the one chosen: a software one only if it was allowed.
+                allow_software: settings
+                    .resources
+                    .gpu_in_use()
+                    .is_some_and(|gpu| gpu.software),
+                ..gpu_actor::DeviceOptions::default()
+            }),
             settings.gpu_slots,
         ),
     };

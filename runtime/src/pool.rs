@@ -125,6 +125,8 @@ pub(crate) enum PoolMsg {
     Panic(Responder<PoolWire>),
     /// Test-only: the running chains (or the next to start) fail as if the device were lost.
     FailRuns(Responder<PoolWire>),
+    /// Test-only: the process aborts whenever a chain starts from now on.
+    AbortOnRun(Responder<PoolWire>),
     /// From a chain thread: draws and progress.
     ChainProgress { run: RunId, event: WireTaskEvent },
     /// From a run's thread: its end, with its chains' last draws.
@@ -151,6 +153,8 @@ pub(crate) struct PoolState {
     /// Test-only ([`PoolMsg::FailRuns`]): the next run to start fails as if the device were
     /// lost.
     fail_next_run: bool,
+    /// Test-only ([`PoolMsg::AbortOnRun`]): starting a chain aborts the process.
+    abort_on_run: bool,
     ticker: Ticker,
 }
 
@@ -235,6 +239,7 @@ impl Actor for SamplerPool {
             running: HashMap::new(),
             next_run: 0,
             fail_next_run: false,
+            abort_on_run: false,
             ticker,
         })
     }
@@ -309,6 +314,15 @@ impl Actor for SamplerPool {
                 } else {
                     responder.send(Ok(PoolReply::FaultInjected));
                     fail_runs(state);
+                }
+            }
+            PoolMsg::AbortOnRun(responder) => {
+                if !state.allow_fault_injection {
+                    responder.send(Err(fault_injection_off()));
+                } else {
+                    responder.send(Ok(PoolReply::FaultInjected));
+                    tracing::warn!("fault injection: the process aborts when a chain starts");
+                    state.abort_on_run = true;
                 }
             }
             PoolMsg::ChainProgress { run, event } => progress(state, run, event),
@@ -434,6 +448,13 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
         let Some(task) = state.tasks.get_mut(&key) else {
             continue;
         };
+        if state.abort_on_run {
+            tracing::error!(
+                "fault injection: aborting the process as chains of {} start",
+                task.job
+            );
+            std::process::abort();
+        }
         let run = RunId(state.next_run);
         state.next_run += 1;
         let specs: Vec<ChainSpec> = indices.iter().map(|&i| task.chains[i].clone()).collect();

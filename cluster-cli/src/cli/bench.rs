@@ -109,15 +109,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         vec![args.sampler.settings(1).adaptation]
     };
     let shown = args.sampler.settings(1);
-    println!(
+    outln!(
         "One chain, {} warmup + {} draws, median of {} seeds; rates per second of sampling (warmup excluded).\n",
-        shown.num_warmup, shown.num_draws, seeds
+        shown.num_warmup,
+        shown.num_draws,
+        seeds
     );
-    println!(
+    outln!(
         "| model | adaptation | grad evals/s | min bulk-ESS/s | min tail-ESS/s | bulk-ESS per 1000 grads \
          | same, warmup grads included | divergences | leapfrog/draw |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    outln!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for path in &models {
         let model = load_model(path)?;
         let columns = model.columns();
@@ -150,7 +152,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
                 });
             }
             let column = |f: fn(&Measurement) -> f64| median(runs.iter().map(f).collect());
-            println!(
+            outln!(
                 "| {} | {:?} | {:.3e} | {:.0} | {:.0} | {:.1} | {:.1} | {} | {:.1} |",
                 model.name(),
                 adaptation,

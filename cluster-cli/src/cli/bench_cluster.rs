@@ -143,18 +143,18 @@ fn overhead(repeats: usize) -> anyhow::Result<()> {
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     let row = |name: &str, values: &[Duration]| {
         let (p10, p50, p90) = percentiles(values);
-        println!(
+        outln!(
             "| {name} | {:.3} | {:.3} | {:.3} |",
             ms(p10),
             ms(p50),
             ms(p90)
         );
     };
-    println!(
+    outln!(
         "Tiny request: 1 chain of a 1-parameter normal, 10 warmup + 10 draws; {repeats} runs each (after {warmups} unmeasured); one node process, 1 CPU slot, loopback.\n"
     );
-    println!("| round trip | p10 ms | median ms | p90 ms |");
-    println!("|---|---:|---:|---:|");
+    outln!("| round trip | p10 ms | median ms | p90 ms |");
+    outln!("|---|---:|---:|---:|");
     row("in-process `sample_chains`", &local);
     row(
         "over loopback: submit → placement → streamed outcome",
@@ -162,7 +162,7 @@ fn overhead(repeats: usize) -> anyhow::Result<()> {
     );
     row("bare call for scale (member list)", &bare);
     let added = ms(percentiles(&remote).1) - ms(percentiles(&local).1);
-    println!("\nadded by the cluster (median difference): {added:.3} ms (goal: under 1 ms)");
+    outln!("\nadded by the cluster (median difference): {added:.3} ms (goal: under 1 ms)");
     Ok(())
 }
 
@@ -234,7 +234,7 @@ fn scaling(
                     &settings,
                 );
                 let used: BTreeSet<_> = outcome.placements.iter().map(|p| p.node.clone()).collect();
-                eprintln!(
+                errln!(
                     "{} nodes, {}: {wall:.2} s, min bulk ESS {:.0}, chains on {} nodes",
                     size,
                     model.name(),
@@ -252,23 +252,26 @@ fn scaling(
         }
     }
 
-    println!(
+    outln!(
         "{n_chains} chains x ({} warmup + {} draws), seed {}, {cpu_slots} CPU slots per node; min bulk ESS per second of wall time (submission to outcome, warmup included); speedup over {} node(s).\n",
-        settings.num_warmup, settings.num_draws, seed.0, sizes[0]
+        settings.num_warmup,
+        settings.num_draws,
+        seed.0,
+        sizes[0]
     );
     let header: Vec<String> = sizes
         .iter()
         .map(|n| format!("{n} nodes: ESS/s (speedup)"))
         .collect();
-    println!("| model | {} |", header.join(" | "));
-    println!("|---|{}", "---:|".repeat(sizes.len()));
+    outln!("| model | {} |", header.join(" | "));
+    outln!("|---|{}", "---:|".repeat(sizes.len()));
     for (model, row) in models.iter().zip(&results) {
         let base = row[0].0;
         let cells: Vec<String> = row
             .iter()
             .map(|(ess, wall, _)| format!("{ess:.0} ({:.2}x, {wall:.1} s)", ess / base))
             .collect();
-        println!("| {} | {} |", model.name(), cells.join(" | "));
+        outln!("| {} | {} |", model.name(), cells.join(" | "));
     }
     Ok(())
 }

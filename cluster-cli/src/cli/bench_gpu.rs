@@ -370,7 +370,7 @@ pub fn run(
         "{} has no SHADER_F64: use --precision f32",
         report.name
     );
-    println!(
+    outln!(
         "{} ({}, {}, driver {}): subgroups {}..{}, workgroup memory {} KiB",
         report.name,
         report.kind,
@@ -380,7 +380,7 @@ pub fn run(
         report.subgroup_sizes.1,
         report.limits.max_compute_workgroup_storage_size / 1024,
     );
-    println!(
+    outln!(
         "{} kernel, {precision}, {} warmup + {} draws per chain, {} adaptation, median of {seeds} seed(s); \
          rates per second of warmup + sampling (compile excluded).\n",
         kernel_name(kernel),
@@ -402,10 +402,13 @@ pub fn run(
     let repetitions = args.round_trips.unwrap_or(200);
     if repetitions > 0 {
         let round_trip = round_trip(&device, precision, repetitions)?;
-        println!(
+        outln!(
             "round trip of one dispatch (1 chain of eight_schools_noncentered, fused kernel, {ROUND_TRIP_STEPS} steps, \
              {precision}): median {:.3} ms (10%: {:.3}, 90%: {:.3}) over {repetitions}, device time median {:.3} ms",
-            round_trip.median_ms, round_trip.p10_ms, round_trip.p90_ms, round_trip.device_median_ms
+            round_trip.median_ms,
+            round_trip.p10_ms,
+            round_trip.p90_ms,
+            round_trip.device_median_ms
         );
         let mut value = context.clone();
         value["kind"] = json!("round_trip");
@@ -418,7 +421,7 @@ pub fn run(
         value["p90_ms"] = json!(round_trip.p90_ms);
         value["device_median_ms"] = json!(round_trip.device_median_ms);
         json.write(&value)?;
-        println!();
+        outln!();
     }
 
     let mut rows_skipped = false;
@@ -499,7 +502,7 @@ pub fn run(
         };
         let setup = warm_up(&device, &model, &settings, kernel, precision, &options)
             .with_context(|| format!("{}: the warm-up run failed", model.name()))?;
-        println!(
+        outln!(
             "{} (d = {}): setup (upload, compile, first draw) {setup:.2} s; data in {data_text} memory, \
              {} tape, {lanes_text} lanes per chain{}\n",
             model.name(),
@@ -514,17 +517,17 @@ pub fn run(
                 ))
                 .unwrap_or_default(),
         );
-        println!(
+        outln!(
             "| chains | wall s | useful grad evals/s | min bulk-ESS/s | min tail-ESS/s | lockstep eff. \
              | divergences | check (max z of means vs CPU) |"
         );
-        println!("|---:|---:|---:|---:|---:|---:|---:|---|");
+        outln!("|---:|---:|---:|---:|---:|---:|---:|---|");
         for &n_chains in &chain_counts {
             if args
                 .time_limit
                 .is_some_and(|limit| started.elapsed().as_secs_f64() > limit)
             {
-                println!("| {n_chains} | skipped: past --time-limit | | | | | | |");
+                outln!("| {n_chains} | skipped: past --time-limit | | | | | | |");
                 json.write(&row_json(
                     &context,
                     model.name(),
@@ -567,7 +570,7 @@ pub fn run(
                 rows.push(row);
             }
             let row = median_row(&rows);
-            println!("{}", table_line(&model, n_chains, &row));
+            outln!("{}", table_line(&model, n_chains, &row));
             json.write(&row_json(
                 &context,
                 model.name(),
@@ -577,11 +580,11 @@ pub fn run(
                 Some(&row),
             ))?;
         }
-        println!();
+        outln!();
     }
 
     if rows_skipped {
-        println!("some rows were skipped: past --time-limit");
+        outln!("some rows were skipped: past --time-limit");
     }
     device.shutdown()?;
     Ok(())

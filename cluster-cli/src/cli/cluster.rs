@@ -83,7 +83,7 @@ pub fn members_table(members: &[MemberStatus]) -> String {
     let (cpu, gpus, jobs) = resources.fold((0u64, 0usize, 0u64), |(c, g, j), r| {
         (
             c + u64::from(r.cpu_slots),
-            g + r.gpus.len(),
+            g + r.gpus.iter().filter(|gpu| gpu.in_use).count(),
             j + u64::from(r.running_jobs),
         )
     });
@@ -102,14 +102,18 @@ fn gpu_list(resources: &runtime::NodeResources) -> String {
     let gpus: Vec<String> = resources
         .gpus
         .iter()
-        .map(|gpu| match gpu.memory_bytes {
-            Some(bytes) => format!(
-                "{} ({}, {:.1} GiB)",
-                gpu.adapter,
-                gpu.backend,
-                bytes as f64 / f64::from(1u32 << 30)
-            ),
-            None => format!("{} ({})", gpu.adapter, gpu.backend),
+        .map(|gpu| {
+            let mut notes = vec![gpu.backend.clone()];
+            if let Some(bytes) = gpu.memory_bytes {
+                notes.push(format!("{:.1} GiB", bytes as f64 / f64::from(1u32 << 30)));
+            }
+            if gpu.software {
+                notes.push("software".to_owned());
+            }
+            if !gpu.in_use {
+                notes.push("not used".to_owned());
+            }
+            format!("{} ({})", gpu.adapter, notes.join(", "))
         })
         .collect();
     gpus.join(", ")

@@ -1,6 +1,7 @@
 //! `cluster-cli debug` (hidden): tools for the multi-process tests. `raw` sends a node a
 //! request as raw bytes (garbage, oversized, a bad model, another protocol version) and
-//! prints the node's answer; `fault` asks a node's CPU pool to panic (the node must run with
+//! prints the node's answer; `fault` asks a node's CPU pool to panic, or to abort the node's
+//! process whenever it starts a chain from then on (the node must run with
 //! `--allow-fault-injection`).
 //!
 //! A raw request that gets an answer, even an error answer, exits 0 and prints
@@ -77,6 +78,8 @@ enum Payload {
 enum FaultArg {
     /// The node's CPU pool panics; its supervisor restarts it.
     PanicPool,
+    /// The node's process aborts whenever its CPU pool starts a chain from now on.
+    AbortOnRun,
 }
 
 pub fn run(args: DebugArgs) -> anyhow::Result<()> {
@@ -87,13 +90,17 @@ pub fn run(args: DebugArgs) -> anyhow::Result<()> {
         let mut client = ClusterClient::connect(address, settings).await?;
         let result = match args.command {
             DebugCommand::Raw { service, payload } => raw(&mut client, service, payload).await,
-            DebugCommand::Fault {
-                fault: FaultArg::PanicPool,
-            } => client
-                .inject_fault(WireFault::PanicPool)
-                .await
-                .map(|()| println!("fault injected: {} panics", client.peer()))
-                .map_err(anyhow::Error::from),
+            DebugCommand::Fault { fault } => {
+                let (wire, effect) = match fault {
+                    FaultArg::PanicPool => (WireFault::PanicPool, "panics"),
+                    FaultArg::AbortOnRun => (WireFault::AbortOnRun, "aborts when a chain starts"),
+                };
+                client
+                    .inject_fault(wire)
+                    .await
+                    .map(|()| outln!("fault injected: {} {effect}", client.peer()))
+                    .map_err(anyhow::Error::from)
+            }
         };
         client.close().await;
         result
@@ -129,7 +136,7 @@ async fn raw(
         RawService::Coordinator => describe::<JobReply>(&answer),
         RawService::Pool => describe::<PoolReply>(&answer),
     };
-    println!("sent {sent} bytes\nreply: {text}");
+    outln!("sent {sent} bytes\nreply: {text}");
     Ok(())
 }
 

@@ -54,11 +54,14 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<()> {
     } else {
         "adapters"
     };
-    println!("{} GPU {noun} (Vulkan), best first:", adapters.len());
+    outln!("{} GPU {noun} (Vulkan), best first:", adapters.len());
     for adapter in &adapters {
-        println!("{adapter}");
+        outln!("{adapter}");
         if adapter.is_software() {
-            println!("    note:     a software device: correct but slow, never for timings");
+            outln!("    note:     a software device: correct but slow, never for timings");
+            outln!(
+                "              `node` runs no GPU pool on it unless started with --software-gpu"
+            );
         }
     }
     let mut failures = Vec::new();
@@ -77,7 +80,7 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<()> {
         bail!("GPU and CPU disagree:\n{}", failures.join("\n"));
     }
     if args.check {
-        println!("every check passed");
+        outln!("every check passed");
     }
     Ok(())
 }
@@ -96,7 +99,7 @@ fn f64_builtins(adapter: &AdapterReport) -> anyhow::Result<()> {
     let device = open(adapter)?;
     match device.check_f64_builtins().wait() {
         Ok(check) => {
-            println!(
+            outln!(
                 "[{}] built-in f64 exp/log over [-20, 20]: max relative error {:.1e} / {:.1e} ({})",
                 adapter.index,
                 check.exp,
@@ -110,7 +113,7 @@ fn f64_builtins(adapter: &AdapterReport) -> anyhow::Result<()> {
             device.shutdown()?;
         }
         Err(err) => {
-            println!(
+            outln!(
                 "[{}] built-in f64 exp/log: the driver cannot run them: {err}",
                 adapter.index
             );
@@ -144,21 +147,25 @@ fn check(
     models: &[CheckedModel],
     chains: usize,
 ) -> anyhow::Result<Vec<String>> {
-    println!("\ncheck of [{}] {}:", adapter.index, adapter.name);
+    outln!("\ncheck of [{}] {}:", adapter.index, adapter.name);
     let device = open(adapter)?;
     let mut failures = Vec::new();
-    println!(
+    outln!(
         "  {:<28} {:>5} {:>13} {:>13} {:>12}",
-        "model", "prec", "lp error", "grad error", "batch"
+        "model",
+        "prec",
+        "lp error",
+        "grad error",
+        "batch"
     );
     for precision in [Precision::F32, Precision::F64] {
         if !device.supports(precision) {
-            println!("  ({precision}: not supported by this adapter)");
+            outln!("  ({precision}: not supported by this adapter)");
             continue;
         }
         for (k, model) in models.iter().enumerate() {
             let result = check_model(&device, model, precision, chains, k as u64)?;
-            println!(
+            outln!(
                 "  {:<28} {:>5} {:>13.2e} {:>13.2e} {:>9.3} ms",
                 model.name(),
                 precision.to_string(),

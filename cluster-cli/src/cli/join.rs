@@ -35,17 +35,17 @@ pub fn run(args: JoinArgs) -> anyhow::Result<()> {
         let result = async {
             if local.is_some() {
                 let joined = client.join(peer).await?;
-                println!(
+                outln!(
                     "node {} joined {} at {}",
                     client.peer(),
                     joined.name,
                     joined.address
                 );
             } else {
-                println!("connected to {} at {peer}: cookie accepted", client.peer());
+                outln!("connected to {} at {peer}: cookie accepted", client.peer());
             }
             let members = client.members().await?;
-            print!("{}", members_table(&members));
+            out!("{}", members_table(&members));
             Ok::<_, anyhow::Error>(())
         }
         .await;

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use anyhow::{Context, bail};
-use runtime::{Node, NodeName, NodeResources, NodeSettings};
+use runtime::{GpuPolicy, Node, NodeName, NodeResources, NodeSettings};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::cluster::{block_on, resolve};
@@ -24,12 +24,17 @@ pub struct NodeArgs {
     /// Join the node at this address (repeatable); retried with backoff until it answers.
     #[arg(long = "join", value_name = "HOST:PORT")]
     join: Vec<String>,
-    /// Chains this node runs at once on its CPU [default: one per core].
+    /// Chains this node runs at once on its CPU [default: one per core]; 0: none (the node
+    /// runs no CPU pool).
     #[arg(long)]
     cpu_slots: Option<u32>,
     /// Do not look for GPU adapters.
     #[arg(long)]
     no_gpu: bool,
+    /// Run a GPU pool on a software adapter (lavapipe, llvmpipe) when the machine has no
+    /// other: correct, but slower than the CPU pool, so unused unless asked.
+    #[arg(long, conflicts_with = "no_gpu")]
+    software_gpu: bool,
     /// Obey test-only fault injection requests (`cluster-cli debug fault`): for tests only.
     #[arg(long)]
     allow_fault_injection: bool,
@@ -57,7 +62,12 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     let mut settings = NodeSettings::new(name, args.listen, cookie);
     settings.advertise = advertise;
     settings.seeds = seeds;
-    settings.resources = NodeResources::detect(args.cpu_slots, !args.no_gpu);
+    let gpus = match (args.no_gpu, args.software_gpu) {
+        (true, _) => GpuPolicy::Off,
+        (false, false) => GpuPolicy::Hardware,
+        (false, true) => GpuPolicy::AllowSoftware,
+    };
+    settings.resources = NodeResources::detect(args.cpu_slots, gpus);
     settings.allow_fault_injection = args.allow_fault_injection;
     block_on(serve(settings))?
 }

@@ -177,7 +177,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
             super::sample_remote::run(&args.remote, &model, &settings, seed, args.chains, device)?;
         let n_parameters = model.program().n_parameter_columns();
         let summary = RunSummary::new(&columns, n_parameters, &run.traces, &settings);
-        print!("{}\n{}{}", run.header, summary_text(summary), run.report);
+        out!("{}\n{}{}", run.header, summary_text(summary), run.report);
         if let Some(output) = &args.output {
             write_csv(output, &model, &settings, seed, &run.traces)?;
         }
@@ -219,7 +219,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
         &traces,
         &settings,
     );
-    println!(
+    outln!(
         "{}: {} chains x {} draws after {} warmup, seed {} ({wall:.2} s{ran_on})\n",
         model.name(),
         args.chains,
@@ -227,7 +227,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
         settings.num_warmup,
         args.seed,
     );
-    print!("{}", summary_text(summary));
+    out!("{}", summary_text(summary));
 
     if let Some(output) = &args.output {
         write_csv(output, &model, &settings, seed, &traces)?;
@@ -267,7 +267,7 @@ fn sample_on_gpu(
             .await
             .is_err()
         {
-            eprintln!("warning: the GPU supervisor did not stop within {SUPERVISOR_TIMEOUT:?}");
+            errln!("warning: the GPU supervisor did not stop within {SUPERVISOR_TIMEOUT:?}");
         }
         output.with_context(|| format!("sampling {name} failed"))
     })?
@@ -289,7 +289,7 @@ async fn run_job(
     let output = tokio::select! {
         output = &mut sampling => output,
         _ = tokio::signal::ctrl_c() => {
-            eprintln!("interrupted: cancelling the chains (Ctrl-C again to exit at once)");
+            errln!("interrupted: cancelling the chains (Ctrl-C again to exit at once)");
             cancel.cancel();
             tokio::select! {
                 output = &mut sampling => output,
@@ -382,9 +382,9 @@ fn write_csv(
             .with_context(|| format!("cannot write {name}"))?;
     }
     if names.len() <= MAX_CHAIN_LINES {
-        println!("\nwrote {}", names.join(", "));
+        outln!("\nwrote {}", names.join(", "));
     } else {
-        println!(
+        outln!(
             "\nwrote {} files: {} ... {}",
             names.len(),
             names[0],

@@ -127,7 +127,7 @@ async fn follow(client: &mut ClusterClient, request: &SampleRequest) -> anyhow::
         .sample(request)
         .await
         .with_context(|| format!("{peer} did not take the job"))?;
-    eprintln!(
+    errln!(
         "job {}: {} chains of {} submitted to {peer}",
         job.id(),
         request.n_chains,
@@ -137,7 +137,7 @@ async fn follow(client: &mut ClusterClient, request: &SampleRequest) -> anyhow::
         let update = tokio::select! {
             update = job.next() => update?,
             _ = tokio::signal::ctrl_c() => {
-                eprintln!("interrupted: cancelling job {}", job.id());
+                errln!("interrupted: cancelling job {}", job.id());
                 let id = job.id();
                 job.cancel().await.with_context(|| format!("cannot cancel job {id}"))?;
                 anyhow::bail!("job {id} cancelled");
@@ -145,7 +145,7 @@ async fn follow(client: &mut ClusterClient, request: &SampleRequest) -> anyhow::
         };
         let Some(update) = update else { break };
         if let Some(line) = describe(&update) {
-            eprintln!("{line}");
+            errln!("{line}");
         }
     }
     Ok(job.outcome().await?)
@@ -194,9 +194,10 @@ fn describe(update: &JobUpdate) -> Option<String> {
             let chains: Vec<ChainId> = retries.iter().map(|r| r.chain).collect();
             let first = retries.first()?;
             Some(format!(
-                "chains {} retried (attempt {}): {}",
+                "chains {} retried (attempt {}): {}: {}",
                 chain_list(&chains),
                 first.attempt,
+                first.node,
                 first.reason
             ))
         }

@@ -24,7 +24,7 @@ pub fn run(args: StatusArgs) -> anyhow::Result<()> {
         let mut client = ClusterClient::connect(address, settings).await?;
         let members = client.members().await;
         client.close().await;
-        print!("{}", members_table(&members?));
+        out!("{}", members_table(&members?));
         Ok::<_, anyhow::Error>(())
     })?
 }

@@ -7,15 +7,32 @@
 //! their attempt incremented and a `Retried` event for the client, who drops their partial
 //! draws; chains that finished stay finished. A chain whose worker failed under it (a lost
 //! GPU device, a panic: [`WireFailure::Worker`]) goes back the same way, alone; a chain the
-//! sampler itself failed fails the job, since it would fail again anywhere. Draws are counted per chain as they pass, and
-//! a chain is done only when the count matches what its worker says it sent.
+//! sampler itself failed fails the job, since it would fail again anywhere. Draws are counted
+//! per chain as they pass, and a chain is done only when the count matches what its worker
+//! says it sent.
+//!
+//! **Poison jobs.** A request may kill whatever node runs it; the rules below keep such a job
+//! from taking the cluster down, one node after another, while a node that an operator kills
+//! stays harmless:
+//! - every chain keeps a [`Failure`] per attempt that ended without a result (where, and
+//!   what was reported), and runs at most [`MAX_ATTEMPTS`] times: then the job fails with an
+//!   error naming the chain, the nodes tried and what each reported;
+//! - a chain does not run again on a node where it failed while another node can run it
+//!   (`PendingGroup::avoid`);
+//! - the chains of a lost task are quarantined: they run again as one task of their own, on a
+//!   node that runs nothing else of the job, one such task of the job at a time; a quarantined
+//!   task lost again fails the job (a node crash can be bad luck, two in a row are the job's).
+//!
+//! A pool that refused a task (its answer to `Run` was an error) ran nothing: its chains
+//! avoid it and count the attempt, but are not suspect.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use ractor::ActorId;
 use sampler::ChainId;
 use tokio::time::Instant;
 
+use super::placement::PendingGroup;
 use crate::ids::{JobId, NodeName, RequestId, TaskId};
 use crate::outbox::{Outbox, Waiter};
 use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
@@ -24,9 +41,13 @@ use crate::wire::{
     WireRetry, WireSettings, WireTask, WireTaskEvent, WireTuning, WireWorkerKind,
 };
 
-/// A chain that failed this many times fails the job (each failure was a lost or failed
-/// worker).
-pub(crate) const MAX_ATTEMPTS: u32 = 5;
+/// Attempts a chain gets in all: a chain whose attempts ended this many times without a
+/// result (its node lost, its worker failed, its task refused) fails the job.
+pub(crate) const MAX_ATTEMPTS: u32 = 3;
+
+/// A task lost at most this long before its node was marked down was lost with the node
+/// (the task's driver and membership notice a dead peer in either order).
+const LOST_WITH_NODE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What a job runs: the checked request.
 #[derive(Debug, Clone)]
@@ -51,10 +72,38 @@ enum ChainState {
     Done,
 }
 
+/// How an attempt of a chain ended without a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FailureKind {
+    /// Its task was lost: the node went down, the pool vanished or stopped answering. The
+    /// chain may have killed it.
+    Lost,
+    /// The worker under it failed (a lost GPU device, a panic) and said so.
+    Worker,
+    /// The pool refused the task: nothing ran.
+    Refused,
+}
+
+/// An attempt of a chain that ended without a result.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Failure {
+    /// Where it ran.
+    pub(crate) node: NodeName,
+    /// What was reported (by the worker, the pool, or membership for a lost node).
+    pub(crate) what: String,
+    pub(crate) kind: FailureKind,
+    at: Instant,
+}
+
 #[derive(Debug, Clone)]
 struct Chain {
     state: ChainState,
     attempt: u32,
+    /// Every attempt that ended without a result, oldest first.
+    failures: Vec<Failure>,
+    /// Lost with a task: the chain runs alone, with the other chains of that task (the
+    /// group's key), and a second loss fails the job.
+    quarantine: Option<TaskId>,
 }
 
 impl Chain {
@@ -62,7 +111,15 @@ impl Chain {
         Self {
             state: ChainState::Pending,
             attempt: 1,
+            failures: Vec::new(),
+            quarantine: None,
         }
+    }
+
+    /// Nodes where the chain failed, each once.
+    fn failed_on(&self) -> Vec<NodeName> {
+        let nodes: BTreeSet<&NodeName> = self.failures.iter().map(|f| &f.node).collect();
+        nodes.into_iter().cloned().collect()
     }
 }
 
@@ -77,6 +134,8 @@ pub(crate) struct TaskRecord {
     pub(crate) chains: Vec<u32>,
     /// Per chain: kept and warmup draws received.
     received: HashMap<u32, (u64, u64)>,
+    /// Its chains are quarantined (they were lost with a task before).
+    pub(crate) quarantined: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -208,6 +267,76 @@ impl Job {
             .collect()
     }
 
+    /// The pending chains as the scheduler places them: the oldest quarantined group first
+    /// (only while no quarantined task of the job runs), then the chains that failed before,
+    /// grouped by the nodes they avoid, then the rest.
+    pub(crate) fn pending_groups(&self) -> Vec<PendingGroup> {
+        let quarantine_running = self.tasks.values().any(|record| record.quarantined);
+        let mut quarantined: Vec<(TaskId, PendingGroup)> = Vec::new();
+        let mut others: Vec<PendingGroup> = Vec::new();
+        for spec in self.pending() {
+            let Some(chain) = self.chain(spec.chain) else {
+                continue;
+            };
+            let avoid = chain.failed_on();
+            if let Some(key) = chain.quarantine {
+                match quarantined.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, group)) => {
+                        group.chains.push(spec);
+                        for node in avoid {
+                            if !group.avoid.contains(&node) {
+                                group.avoid.push(node);
+                            }
+                        }
+                    }
+                    None => quarantined.push((
+                        key,
+                        PendingGroup {
+                            chains: vec![spec],
+                            alone: true,
+                            avoid,
+                        },
+                    )),
+                }
+                continue;
+            }
+            match others.iter_mut().find(|group| group.avoid == avoid) {
+                Some(group) => group.chains.push(spec),
+                None => others.push(PendingGroup {
+                    chains: vec![spec],
+                    alone: false,
+                    avoid,
+                }),
+            }
+        }
+        // Fresh chains last: the ones that failed before have waited longer.
+        others.sort_by_key(|group| group.avoid.is_empty());
+        quarantined.sort_by_key(|(key, _)| *key);
+        let first = quarantined
+            .into_iter()
+            .next()
+            .filter(|_| !quarantine_running)
+            .map(|(_, group)| group);
+        first.into_iter().chain(others).collect()
+    }
+
+    /// Nodes running chains of the job.
+    pub(crate) fn nodes_running(&self) -> Vec<NodeName> {
+        let nodes: BTreeSet<&NodeName> = self.tasks.values().map(|r| &r.node).collect();
+        nodes.into_iter().cloned().collect()
+    }
+
+    /// Nodes running quarantined chains of the job.
+    pub(crate) fn nodes_quarantined(&self) -> Vec<NodeName> {
+        let nodes: BTreeSet<&NodeName> = self
+            .tasks
+            .values()
+            .filter(|r| r.quarantined)
+            .map(|r| &r.node)
+            .collect();
+        nodes.into_iter().cloned().collect()
+    }
+
     /// Records chains sent to a worker as task `task`; returns what to send it.
     pub(crate) fn dispatch(
         &mut self,
@@ -218,9 +347,11 @@ impl Job {
         chains: Vec<WireChainSpec>,
     ) -> WireTask {
         let numbers: Vec<u32> = chains.iter().map(|c| c.chain).collect();
+        let mut quarantined = false;
         for &number in &numbers {
             if let Some(chain) = self.chain_mut(number) {
                 chain.state = ChainState::Running(task);
+                quarantined |= chain.quarantine.is_some();
             }
         }
         let mut settings = self.spec.settings.clone();
@@ -248,6 +379,7 @@ impl Job {
                 node,
                 chains: numbers,
                 received: HashMap::new(),
+                quarantined,
             },
         );
         self.answer_waiter();
@@ -366,7 +498,8 @@ impl Job {
                     if let Some(state) = self.chain_mut(chain) {
                         state.state = ChainState::Pending;
                     }
-                    if let Err(error) = self.retry(vec![chain], &node, &reason) {
+                    let again = vec![chain];
+                    if let Err(error) = self.retry(again, &node, &reason, FailureKind::Worker) {
                         applied.chain_failed = Some(error);
                         return applied;
                     }
@@ -394,9 +527,20 @@ impl Job {
         applied
     }
 
-    /// Task `task` is lost: its unfinished chains run again. Returns `false` for a task the job
-    /// does not know (already finished or lost), and an error when a chain ran out of attempts.
+    /// Task `task` is lost: its unfinished chains run again, quarantined. Returns `false` for
+    /// a task the job does not know (already finished or lost), and an error when a chain ran
+    /// out of attempts or was lost a second time in quarantine.
     pub(crate) fn lose(&mut self, task: TaskId, reason: &str) -> Result<bool, String> {
+        self.end_task(task, reason, FailureKind::Lost)
+    }
+
+    /// The pool refused task `task`: its chains run again elsewhere. Returns as
+    /// [`Self::lose`] does.
+    pub(crate) fn refuse(&mut self, task: TaskId, reason: &str) -> Result<bool, String> {
+        self.end_task(task, reason, FailureKind::Refused)
+    }
+
+    fn end_task(&mut self, task: TaskId, reason: &str, kind: FailureKind) -> Result<bool, String> {
         let Some(record) = self.tasks.remove(&task) else {
             return Ok(false);
         };
@@ -411,19 +555,72 @@ impl Job {
             chain.state = ChainState::Pending;
             again.push(number);
         }
-        self.retry(again, &record.node, reason)?;
+        let suspects: Vec<u32> = again
+            .iter()
+            .copied()
+            .filter(|&c| self.chain(c).is_some_and(|c| c.quarantine.is_some()))
+            .collect();
+        self.retry(again.clone(), &record.node, reason, kind)?;
+        if kind == FailureKind::Lost {
+            if !suspects.is_empty() {
+                // Lost twice: the job takes nodes down with it.
+                return Err(self.poison_error(&suspects));
+            }
+            for &number in &again {
+                if let Some(chain) = self.chain_mut(number) {
+                    chain.quarantine = Some(task);
+                }
+            }
+        }
         Ok(true)
     }
 
+    /// Node `node` went down for `reason`: chains whose task on it was lost a moment before
+    /// (by their driver, first to notice) were lost with the node, and their last failure
+    /// says so.
+    pub(crate) fn node_down(&mut self, node: &NodeName, reason: &str) {
+        let now = Instant::now();
+        let chains = self
+            .chains
+            .iter_mut()
+            .chain(self.warmup.iter_mut().map(|(c, _)| c));
+        for chain in chains {
+            if let Some(last) = chain.failures.last_mut()
+                && last.kind == FailureKind::Lost
+                && &last.node == node
+                && now.duration_since(last.at) <= LOST_WITH_NODE
+            {
+                last.what = reason.to_owned();
+            }
+        }
+    }
+
     /// Chains that were running on `node` and are pending again, for `reason`: their next
-    /// attempt, a `Retried` event and entries of the final report. An error naming them when
-    /// one ran out of attempts.
-    fn retry(&mut self, again: Vec<u32>, node: &NodeName, reason: &str) -> Result<(), String> {
+    /// attempt, a failure on record, a `Retried` event and entries of the final report. An
+    /// error naming them when one ran out of attempts.
+    fn retry(
+        &mut self,
+        again: Vec<u32>,
+        node: &NodeName,
+        reason: &str,
+        kind: FailureKind,
+    ) -> Result<(), String> {
         let mut attempt = 0;
+        let mut exhausted = Vec::new();
+        let at = Instant::now();
         for &number in &again {
             if let Some(chain) = self.chain_mut(number) {
                 chain.attempt += 1;
+                chain.failures.push(Failure {
+                    node: node.clone(),
+                    what: reason.to_owned(),
+                    kind,
+                    at,
+                });
                 attempt = attempt.max(chain.attempt);
+                if chain.attempt > MAX_ATTEMPTS {
+                    exhausted.push(number);
+                }
             }
         }
         if again.is_empty() {
@@ -437,7 +634,6 @@ impl Job {
                 attempt,
             });
         }
-        let names: Vec<String> = again.iter().map(|&c| chain_name(c)).collect();
         self.outbox.push(WireJobEvent::Retried {
             chains: again,
             node: node.to_string(),
@@ -445,13 +641,52 @@ impl Job {
             attempt,
         });
         self.answer_waiter();
-        if attempt > MAX_ATTEMPTS {
-            return Err(format!(
-                "{} failed {MAX_ATTEMPTS} times; the last time on {node}: {reason}",
-                names.join(", ")
-            ));
+        if !exhausted.is_empty() {
+            return Err(self.poison_error(&exhausted));
         }
         Ok(())
+    }
+
+    /// The error that stops a job whose `chains` failed wherever they ran: the chains, the
+    /// nodes tried and what each reported.
+    fn poison_error(&self, chains: &[u32]) -> String {
+        let mut tried: Vec<&Failure> = Vec::new();
+        for chain in chains.iter().filter_map(|&c| self.chain(c)) {
+            for failure in &chain.failures {
+                let seen = tried.iter().any(|t| {
+                    t.node == failure.node && t.what == failure.what && t.at == failure.at
+                });
+                if !seen {
+                    tried.push(failure);
+                }
+            }
+        }
+        tried.sort_by_key(|failure| failure.at);
+        let names = match chains {
+            [chain] => chain_name(*chain),
+            chains => {
+                let numbers: Vec<String> = chains.iter().map(u32::to_string).collect();
+                format!("chains {}", numbers.join(", "))
+            }
+        };
+        let tried: Vec<String> = tried
+            .iter()
+            .map(|failure| format!("{} ({})", failure.node, failure.what))
+            .collect();
+        let lost = chains
+            .iter()
+            .filter_map(|&c| self.chain(c))
+            .flat_map(|c| &c.failures)
+            .any(|failure| failure.kind == FailureKind::Lost);
+        format!(
+            "{names} failed on every node tried: {}; the job is stopped{}",
+            tried.join(", "),
+            if lost {
+                " so that it cannot take down more nodes"
+            } else {
+                ""
+            }
+        )
     }
 
     /// Ends the job with `error`; returns its tasks, to be cancelled.
@@ -527,21 +762,21 @@ impl Job {
         }
     }
 
-    fn chain_state(&self, number: u32) -> Option<ChainState> {
+    fn chain(&self, number: u32) -> Option<&Chain> {
         if ChainId(number) == WARMUP_CHAIN {
-            self.warmup.as_ref().map(|(chain, _)| chain.state)
+            self.warmup.as_ref().map(|(chain, _)| chain)
         } else {
-            self.chains.get(number as usize).map(|c| c.state)
+            self.chains.get(number as usize)
         }
+    }
+
+    fn chain_state(&self, number: u32) -> Option<ChainState> {
+        self.chain(number).map(|chain| chain.state)
     }
 
     /// The attempt of chain `number` if it is running as part of `task`.
     fn running_attempt(&self, number: u32, task: TaskId) -> Option<u32> {
-        let chain = if ChainId(number) == WARMUP_CHAIN {
-            self.warmup.as_ref().map(|(chain, _)| chain)
-        } else {
-            self.chains.get(number as usize)
-        }?;
+        let chain = self.chain(number)?;
         (chain.state == ChainState::Running(task)).then_some(chain.attempt)
     }
 }

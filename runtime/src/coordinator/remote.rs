@@ -115,7 +115,12 @@ pub(crate) async fn drive(driver: Driver) {
     let job = driver.task.job;
     let task = driver.task.task;
     let n_chains = driver.task.chains.len();
-    let lost = |reason: String| CoordinatorMsg::TaskLost { job, task, reason };
+    let lost = |reason: String| CoordinatorMsg::TaskLost {
+        job,
+        task,
+        reason,
+        refused: false,
+    };
     let mut next_request = driver.request_base;
     let run = Envelope::new(
         RequestId(next_request),
@@ -136,7 +141,18 @@ pub(crate) async fn drive(driver: Driver) {
             }
             Err(CallError::Timeout { .. }) if attempt < RUN_ATTEMPTS => continue,
             Err(error) => {
-                let _ = driver.coordinator.cast(lost(describe(&error)));
+                // An answer that says no: the pool ran nothing (a forgotten task is another
+                // matter, see `describe`).
+                let refused = matches!(
+                    &error,
+                    CallError::Refused { error, .. } if !matches!(error, WireError::NotFound { .. })
+                );
+                let _ = driver.coordinator.cast(CoordinatorMsg::TaskLost {
+                    job,
+                    task,
+                    reason: describe(&error),
+                    refused,
+                });
                 return;
             }
         }
@@ -228,16 +244,15 @@ pub(crate) async fn cancel(
     let _ = wire::call(&worker, node.as_str(), &envelope, STATUS_TIMEOUT).await;
 }
 
-/// A lost task's reason, in the words the retry report uses.
+/// A lost task's reason, in the words the retry report uses (which names the node).
 fn describe(error: &CallError) -> String {
     match error {
         CallError::Refused {
-            peer,
             error: WireError::NotFound { .. },
             ..
-        } => format!("the pool on {peer} restarted and lost its chains"),
-        CallError::Unreachable { peer, .. } => format!("the pool on {peer} is gone"),
-        CallError::Timeout { peer, .. } => format!("the pool on {peer} stopped answering"),
+        } => "its pool restarted and lost the chains".to_owned(),
+        CallError::Unreachable { .. } => "its pool is gone".to_owned(),
+        CallError::Timeout { .. } => "its pool stopped answering".to_owned(),
         other => other.to_string(),
     }
 }

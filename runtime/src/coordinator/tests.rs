@@ -1,12 +1,14 @@
 //! The coordinator's plain parts: placement by capacity, and a job's chains through
-//! dispatch, draws, completion, loss and retry, and the broadcast warmup.
+//! dispatch, draws, completion, loss and retry, and the broadcast warmup; the poison-job
+//! rules (bounded attempts, nodes avoided, quarantine) with scheduling rounds run as the
+//! coordinator runs them, over fake workers.
 
 use std::sync::Arc;
 
 use ractor::ActorId;
 
 use super::job::{Job, JobSpec, MAX_ATTEMPTS};
-use super::placement::{Capacity, place};
+use super::placement::{Capacity, PendingGroup, place, place_groups};
 use crate::ids::{JobId, NodeName, RequestId, TaskId};
 use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
 use crate::wire::{
@@ -16,6 +18,7 @@ use crate::wire::{
 
 fn cpu(slots: u32, busy: u32) -> Capacity {
     Capacity {
+        node: node("w"),
         kind: WorkerKind::Cpu,
         slots,
         busy,
@@ -62,6 +65,7 @@ fn placement_of_a_job_with_no_free_slot_anywhere() {
 #[test]
 fn placement_sends_many_chains_to_gpu_workers_and_respects_the_preference() {
     let gpu = Capacity {
+        node: node("g"),
         kind: WorkerKind::Gpu,
         slots: 4096,
         busy: 0,
@@ -339,14 +343,19 @@ fn a_failed_chain_fails_the_job_and_too_many_losses_too() {
         Some(WireJobEvent::Failed { .. })
     ));
 
+    // Refusals ran nothing, but they count: a chain no pool takes fails in the end.
     let mut job = new_job(1, WarmupMode::Independent);
     for attempt in 1..=MAX_ATTEMPTS {
         let pending = job.pending();
         assert_eq!(pending.len(), 1, "attempt {attempt}");
         let task = TaskId(u64::from(attempt));
         job.dispatch(task, ActorId::Local(1), node("a"), WorkerKind::Cpu, pending);
-        let lost = job.lose(task, "gone");
-        assert_eq!(lost.is_err(), attempt == MAX_ATTEMPTS, "attempt {attempt}");
+        let refused = job.refuse(task, "the pool is draining");
+        assert_eq!(
+            refused.is_err(),
+            attempt == MAX_ATTEMPTS,
+            "attempt {attempt}"
+        );
     }
 }
 
@@ -421,10 +430,17 @@ fn a_chain_whose_worker_failed_runs_again_alone_and_finished_chains_are_kept() {
 #[test]
 fn a_chain_whose_worker_keeps_failing_fails_the_job_naming_it_and_the_cause() {
     let mut job = new_job(2, WarmupMode::Independent);
-    for attempt in 1..=MAX_ATTEMPTS {
+    let nodes = ["g", "h", "g"];
+    for (attempt, short) in (1..=MAX_ATTEMPTS).zip(nodes) {
         let pending = job.pending();
         let task = TaskId(u64::from(attempt));
-        job.dispatch(task, ActorId::Local(1), node("g"), WorkerKind::Gpu, pending);
+        job.dispatch(
+            task,
+            ActorId::Local(1),
+            node(short),
+            WorkerKind::Gpu,
+            pending,
+        );
         let mut events = vec![device_lost(1)];
         if attempt == 1 {
             events.insert(0, WireTaskEvent::ChainDone(done(0, 0)));
@@ -436,7 +452,7 @@ fn a_chain_whose_worker_keeps_failing_fails_the_job_naming_it_and_the_cause() {
             assert_eq!(
                 applied.chain_failed.as_deref(),
                 Some(
-                    "chain 1 failed 5 times; the last time on g@127.0.0.1: worker failed: on the GPU: device lost"
+                    "chain 1 failed on every node tried: g@127.0.0.1 (worker failed: on the GPU: device lost), h@127.0.0.1 (worker failed: on the GPU: device lost), g@127.0.0.1 (worker failed: on the GPU: device lost); the job is stopped"
                 )
             );
         }
@@ -479,4 +495,335 @@ fn broadcast_warmup_runs_one_chain_then_starts_every_chain_from_it() {
     );
     assert_eq!(task.burn_in, 25);
     assert_eq!(task.settings.num_draws, 1000);
+}
+
+/// A fake cluster of CPU pools for the poison-job rules: scheduling rounds as the
+/// coordinator runs them (`Job::pending_groups`, then `place_groups`, then `Job::dispatch`).
+struct Fake {
+    /// Node, slots.
+    workers: Vec<(NodeName, u32)>,
+    next_task: u64,
+}
+
+/// A dispatch of a round: the task, its node, its chains.
+type Dispatch = (TaskId, NodeName, Vec<u32>);
+
+impl Fake {
+    fn new(nodes: &[(&str, u32)]) -> Self {
+        Self {
+            workers: nodes.iter().map(|&(n, slots)| (node(n), slots)).collect(),
+            next_task: 1,
+        }
+    }
+
+    /// The node goes down: its pool is seen no more.
+    fn remove(&mut self, short: &str) {
+        self.workers.retain(|(n, _)| *n != node(short));
+    }
+
+    fn round(&mut self, job: &mut Job) -> Vec<Dispatch> {
+        let groups = job.pending_groups();
+        let mut capacity: Vec<Capacity> = self
+            .workers
+            .iter()
+            .map(|(node, slots)| Capacity {
+                node: node.clone(),
+                kind: WorkerKind::Cpu,
+                slots: *slots,
+                busy: job
+                    .tasks
+                    .values()
+                    .filter(|r| &r.node == node)
+                    .map(|r| r.chains.len() as u32)
+                    .sum(),
+            })
+            .collect();
+        let plan = place_groups(
+            &groups,
+            DevicePreference::Any,
+            job.has_running(),
+            &job.nodes_running(),
+            &job.nodes_quarantined(),
+            &mut capacity,
+        );
+        let mut dispatched = Vec::new();
+        for (group, counts) in groups.into_iter().zip(plan) {
+            let mut chains = group.chains;
+            for (index, count) in counts.into_iter().enumerate() {
+                if count == 0 {
+                    continue;
+                }
+                let part: Vec<_> = chains.drain(..count as usize).collect();
+                let numbers = part.iter().map(|c| c.chain).collect();
+                let task = TaskId(self.next_task);
+                self.next_task += 1;
+                let node = self.workers[index].0.clone();
+                let worker = ActorId::Local(index as u64);
+                job.dispatch(task, worker, node.clone(), WorkerKind::Cpu, part);
+                dispatched.push((task, node, numbers));
+            }
+        }
+        dispatched
+    }
+}
+
+/// Every chain of `dispatch` finishes, with 10 draws.
+fn complete(job: &mut Job, dispatch: &Dispatch) {
+    let events = dispatch
+        .2
+        .iter()
+        .flat_map(|&c| [progress(c, 0, 10), WireTaskEvent::ChainDone(done(c, 10))])
+        .collect();
+    let applied = job.apply(dispatch.0, events);
+    assert!(applied.task_complete, "{applied:?}");
+}
+
+fn on<'a>(dispatches: &'a [Dispatch], short: &str) -> &'a Dispatch {
+    dispatches
+        .iter()
+        .find(|d| d.1 == node(short))
+        .unwrap_or_else(|| panic!("nothing on {short}: {dispatches:?}"))
+}
+
+#[test]
+fn a_lost_task_s_chains_run_alone_and_a_second_loss_fails_the_job() {
+    let mut cluster = Fake::new(&[("a", 3), ("b", 2), ("c", 2)]);
+    let mut job = new_job(8, WarmupMode::Independent);
+    let first = cluster.round(&mut job);
+    assert_eq!(first.len(), 3, "{first:?}");
+    let (on_a, on_b) = (on(&first, "a").clone(), on(&first, "b").clone());
+    assert_eq!(on_b.2.len(), 2);
+    // b's driver sees the pool vanish before membership marks b down.
+    assert_eq!(job.lose(on_b.0, "its pool is gone"), Ok(true));
+    job.node_down(&node("b"), "node lost: connection lost");
+    cluster.remove("b");
+    let groups = job.pending_groups();
+    assert!(groups[0].alone, "{groups:?}");
+    assert_eq!(groups[0].avoid, [node("b")]);
+    let suspects: Vec<u32> = groups[0].chains.iter().map(|c| c.chain).collect();
+    assert_eq!(suspects, on_b.2);
+
+    // a and c run chains of the job: the suspects wait for a node that runs none.
+    assert_eq!(cluster.round(&mut job), []);
+    complete(&mut job, &on_a);
+    let second = cluster.round(&mut job);
+    assert_eq!(second, [(second[0].0, node("a"), suspects.clone())]);
+    // The job's last pending chain stays off a (which has a free slot), and c is full.
+    assert_eq!(cluster.round(&mut job), []);
+
+    // a goes down under them too: the job fails, naming them, the nodes and the causes.
+    let error = job
+        .lose(second[0].0, "node lost: connection lost")
+        .unwrap_err();
+    assert_eq!(
+        error,
+        format!(
+            "chains {}, {} failed on every node tried: b@127.0.0.1 (node lost: connection lost), a@127.0.0.1 (node lost: connection lost); the job is stopped so that it cannot take down more nodes",
+            suspects[0], suspects[1]
+        )
+    );
+}
+
+#[test]
+fn an_operator_kill_during_a_job_loses_nothing_and_the_job_completes() {
+    let mut cluster = Fake::new(&[("a", 2), ("b", 2), ("c", 2)]);
+    let mut job = new_job(6, WarmupMode::Independent);
+    let first = cluster.round(&mut job);
+    let on_b = on(&first, "b").clone();
+    // One of b's chains finished before b was killed.
+    let (kept, lost) = (on_b.2[0], on_b.2[1]);
+    job.apply(
+        on_b.0,
+        vec![
+            progress(kept, 0, 10),
+            WireTaskEvent::ChainDone(done(kept, 10)),
+            progress(lost, 0, 3),
+        ],
+    );
+    assert_eq!(job.lose(on_b.0, "node lost: connection lost"), Ok(true));
+    cluster.remove("b");
+    assert_eq!(cluster.round(&mut job), []);
+    complete(&mut job, on(&first, "c"));
+    let again = cluster.round(&mut job);
+    assert_eq!(again, [(again[0].0, node("c"), vec![lost])]);
+    complete(&mut job, on(&first, "a"));
+    assert_eq!(cluster.round(&mut job), []);
+    complete(&mut job, &again[0]);
+    assert!(!job.is_running() && !job.has_pending());
+
+    let events = events(&mut job);
+    let done: Vec<(u32, u32, String)> = events
+        .iter()
+        .filter_map(|e| match e {
+            WireJobEvent::ChainDone {
+                done,
+                attempt,
+                node,
+            } => Some((done.chain, *attempt, node.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done.len(), 6, "{done:?}");
+    assert!(done.contains(&(kept, 1, "b@127.0.0.1".into())));
+    assert!(done.contains(&(lost, 2, "c@127.0.0.1".into())));
+    let retried: Vec<_> = events
+        .iter()
+        .filter(|e| matches!(e, WireJobEvent::Retried { .. }))
+        .collect();
+    assert_eq!(
+        retried,
+        [&WireJobEvent::Retried {
+            chains: vec![lost],
+            node: "b@127.0.0.1".into(),
+            reason: "node lost: connection lost".into(),
+            attempt: 2,
+        }]
+    );
+    let Some(WireJobEvent::Finished { retried }) = events.last() else {
+        panic!("{events:?}");
+    };
+    let retried: Vec<_> = retried.iter().map(|r| (r.chain, r.attempt)).collect();
+    assert_eq!(retried, [(lost, 2)]);
+}
+
+#[test]
+fn quarantined_tasks_of_a_job_run_one_at_a_time() {
+    let mut cluster = Fake::new(&[("a", 1), ("b", 1), ("c", 1), ("d", 1)]);
+    let mut job = new_job(3, WarmupMode::Independent);
+    let first = cluster.round(&mut job);
+    assert_eq!(first.len(), 3, "{first:?}");
+    for lost in &first[..2] {
+        assert_eq!(job.lose(lost.0, "node lost: connection lost"), Ok(true));
+        cluster.workers.retain(|(n, _)| *n != lost.1);
+    }
+    // Two groups wait; the first runs on the one node free of the job, the second waits
+    // for it although another node is free then.
+    let second = cluster.round(&mut job);
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_eq!(second[0].2, first[0].2);
+    complete(&mut job, &first[2]);
+    assert_eq!(cluster.round(&mut job), []);
+    complete(&mut job, &second[0]);
+    let third = cluster.round(&mut job);
+    assert_eq!(third.len(), 1, "{third:?}");
+    assert_eq!(third[0].2, first[1].2);
+    complete(&mut job, &third[0]);
+    assert!(!job.is_running());
+}
+
+#[test]
+fn a_chain_never_runs_again_where_it_failed_while_another_node_can_run_it() {
+    let mut cluster = Fake::new(&[("a", 4), ("b", 2), ("c", 1)]);
+    let mut job = new_job(1, WarmupMode::Independent);
+    let mut tried = Vec::new();
+    for attempt in 1..=MAX_ATTEMPTS {
+        let dispatched = cluster.round(&mut job);
+        assert_eq!(dispatched.len(), 1, "{dispatched:?}");
+        let (task, node, _) = &dispatched[0];
+        tried.push(node.to_string());
+        let applied = job.apply(*task, vec![device_lost(0)]);
+        assert_eq!(applied.chain_failed.is_some(), attempt == MAX_ATTEMPTS);
+        assert!(job.pending_groups().iter().all(|g| !g.alone));
+    }
+    // The most free slots first, then never the same node twice.
+    assert_eq!(tried, ["a@127.0.0.1", "b@127.0.0.1", "c@127.0.0.1"]);
+
+    // Where no other node can run it, the node where it failed runs it again (a single
+    // node's restarted pool), within the bound.
+    let mut cluster = Fake::new(&[("a", 4)]);
+    let mut job = new_job(1, WarmupMode::Independent);
+    let first = cluster.round(&mut job);
+    job.apply(first[0].0, vec![device_lost(0)]);
+    let second = cluster.round(&mut job);
+    assert_eq!(second[0].1, node("a"));
+    complete(&mut job, &second[0]);
+    assert!(!job.is_running());
+}
+
+#[test]
+fn a_refused_task_s_chains_go_elsewhere_and_are_not_suspect() {
+    let mut cluster = Fake::new(&[("a", 2), ("b", 1)]);
+    let mut job = new_job(1, WarmupMode::Independent);
+    let first = cluster.round(&mut job);
+    assert_eq!(first[0].1, node("a"));
+    assert_eq!(job.refuse(first[0].0, "a@127.0.0.1 is draining"), Ok(true));
+    let groups = job.pending_groups();
+    assert_eq!(groups.len(), 1);
+    assert!(!groups[0].alone);
+    assert_eq!(groups[0].avoid, [node("a")]);
+    let second = cluster.round(&mut job);
+    assert_eq!(second[0].1, node("b"));
+    // Lost there: its first loss, so it is quarantined now, not failed.
+    assert_eq!(
+        job.lose(second[0].0, "node lost: connection lost"),
+        Ok(true)
+    );
+    assert!(job.pending_groups()[0].alone);
+}
+
+#[test]
+fn placement_keeps_quarantined_chains_alone_and_off_the_nodes_they_avoid() {
+    let chains = |numbers: &[u32]| -> Vec<_> {
+        numbers
+            .iter()
+            .map(|&chain| crate::wire::WireChainSpec {
+                chain,
+                init: None,
+                tuning: None,
+            })
+            .collect()
+    };
+    let on = |short: &str, busy: u32| Capacity {
+        node: node(short),
+        kind: WorkerKind::Cpu,
+        slots: 4,
+        busy,
+    };
+    let groups = [
+        PendingGroup {
+            chains: chains(&[0, 1]),
+            alone: true,
+            avoid: vec![node("b")],
+        },
+        PendingGroup {
+            chains: chains(&[2, 3, 4]),
+            alone: false,
+            avoid: Vec::new(),
+        },
+    ];
+    // a runs the job, b is where the suspects were lost: they go to c, the rest not to c.
+    let mut workers = [on("a", 1), on("b", 0), on("c", 0)];
+    let plan = place_groups(
+        &groups,
+        DevicePreference::Any,
+        true,
+        &[node("a")],
+        &[],
+        &mut workers,
+    );
+    assert_eq!(plan, [vec![0, 0, 2], vec![1, 2, 0]]);
+
+    // No node free of the job but the avoided one: they wait, the rest is placed.
+    let mut workers = [on("a", 1), on("b", 0)];
+    let plan = place_groups(
+        &groups,
+        DevicePreference::Any,
+        true,
+        &[node("a")],
+        &[],
+        &mut workers,
+    );
+    assert_eq!(plan, [vec![0, 0], vec![1, 2]]);
+
+    // Only the avoided node exists: it runs them (alone).
+    let mut workers = [on("b", 0)];
+    let plan = place_groups(
+        &groups,
+        DevicePreference::Any,
+        false,
+        &[],
+        &[],
+        &mut workers,
+    );
+    assert_eq!(plan, [vec![2], vec![0]]);
 }

@@ -34,33 +34,51 @@ pub struct NodeResources {
     pub running_jobs: u32,
 }
 
+/// Which GPU adapter a node may run its GPU pool on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuPolicy {
+    /// None: the node does not look for adapters.
+    Off,
+    /// The best hardware adapter. A software one (lavapipe, llvmpipe) is listed but not
+    /// used: it runs on the CPU's cores, slower than the CPU pool does.
+    Hardware,
+    /// The best adapter, a software one when there is no other.
+    AllowSoftware,
+}
+
 impl NodeResources {
-    /// This machine: `cpu_slots` (default: one per core) and, when `with_gpus`, every Vulkan
-    /// adapter `gpu_actor` finds (none when there is no driver).
-    pub fn detect(cpu_slots: Option<u32>, with_gpus: bool) -> Self {
+    /// This machine: `cpu_slots` (default: one per core) and, unless `gpus` is
+    /// [`GpuPolicy::Off`], every Vulkan adapter `gpu_actor` finds (none when there is no
+    /// driver), the one the GPU pool will use marked `in_use`.
+    pub fn detect(cpu_slots: Option<u32>, gpus: GpuPolicy) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let gpus = if with_gpus {
+        let gpus = if gpus == GpuPolicy::Off {
+            Vec::new()
+        } else {
             match gpu_actor::enumerate_adapters() {
-                Ok(adapters) => adapters
-                    .into_iter()
-                    .map(|adapter| GpuInfo {
-                        adapter: adapter.name,
-                        backend: adapter.backend,
-                        memory_bytes: match adapter.memory {
-                            gpu_actor::DeviceMemory::Known { device_local_bytes } => {
-                                Some(device_local_bytes)
-                            }
-                            gpu_actor::DeviceMemory::Unknown => None,
-                        },
-                    })
-                    .collect(),
+                Ok(adapters) => choose_gpu(
+                    adapters
+                        .into_iter()
+                        .map(|adapter| GpuInfo {
+                            software: adapter.is_software(),
+                            in_use: false,
+                            adapter: adapter.name,
+                            backend: adapter.backend,
+                            memory_bytes: match adapter.memory {
+                                gpu_actor::DeviceMemory::Known { device_local_bytes } => {
+                                    Some(device_local_bytes)
+                                }
+                                gpu_actor::DeviceMemory::Unknown => None,
+                            },
+                        })
+                        .collect(),
+                    gpus,
+                ),
                 Err(error) => {
                     tracing::info!("no GPU: {error}");
                     Vec::new()
                 }
             }
-        } else {
-            Vec::new()
         };
         Self {
             cpu_slots: cpu_slots.unwrap_or(u32::try_from(cores).unwrap_or(u32::MAX)),
@@ -68,6 +86,31 @@ impl NodeResources {
             running_jobs: 0,
         }
     }
+
+    /// The adapter the node's GPU pool runs on, if any.
+    pub fn gpu_in_use(&self) -> Option<&GpuInfo> {
+        self.gpus.iter().find(|gpu| gpu.in_use)
+    }
+}
+
+/// Marks the adapter the GPU pool will use among `adapters` (best first, as
+/// `gpu_actor::enumerate_adapters` lists them): the first one `policy` allows.
+fn choose_gpu(mut adapters: Vec<GpuInfo>, policy: GpuPolicy) -> Vec<GpuInfo> {
+    let allowed = |gpu: &GpuInfo| match policy {
+        GpuPolicy::Off => false,
+        GpuPolicy::Hardware => !gpu.software,
+        GpuPolicy::AllowSoftware => true,
+    };
+    if let Some(chosen) = adapters.iter_mut().find(|gpu| allowed(gpu)) {
+        chosen.in_use = true;
+    }
+    for gpu in adapters.iter().filter(|gpu| gpu.software && !gpu.in_use) {
+        tracing::info!(
+            "software GPU adapter {} not used: it would sample slower than the CPU (start the node with --software-gpu to use it)",
+            gpu.adapter
+        );
+    }
+    adapters
 }
 
 /// One GPU adapter of a node.
@@ -79,6 +122,10 @@ pub struct GpuInfo {
     pub backend: String,
     /// Device memory in bytes, when known.
     pub memory_bytes: Option<u64>,
+    /// A software implementation on the CPU (lavapipe, llvmpipe).
+    pub software: bool,
+    /// The node's GPU pool runs on it.
+    pub in_use: bool,
 }
 
 /// How this node sees a member.
@@ -204,6 +251,8 @@ impl NodeResources {
                     adapter: gpu.adapter.clone(),
                     backend: gpu.backend.clone(),
                     memory_bytes: gpu.memory_bytes,
+                    software: gpu.software,
+                    unused: !gpu.in_use,
                 })
                 .collect(),
             running_jobs: self.running_jobs,
@@ -220,6 +269,8 @@ impl NodeResources {
                     adapter: gpu.adapter,
                     backend: gpu.backend,
                     memory_bytes: gpu.memory_bytes,
+                    software: gpu.software,
+                    in_use: !gpu.unused,
                 })
                 .collect(),
             running_jobs: wire.running_jobs,

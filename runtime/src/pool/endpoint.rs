@@ -106,6 +106,7 @@ impl Actor for PoolEndpoint {
             },
             PoolRequest::InjectFault(WireFault::PanicPool) => PoolMsg::Panic(responder),
             PoolRequest::InjectFault(WireFault::FailRuns) => PoolMsg::FailRuns(responder),
+            PoolRequest::InjectFault(WireFault::AbortOnRun) => PoolMsg::AbortOnRun(responder),
         };
         wire::hand_over(&state.pool, message, || format!("{} pool", state.kind));
         Ok(())
@@ -118,6 +119,7 @@ impl wire::Answerable<PoolWire> for PoolMsg {
             PoolMsg::Status(responder)
             | PoolMsg::Panic(responder)
             | PoolMsg::FailRuns(responder)
+            | PoolMsg::AbortOnRun(responder)
             | PoolMsg::Run { responder, .. }
             | PoolMsg::Poll { responder, .. }
             | PoolMsg::Cancel { responder, .. } => Some(responder),

@@ -116,6 +116,18 @@ pub struct WireGpu {
     pub backend: String,
     /// Device memory in bytes, when known.
     pub memory_bytes: Option<u64>,
+    /// A software implementation on the CPU (lavapipe, llvmpipe). Absent from the bytes when
+    /// false, as from older peers'.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub software: bool,
+    /// The node runs no GPU pool on it (a software adapter it was not asked to use). Absent
+    /// from the bytes when false, as from older peers', whose adapters were all used.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub unused: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// A member as gossip carries it: enough to dial it.

@@ -65,6 +65,9 @@ pub enum WireFault {
     /// device were lost: [`WireFailure::Worker`]; a GPU pool then restarts to reopen its
     /// device.
     FailRuns,
+    /// From now on, the node's process aborts as soon as the pool starts a chain, as a
+    /// request that kills any node running it would (for tests of poison jobs).
+    AbortOnRun,
 }
 
 /// What a pool answers.

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ractor::message::SerializedMessage;
 use ractor::{Actor, ActorProcessingErr, ActorRef, Message};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::*;
 
@@ -19,11 +19,22 @@ fn node_info() -> WireNodeInfo {
         address: "127.0.0.1:4371".into(),
         resources: WireResources {
             cpu_slots: 16,
-            gpus: vec![WireGpu {
-                adapter: "NVIDIA H100".into(),
-                backend: "Vulkan".into(),
-                memory_bytes: Some(80 << 30),
-            }],
+            gpus: vec![
+                WireGpu {
+                    adapter: "NVIDIA H100".into(),
+                    backend: "Vulkan".into(),
+                    memory_bytes: Some(80 << 30),
+                    software: false,
+                    unused: false,
+                },
+                WireGpu {
+                    adapter: "llvmpipe (LLVM 15.0.6, 256 bits)".into(),
+                    backend: "Vulkan".into(),
+                    memory_bytes: None,
+                    software: true,
+                    unused: true,
+                },
+            ],
             running_jobs: 2,
         },
     }
@@ -135,6 +146,34 @@ const PINNED_HEARTBEAT: &str = concat!(
     "646472657373ae3132372e302e302e313a34333730a97265736f757263657383a96370755f736c6f747302a4",
     "6770757390ac72756e6e696e675f6a6f627300a76d656d6265727390",
 );
+
+/// A GPU as peers without `software` and `unused` send and read it.
+#[test]
+fn gpus_of_older_peers_read_as_hardware_in_use_and_ours_keep_their_bytes() {
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    struct OldGpu {
+        adapter: String,
+        backend: String,
+        memory_bytes: Option<u64>,
+    }
+    let old = OldGpu {
+        adapter: "NVIDIA H100".into(),
+        backend: "Vulkan".into(),
+        memory_bytes: Some(80 << 30),
+    };
+    let bytes = rmp_serde::to_vec_named(&old).unwrap();
+    let read: WireGpu = rmp_serde::from_slice(&bytes).unwrap();
+    assert!(!read.software && !read.unused, "{read:?}");
+    assert_eq!(rmp_serde::to_vec_named(&read).unwrap(), bytes);
+    let software = WireGpu {
+        software: true,
+        unused: true,
+        ..read
+    };
+    let bytes = rmp_serde::to_vec_named(&software).unwrap();
+    assert_eq!(rmp_serde::from_slice::<OldGpu>(&bytes).unwrap(), old);
+    assert_eq!(rmp_serde::from_slice::<WireGpu>(&bytes).unwrap(), software);
+}
 
 #[test]
 fn a_newer_peer_with_extra_fields_is_still_understood() {
@@ -371,4 +410,5 @@ fn chain_failure_causes_keep_older_peers_reading() {
         }
     );
     round_trip(PoolRequest::InjectFault(WireFault::FailRuns));
+    round_trip(PoolRequest::InjectFault(WireFault::AbortOnRun));
 }

@@ -79,7 +79,10 @@ fn sampling_on_a_remote_gpu_from_a_cpu_only_client() {
         gpu: true,
         ..NodeOptions::default()
     };
-    let g = cluster.node_opts("g", &[&a], gpu, |_| {});
+    // CI's GPU is lavapipe, a software adapter: used only when asked.
+    let g = cluster.node_opts("g", &[&a], gpu, |c| {
+        c.arg("--software-gpu");
+    });
     let b = cluster.node("b", &[&a]);
     // The GPU pool opens its device before the node says it listens.
     if !g.process.lines().iter().any(|l| l.contains("gpu pool on")) {
