@@ -21,6 +21,8 @@ pub struct NodeInfo {
     pub address: SocketAddr,
     /// What it can run.
     pub resources: NodeResources,
+    /// It drains (shutting down): it finishes its running work and takes nothing new.
+    pub draining: bool,
 }
 
 /// What a node can run, and how busy it is.
@@ -92,6 +94,9 @@ pub enum MemberState {
     Connecting,
     /// Not answering; reconnect attempts continue with backoff.
     Down,
+    /// Up (or this node), but shutting down: it finishes its running work and takes
+    /// nothing new.
+    Draining,
 }
 
 impl fmt::Display for MemberState {
@@ -101,6 +106,7 @@ impl fmt::Display for MemberState {
             MemberState::Up => "up",
             MemberState::Connecting => "connecting",
             MemberState::Down => "down",
+            MemberState::Draining => "draining",
         })
     }
 }
@@ -127,6 +133,12 @@ pub enum MembershipEvent {
         node: NodeInfo,
         /// It had been up before (a reconnect after being down).
         reconnected: bool,
+    },
+    /// A node that is up drains: it finishes its running work, takes nothing new, then
+    /// leaves. Place nothing there.
+    NodeDraining {
+        /// The node.
+        node: NodeName,
     },
     /// A node that was up is not any more. Its jobs must be re-run elsewhere.
     NodeDown {
@@ -181,6 +193,7 @@ impl NodeInfo {
             name: self.name.to_string(),
             address: self.address.to_string(),
             resources: self.resources.to_wire(),
+            draining: self.draining,
         }
     }
 
@@ -189,6 +202,7 @@ impl NodeInfo {
             name: wire.name.parse().map_err(|e| malformed("node name", e))?,
             address: parse_address(&wire.address)?,
             resources: NodeResources::from_wire(wire.resources),
+            draining: wire.draining,
         })
     }
 }
@@ -237,6 +251,7 @@ impl MemberStatus {
                 MemberState::Up => WireMemberState::Up,
                 MemberState::Connecting => WireMemberState::Connecting,
                 MemberState::Down => WireMemberState::Down,
+                MemberState::Draining => WireMemberState::Draining,
             },
             resources: self.resources.as_ref().map(NodeResources::to_wire),
         }
@@ -251,6 +266,7 @@ impl MemberStatus {
                 WireMemberState::Up => MemberState::Up,
                 WireMemberState::Connecting => MemberState::Connecting,
                 WireMemberState::Down => MemberState::Down,
+                WireMemberState::Draining => MemberState::Draining,
             },
             resources: wire.resources.map(NodeResources::from_wire),
         })
