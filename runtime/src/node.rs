@@ -284,9 +284,10 @@ impl Node {
             self.name
         );
         let mut last = None;
+        // What the coordinator tells its clients: the grace left (all of it, the first time).
+        let mut left_to_wait = grace;
         loop {
-            let left =
-                drain_check(deadline.saturating_duration_since(tokio::time::Instant::now())).await;
+            let left = drain_check(left_to_wait).await;
             let report = DrainReport {
                 waited: started.elapsed(),
                 chains_left: left.0,
@@ -319,6 +320,7 @@ impl Node {
             }
             tokio::time::sleep_until((tokio::time::Instant::now() + DRAIN_CHECK).min(deadline))
                 .await;
+            left_to_wait = deadline.saturating_duration_since(tokio::time::Instant::now());
         }
     }
 
