@@ -487,9 +487,9 @@ fn surveyed(
     let views: Vec<WorkerView> = views
         .into_iter()
         .filter(|view| {
-            !state.down.contains(&view.node)
-                && !state.draining_nodes.contains(&view.node)
-                && !(state.draining && view.node == state.me)
+            let draining = state.draining_nodes.contains(&view.node)
+                || (state.draining && view.node == state.me);
+            !state.down.contains(&view.node) && !draining
         })
         .collect();
     let mut capacity: Vec<Capacity> = views
