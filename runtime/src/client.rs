@@ -314,8 +314,16 @@ impl ClusterClient {
     /// received (see [`SampleJob`]).
     pub async fn sample(&mut self, request: &SampleRequest) -> Result<SampleJob<'_>, ClientError> {
         let wire = request.to_wire();
-        self.refresh_members().await;
-        let job = match self.submit(&wire, request.n_chains).await {
+        // A node that does not answer now (stalled) is not asked to take the job.
+        let submitted = if self.refresh_members().await {
+            self.submit(&wire, request.n_chains).await
+        } else {
+            Err(ClientError::Connect(ConnectError::Unreachable {
+                address: self.address,
+                reason: format!("no answer within {:?}", failover::STALL_LIMIT),
+            }))
+        };
+        let job = match submitted {
             Ok(job) => job,
             Err(error) if failover::may_fail_over(&error) => {
                 let lost = (self.peer.clone(), self.address);

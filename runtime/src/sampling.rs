@@ -246,7 +246,7 @@ pub struct ChainPlacement {
 /// A finished job.
 #[derive(Debug, Clone)]
 pub struct JobOutcome {
-    /// The job.
+    /// The job (after a failover, the one submitted last).
     pub job: JobId,
     /// One trace per chain, in chain order.
     pub traces: Vec<ChainTrace>,

@@ -218,11 +218,11 @@ impl ClusterClient {
         }
     }
 
-    /// Asks the node for its member list, to know where to go if it is lost (best effort:
-    /// one heartbeat's wait at most).
-    pub(super) async fn refresh_members(&mut self) {
+    /// Asks the node for its member list, to know where to go if it is lost; whether it
+    /// answered within [`STALL_LIMIT`].
+    pub(super) async fn refresh_members(&mut self) -> bool {
         let Some(membership) = MEMBERSHIP.remote_member(self.session) else {
-            return;
+            return false;
         };
         let envelope = Envelope::new(
             self.request_id(),
@@ -230,9 +230,13 @@ impl ClusterClient {
             MembershipRequest::Members,
         );
         let peer = self.peer.to_string();
-        if let Ok(reply) = wire::call(&membership, &peer, &envelope, STALL_LIMIT).await {
-            self.liveness.heard();
-            self.learn(reply.body);
+        match wire::call(&membership, &peer, &envelope, STALL_LIMIT).await {
+            Ok(reply) => {
+                self.liveness.heard();
+                self.learn(reply.body);
+                true
+            }
+            Err(_) => false,
         }
     }
 
