@@ -10,7 +10,15 @@
 //!
 //! Like a node, a client runs a `NodeServer` (ractor_cluster has no client-only mode); it
 //! listens on an ephemeral loopback port nobody dials. One client or node per process.
+//!
+//! The node a job was submitted to is no single point of failure (`failover.rs`): while a
+//! job runs, the client watches its session and asks the node for the member list every
+//! `HEARTBEAT_INTERVAL` (a heartbeat), and when the node is lost (its session closed, or
+//! nothing answered for `STALL_LIMIT`), it connects to another member it knows and
+//! resubmits there the chains it has not received, with the same seed: the outcome is the
+//! one an undisturbed run gives.
 
+mod failover;
 mod job;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -33,7 +41,9 @@ use crate::supervisor::spawn_error_reason;
 use crate::wire::{
     self, CallError, Envelope, JobReply, JobRequest, MAX_FRAME_BYTES, MembershipReply,
     MembershipRequest, MembershipWire, PoolReply, PoolRequest, Service, WireError, WireFault,
+    WireSampleRequest,
 };
+use failover::{Known, Liveness};
 pub use job::SampleJob;
 
 /// How a client connects.
@@ -47,10 +57,13 @@ pub struct ClientSettings {
     pub connect_timeout: Duration,
     /// Limit of each call.
     pub call_timeout: Duration,
+    /// Failovers one job may make (its node lost, its unfinished chains resubmitted to
+    /// another member) before it fails.
+    pub max_failovers: u32,
 }
 
 impl ClientSettings {
-    /// Settings with a name unique to this process and 5 s / 15 s timeouts.
+    /// Settings with a name unique to this process, 5 s / 15 s timeouts and 3 failovers.
     pub fn new(cookie: Cookie) -> Self {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -61,6 +74,7 @@ impl ClientSettings {
             cookie,
             connect_timeout: Duration::from_secs(5),
             call_timeout: Duration::from_secs(15),
+            max_failovers: 3,
         }
     }
 }
@@ -121,6 +135,26 @@ pub enum ClientError {
         /// The problem.
         error: WireError,
     },
+    /// No member could be reached, or none took the job.
+    #[error("no member of the cluster took the job; tried: {}", .tried.join("; "))]
+    NoMember {
+        /// Each node or address tried, with what happened.
+        tried: Vec<String>,
+    },
+    /// The job lost its coordinator once more than [`ClientSettings::max_failovers`] allows.
+    #[error(
+        "job {job}: lost {node} ({reason}) after {failovers} failovers; giving up (max_failovers)"
+    )]
+    TooManyFailovers {
+        /// The job (the last one submitted).
+        job: JobId,
+        /// The node lost last.
+        node: NodeName,
+        /// What happened to it.
+        reason: String,
+        /// The failovers made before.
+        failovers: u32,
+    },
 }
 
 /// A connection to one node of the cluster.
@@ -133,6 +167,13 @@ pub struct ClusterClient {
     node_server: ActorRef<NodeServerMessage>,
     handle: JoinHandle<()>,
     next_request: u64,
+    /// The session events of the client's `NodeServer`: how a new session becomes ready,
+    /// and how the current one is seen to close.
+    events: mpsc::UnboundedReceiver<SessionEvent>,
+    /// Where to go when the node is lost.
+    known: Known,
+    /// When the node last answered.
+    liveness: Liveness,
 }
 
 impl ClusterClient {
@@ -140,6 +181,16 @@ impl ClusterClient {
     /// membership endpoint is visible.
     pub async fn connect(
         address: SocketAddr,
+        settings: impl Into<ClientSettings>,
+    ) -> Result<Self, ClientError> {
+        Self::connect_any(&[address], settings).await
+    }
+
+    /// Connects to the first node of `addresses` that answers, in order; the others are
+    /// where a job goes too when that node is lost. The error of one address is its own;
+    /// with several, it names each and what happened.
+    pub async fn connect_any(
+        addresses: &[SocketAddr],
         settings: impl Into<ClientSettings>,
     ) -> Result<Self, ClientError> {
         let settings = settings.into();
@@ -167,18 +218,33 @@ impl ClusterClient {
             .map_err(|error| ClientError::Start {
                 reason: error.to_string(),
             })?;
-            let (session, peer) = wait_ready(
-                &node_server,
-                address,
-                &mut received,
-                settings.connect_timeout,
-            )
-            .await?;
-            Ok::<_, ClientError>((session, peer))
+            let mut tried = Vec::new();
+            for &address in addresses {
+                match wait_ready(
+                    &node_server,
+                    address,
+                    &mut received,
+                    settings.connect_timeout,
+                )
+                .await
+                {
+                    Ok((session, peer)) => return Ok((address, session, peer)),
+                    Err(error) => tried.push((address, error)),
+                }
+            }
+            Err(match tried.len() {
+                1 => ClientError::Connect(tried.remove(0).1),
+                _ => ClientError::NoMember {
+                    tried: tried
+                        .into_iter()
+                        .map(|(address, error)| format!("{address}: {error}"))
+                        .collect(),
+                },
+            })
         }
         .await;
         match connected {
-            Ok((session, peer)) => Ok(Self {
+            Ok((address, session, peer)) => Ok(Self {
                 settings,
                 address,
                 peer,
@@ -186,6 +252,9 @@ impl ClusterClient {
                 node_server,
                 handle,
                 next_request: 0,
+                events: received,
+                known: Known::given(addresses),
+                liveness: Liveness::new(),
             }),
             Err(error) => {
                 stop(&node_server, handle).await;
@@ -239,13 +308,57 @@ impl ClusterClient {
     /// outcome (every chain's draws, where each ran, what was retried).
     ///
     /// A submission that times out is sent again with the same request id (the coordinator
-    /// starts the job once).
+    /// starts the job once). A node that drains or is gone passes the job to the next member
+    /// the client knows (the addresses of [`Self::connect_any`], then the members the node
+    /// reports); while the job runs, a lost node does the same with the chains not yet
+    /// received (see [`SampleJob`]).
     pub async fn sample(&mut self, request: &SampleRequest) -> Result<SampleJob<'_>, ClientError> {
+        let wire = request.to_wire();
+        // A node that does not answer now (stalled) is not asked to take the job.
+        let submitted = if self.refresh_members().await {
+            self.submit(&wire, request.n_chains).await
+        } else {
+            Err(ClientError::Connect(ConnectError::Unreachable {
+                address: self.address,
+                reason: format!("no answer within {:?}", failover::STALL_LIMIT),
+            }))
+        };
+        let job = match submitted {
+            Ok(job) => job,
+            Err(error) if failover::may_fail_over(&error) => {
+                let lost = (self.peer.clone(), self.address);
+                tracing::info!(
+                    "{} did not take the job ({error}); trying another member",
+                    lost.0
+                );
+                let tried = vec![format!("{} ({error})", lost.0)];
+                self.relocate(&wire, request.n_chains, &[lost], tried)
+                    .await?
+            }
+            Err(error) => return Err(error),
+        };
+        let _span = crate::ids::job_span(job).entered();
+        tracing::info!(
+            "{} chains of {} submitted to {}",
+            request.n_chains,
+            request.model.name,
+            self.peer
+        );
+        Ok(SampleJob::new(self, job, wire))
+    }
+
+    /// Submits `request` to the node's coordinator, which must answer that it runs
+    /// `expected` chains; a fresh request id, sent again on a timeout.
+    async fn submit(
+        &mut self,
+        request: &WireSampleRequest,
+        expected: u32,
+    ) -> Result<JobId, ClientError> {
         let request_id = self.request_id();
         let envelope = Envelope::new(
             request_id,
             &self.settings.name,
-            JobRequest::Submit(request.to_wire()),
+            JobRequest::Submit(request.clone()),
         );
         let mut attempt = 0;
         let reply = loop {
@@ -265,15 +378,7 @@ impl ClusterClient {
             }
         };
         match reply {
-            JobReply::Submitted { job, n_chains } if n_chains == request.n_chains => {
-                let _span = crate::ids::job_span(job).entered();
-                tracing::info!(
-                    "{n_chains} chains of {} submitted to {}",
-                    request.model.name,
-                    self.peer
-                );
-                Ok(SampleJob::new(self, job, n_chains))
-            }
+            JobReply::Submitted { job, n_chains } if n_chains == expected => Ok(job),
             other => Err(self.unexpected(other)),
         }
     }

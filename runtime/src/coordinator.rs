@@ -25,6 +25,11 @@
 //!   quarantined, run alone on a node that runs nothing else of the job; a quarantined task
 //!   lost again fails the job, naming the chains, the nodes tried and what each reported
 //!   (`job.rs`). A single lost node (an operator's kill) costs nothing but the re-run.
+//! - **Draining.** When its node drains ([`CoordinatorMsg::Drain`]), the coordinator refuses
+//!   new jobs ([`WireError::Draining`]), tells its jobs' clients (a `Draining` event) and
+//!   places nothing more on its own node's pools; its jobs go on elsewhere until they finish
+//!   or the node leaves. Nothing new goes to a peer that drains either (membership's
+//!   `NodeDraining`); its running chains finish there, or run again here when it leaves.
 //! - **Streaming.** Each job keeps an outbox of events (placement, draws, finished chains,
 //!   retries, the end) that the client fetches with long polls; a job whose client stops
 //!   polling for `client_lease` is cancelled.
@@ -41,7 +46,7 @@ mod remote;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
 use ractor_cluster::RactorMessage;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
@@ -128,6 +133,17 @@ pub(crate) enum CoordinatorMsg {
     },
     /// The coordinator's timer.
     Tick,
+    /// The node drains (repeated until it is done): no new jobs, nothing more on this node's
+    /// pools; the first one tells every running job's client that the node leaves after
+    /// `grace`. Answers how many jobs are not yet collected by their clients.
+    Drain {
+        grace: Duration,
+        reply: RpcReplyPort<u32>,
+    },
+    /// The node leaves: stop every driver, tell the workers to drop this node's tasks, and
+    /// dispatch nothing more (the jobs' clients resubmit elsewhere). Answered once the
+    /// workers answered or timed out.
+    Leave(RpcReplyPort<()>),
 }
 
 impl crate::wire::Answerable<JobWire> for CoordinatorMsg {
@@ -151,6 +167,12 @@ pub(crate) struct CoordinatorState {
     /// Submissions by `(client, request id)`: their job and the request's fingerprint.
     submissions: HashMap<(NodeName, RequestId), (JobId, u64)>,
     down: HashSet<NodeName>,
+    /// Peers that drain: nothing new goes there.
+    draining_nodes: HashSet<NodeName>,
+    /// This node drains.
+    draining: bool,
+    /// This node leaves: nothing is dispatched any more.
+    leaving: bool,
     /// Drivers, surveys and cancels; dropping the set aborts them.
     tasks: JoinSet<()>,
     drivers: HashMap<TaskId, AbortHandle>,
@@ -192,6 +214,9 @@ impl Actor for Coordinator {
             order: VecDeque::new(),
             submissions: HashMap::new(),
             down: HashSet::new(),
+            draining_nodes: HashSet::new(),
+            draining: false,
+            leaving: false,
             tasks: JoinSet::new(),
             drivers: HashMap::new(),
             workers: HashMap::new(),
@@ -281,6 +306,14 @@ impl Actor for Coordinator {
                 lose_task(&myself, state, job, task, &reason, refused);
             }
             CoordinatorMsg::Tick => tick(&myself, state),
+            CoordinatorMsg::Drain { grace, reply } => {
+                drain(state, grace);
+                let _ = reply.send(state.jobs.len() as u32);
+            }
+            CoordinatorMsg::Leave(reply) => {
+                leave(state).await;
+                let _ = reply.send(());
+            }
         }
         report_running_jobs(state);
         Ok(())
@@ -323,14 +356,25 @@ fn submit(
         let n_chains = state
             .jobs
             .get(&job)
-            .map_or(n_chains, |job| job.spec.n_chains);
+            .map_or(spec.count(), |job| job.spec.count());
         responder.send(Ok(JobReply::Submitted { job, n_chains }));
+        return;
+    }
+    if state.draining {
+        tracing::info!("refusing a job from {client}: this node is draining");
+        responder.send(Err(WireError::Draining {
+            node: state.me.to_string(),
+        }));
         return;
     }
     let job = JobId::fresh();
     let _span = job_span(job).entered();
+    let subset = match &spec.chains {
+        Some(chains) => format!(" (only {} of them: a resubmission)", chains.len()),
+        None => String::new(),
+    };
     tracing::info!(
-        "{n_chains} chains of {} for {client} (seed {}, {}, device {})",
+        "{n_chains} chains{subset} of {} for {client} (seed {}, {}, device {})",
         spec.model_name,
         spec.seed,
         match spec.warmup {
@@ -351,6 +395,7 @@ fn submit(
         .jobs
         .insert(job, Job::new(job, client, submission, spec));
     state.order.push_back(job);
+    let n_chains = state.jobs.get(&job).map_or(0, |job| job.spec.count());
     responder
         .with_job(Some(job))
         .send(Ok(JobReply::Submitted { job, n_chains }));
@@ -390,10 +435,15 @@ fn membership(
     match event {
         MembershipEvent::NodeUp { node, .. } => {
             state.down.remove(&node.name);
+            state.draining_nodes.remove(&node.name);
             schedule(myself, state);
+        }
+        MembershipEvent::NodeDraining { node } => {
+            state.draining_nodes.insert(node);
         }
         MembershipEvent::NodeDown { node, reason } => {
             let reason = format!("node lost: {reason}");
+            state.draining_nodes.remove(&node);
             state.down.insert(node.clone());
             // Tasks whose driver saw the node vanish first were lost with it too.
             for job in state.jobs.values_mut() {
@@ -416,6 +466,9 @@ fn membership(
 
 /// Starts a scheduling round if chains wait (or marks one to follow the round in flight).
 fn schedule(myself: &ActorRef<CoordinatorMsg>, state: &mut CoordinatorState) {
+    if state.leaving {
+        return;
+    }
     let waiting = state.jobs.values().any(Job::has_pending);
     if !waiting {
         return;
@@ -446,9 +499,16 @@ fn surveyed(
     views: Vec<WorkerView>,
 ) {
     state.surveying = false;
+    if state.leaving {
+        return;
+    }
     let views: Vec<WorkerView> = views
         .into_iter()
-        .filter(|view| !state.down.contains(&view.node))
+        .filter(|view| {
+            let draining = state.draining_nodes.contains(&view.node)
+                || (state.draining && view.node == state.me);
+            !state.down.contains(&view.node) && !draining
+        })
         .collect();
     let mut capacity: Vec<Capacity> = views
         .iter()
@@ -616,7 +676,7 @@ fn task_events(
     }
     if finished && let Some(job) = state.jobs.get(&id) {
         let _span = job_span(id).entered();
-        tracing::info!("finished: {} chains for {}", job.spec.n_chains, job.client);
+        tracing::info!("finished: {} chains for {}", job.spec.count(), job.client);
     }
     for (chain, reason) in &applied.retried_chains {
         let _span = job_span(id).entered();
@@ -733,6 +793,57 @@ fn tick(myself: &ActorRef<CoordinatorMsg>, state: &mut CoordinatorState) {
         remove_job(state, id);
     }
     schedule(myself, state);
+}
+
+/// This node drains: refuse new jobs from now on, and tell the running jobs' clients once.
+fn drain(state: &mut CoordinatorState, grace: Duration) {
+    if std::mem::replace(&mut state.draining, true) {
+        return;
+    }
+    let running = state.jobs.values().filter(|job| job.is_running()).count();
+    tracing::info!(
+        "draining: refusing new jobs; {running} running jobs go on until they finish or the node leaves"
+    );
+    for job in state.jobs.values_mut() {
+        job.notify_draining(&state.me, grace);
+    }
+}
+
+/// This node leaves: its drivers stop and the workers drop its tasks now, rather than run
+/// chains nobody will collect (their clients resubmit them elsewhere).
+async fn leave(state: &mut CoordinatorState) {
+    state.leaving = true;
+    let mut cancels = JoinSet::new();
+    let mut records = Vec::new();
+    for job in state.jobs.values_mut() {
+        records.extend(
+            job.take_tasks()
+                .into_iter()
+                .map(|(task, record)| (job.id, task, record)),
+        );
+    }
+    for (job, task, record) in records {
+        if let Some(driver) = state.drivers.remove(&task) {
+            driver.abort();
+        }
+        state.in_flight.remove(&task);
+        let Some(worker) = state.workers.get(&record.worker).cloned() else {
+            continue;
+        };
+        let request = take_requests(state);
+        cancels.spawn(remote::cancel(
+            state.me.clone(),
+            worker,
+            record.node,
+            job,
+            task,
+            request,
+        ));
+    }
+    if !cancels.is_empty() {
+        tracing::info!("leaving: {} tasks dropped on their workers", cancels.len());
+    }
+    while cancels.join_next().await.is_some() {}
 }
 
 /// Tells membership how many jobs run here (gossiped with heartbeats, shown by `status`).

@@ -31,10 +31,10 @@ pub use membership::{
     Membership, MembershipArgs, MembershipEndpoint, MembershipEvent, MembershipMsg,
     MembershipSettings, NodeInfo, NodeResources, Subscriber,
 };
-pub use node::{NODE_SERVER_NAME, Node, NodeError, NodeSettings, ROOT_NAME};
+pub use node::{DrainReport, NODE_SERVER_NAME, Node, NodeError, NodeSettings, ROOT_NAME};
 pub use sampling::{
-    ChainPlacement, DEFAULT_BURN_IN, DevicePreference, JobOutcome, JobUpdate, MAX_CHAINS, Retry,
-    SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport, WorkerKind,
+    ChainPlacement, DEFAULT_BURN_IN, DevicePreference, Failover, JobOutcome, JobUpdate, MAX_CHAINS,
+    Retry, SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport, WorkerKind,
 };
 pub use session::{ConnectError, SessionEvent, SessionEventKind};
 pub use supervisor::{

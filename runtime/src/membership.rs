@@ -190,6 +190,9 @@ pub enum MembershipMsg {
     Subscribe(Subscriber),
     /// This node's running-job count, gossiped with heartbeats (from the job coordinator).
     SetRunningJobs(u32),
+    /// This node drains (it is shutting down): its heartbeats and answers say so, and peers
+    /// place nothing new here ([`MembershipEvent::NodeDraining`] on their side).
+    SetDraining,
     /// The node is shutting down: tell every up peer, so that they do not reconnect. Answered
     /// when they acknowledged or `leave_timeout` passed. (Not on a restart by the supervisor:
     /// peers keep this node then, and its sessions are adopted again.)
@@ -313,6 +316,7 @@ impl Actor for Membership {
             MembershipMsg::SetRunningJobs(running_jobs) => {
                 state.table.set_running_jobs(running_jobs)
             }
+            MembershipMsg::SetDraining => state.table.set_draining(),
             MembershipMsg::Leave(reply) => {
                 outbound::leave(state).await;
                 let _ = reply.send(());
@@ -371,7 +375,11 @@ fn subscribe(state: &mut MembershipState, subscriber: Subscriber) {
             node,
             reconnected: false,
         })
-    });
+    }) && state
+        .table
+        .draining_nodes()
+        .into_iter()
+        .all(|node| subscriber.deliver(MembershipEvent::NodeDraining { node }));
     if alive {
         state.subscribers.push(subscriber);
     }
@@ -529,6 +537,9 @@ fn publish(state: &mut MembershipState, event: MembershipEvent) {
             node,
             reconnected: true,
         } => tracing::info!("node {} reconnected ({})", node.name, node.address),
+        MembershipEvent::NodeDraining { node } => {
+            tracing::info!("node {node} is draining: placing nothing new there")
+        }
         MembershipEvent::NodeDown {
             node,
             reason: DownReason::Left,

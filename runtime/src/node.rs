@@ -29,9 +29,18 @@
 //! a process runs one node only (pg is process-global too). The coordinator finds pools
 //! through pg, its own node's included, so it does not depend on the pool's supervisor.
 //!
-//! Shutdown first has membership tell its peers that this node leaves (so they do not try to
+//! Shutdown first has the coordinator drop its tasks on the workers (it dispatches nothing
+//! more), then membership tell its peers that this node leaves (so they do not try to
 //! reconnect), then stops the tree youngest first; the `NodeServer` is stopped last and
 //! awaited (without that, ractor_cluster logs a flood of listener errors at exit, notes §5.9).
+//!
+//! A graceful stop drains first ([`Node::drain`]): membership tells the peers that this node
+//! drains (they place nothing new here), the coordinator refuses new jobs and tells its
+//! jobs' clients, the pools take no new task and answer no status; then the node waits,
+//! up to a grace period, until its pools have reported every chain and its coordinator's
+//! jobs are done and collected. What is left at the deadline runs again elsewhere: the
+//! peers' coordinators re-run this node's chains when it leaves, and the clients of its
+//! jobs resubmit their unfinished chains to another member.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -61,6 +70,30 @@ use crate::supervisor::{
     spawn_error_reason,
 };
 use crate::wire::MAX_FRAME_BYTES;
+
+/// How often a drain checks whether the node's work is done.
+const DRAIN_CHECK: Duration = Duration::from_millis(100);
+/// Limit of one drain check's calls to the pools and the coordinator.
+const DRAIN_CALL_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DrainReport {
+    /// From the start of the drain to its end.
+    pub waited: Duration,
+    /// Chains of this node's pools not yet reported to their coordinators (0: every
+    /// chain here finished and was collected).
+    pub chains_left: u32,
+    /// Jobs of this node's coordinator not yet finished and collected by their clients.
+    pub jobs_left: u32,
+}
+
+impl DrainReport {
+    /// Whether the node's work was done before the grace period ran out.
+    pub fn is_complete(&self) -> bool {
+        self.chains_left == 0 && self.jobs_left == 0
+    }
+}
 
 /// The registry name of the node's `NodeServer`.
 pub const NODE_SERVER_NAME: &str = "bayes.node_server";
@@ -241,10 +274,67 @@ impl Node {
         }
     }
 
-    /// Tells the peers this node leaves, then stops the tree, youngest child first, and waits
-    /// for it; the `NodeServer` goes last.
+    /// Stops taking work and waits, up to `grace`, for the work this node has (see the module
+    /// documentation); returns what was left. Call [`Self::shutdown`] next. Cancel safe:
+    /// the node keeps draining (it takes no new work) until it shuts down.
+    pub async fn drain(&self, grace: Duration) -> DrainReport {
+        let started = tokio::time::Instant::now();
+        let deadline = started + grace;
+        tracing::info!(
+            "node {} draining: no new jobs or chains; waiting up to {grace:?} for the running ones",
+            self.name
+        );
+        let mut last = None;
+        // What the coordinator tells its clients: the grace left (all of it, the first time).
+        let mut left_to_wait = grace;
+        loop {
+            let left = drain_check(left_to_wait).await;
+            let report = DrainReport {
+                waited: started.elapsed(),
+                chains_left: left.0,
+                jobs_left: left.1,
+            };
+            if report.is_complete() {
+                tracing::info!(
+                    "node {} drained in {:.2} s",
+                    self.name,
+                    report.waited.as_secs_f64()
+                );
+                return report;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::info!(
+                    "node {} drain grace of {grace:?} over with {} chains and {} jobs left: they run again elsewhere",
+                    self.name,
+                    report.chains_left,
+                    report.jobs_left
+                );
+                return report;
+            }
+            if last != Some(left) {
+                tracing::info!(
+                    "draining: {} chains running here, {} jobs coordinated here",
+                    left.0,
+                    left.1
+                );
+                last = Some(left);
+            }
+            tokio::time::sleep_until((tokio::time::Instant::now() + DRAIN_CHECK).min(deadline))
+                .await;
+            left_to_wait = deadline.saturating_duration_since(tokio::time::Instant::now());
+        }
+    }
+
+    /// Stops the coordinator's work on other nodes, tells the peers this node leaves, then
+    /// stops the tree, youngest child first, and waits for it; the `NodeServer` goes last.
     pub async fn shutdown(self) -> Result<(), NodeError> {
         tracing::info!("node {} shutting down", self.name);
+        // The coordinator first: it stops dispatching, and its tasks on other nodes stop.
+        if let Some(coordinator) = ActorRef::<CoordinatorMsg>::where_is(COORDINATOR_NAME) {
+            let _ = coordinator
+                .call(CoordinatorMsg::Leave, Some(self.shutdown_timeout))
+                .await;
+        }
         if let Some(membership) = self.membership() {
             let _ = membership
                 .call(MembershipMsg::Leave, Some(self.shutdown_timeout))
@@ -262,6 +352,36 @@ impl Node {
         tracing::info!("node {} stopped", self.name);
         Ok(())
     }
+}
+
+/// Puts every part of the node in drain mode (again: a restarted actor starts afresh) and
+/// counts what is left: chains not yet reported by the pools, jobs not yet collected from
+/// the coordinator. A part that does not answer counts as busy.
+async fn drain_check(grace: Duration) -> (u32, u32) {
+    if let Some(membership) = ActorRef::<MembershipMsg>::where_is(MEMBERSHIP_NAME) {
+        let _ = membership.cast(MembershipMsg::SetDraining);
+    }
+    let mut chains = 0;
+    for name in [CPU_POOL_NAME, GPU_POOL_NAME] {
+        let Some(pool) = ActorRef::<PoolMsg>::where_is(name) else {
+            continue;
+        };
+        chains += match pool.call(PoolMsg::Drain, Some(DRAIN_CALL_TIMEOUT)).await {
+            Ok(ractor::rpc::CallResult::Success(left)) => left,
+            _ => 1,
+        };
+    }
+    let jobs = match ActorRef::<CoordinatorMsg>::where_is(COORDINATOR_NAME) {
+        Some(coordinator) => {
+            let drain = |reply| CoordinatorMsg::Drain { grace, reply };
+            match coordinator.call(drain, Some(DRAIN_CALL_TIMEOUT)).await {
+                Ok(ractor::rpc::CallResult::Success(left)) => left,
+                _ => 1,
+            }
+        }
+        None => 0,
+    };
+    (chains, jobs)
 }
 
 fn children(settings: &NodeSettings) -> Vec<ChildSpec> {
@@ -290,6 +410,7 @@ fn children(settings: &NodeSettings) -> Vec<ChildSpec> {
             name: settings.name.clone(),
             address: settings.advertise,
             resources: settings.resources.clone(),
+            draining: false,
         };
         let seeds = settings.seeds.clone();
         let membership_settings = settings.membership.clone();

@@ -20,6 +20,12 @@
 //! chain whose worker failed under it (a GPU error, a panic) is reported as
 //! [`WireFailure::Worker`], and coordinators run it again; a GPU pool whose device is lost
 //! then fails, so that its supervisor starts it again with the device reopened.
+//!
+//! A pool whose node drains ([`PoolMsg::Drain`]) takes no new task and answers no status
+//! (so that no scheduling round counts it); its running chains finish and are polled as
+//! usual. A coordinator whose node goes down will never poll its tasks again: they are
+//! cancelled at once (membership's `NodeDown`), freeing their slots for the chains that
+//! run again elsewhere.
 
 mod endpoint;
 mod runner;
@@ -30,12 +36,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use gpu_actor::{DeviceOptions, GpuDevice};
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use ractor_cluster::RactorMessage;
 use sampler::{ChainId, ChainSpec, CheckedModel, SamplerSettings, Seed};
 use tokio::time::Instant;
 
 use crate::ids::{JobId, NodeName, TaskId, job_span};
+use crate::membership::{MEMBERSHIP_NAME, MembershipEvent, MembershipMsg, Subscriber};
 use crate::outbox::{Outbox, Waiter};
 use crate::sampling::WorkerKind;
 use crate::ticker::Ticker;
@@ -133,6 +140,11 @@ pub(crate) enum PoolMsg {
     RunFinished { run: RunId, chains: Vec<ChainEnd> },
     /// The pool's timer.
     Tick,
+    /// The node drains: no new task, no status answer from now on. Answers the chains not
+    /// yet reported (running, queued, or with events not yet acknowledged).
+    Drain(RpcReplyPort<u32>),
+    /// Nodes coming and going: the tasks of a coordinator whose node is down are cancelled.
+    Membership(MembershipEvent),
 }
 
 type TaskKey = (NodeName, TaskId);
@@ -155,6 +167,8 @@ pub(crate) struct PoolState {
     fail_next_run: bool,
     /// Test-only ([`PoolMsg::AbortOnRun`]): starting a chain aborts the process.
     abort_on_run: bool,
+    /// The node drains: no new task.
+    draining: bool,
     ticker: Ticker,
 }
 
@@ -240,8 +254,23 @@ impl Actor for SamplerPool {
             next_run: 0,
             fail_next_run: false,
             abort_on_run: false,
+            draining: false,
             ticker,
         })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        _state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Membership is an elder of the pool under the rest-for-one root (a pool started
+        // alone, in tests, has none).
+        if let Some(membership) = ActorRef::<MembershipMsg>::where_is(MEMBERSHIP_NAME) {
+            let subscriber = Subscriber::actor(myself, PoolMsg::Membership);
+            membership.cast(MembershipMsg::Subscribe(subscriber))?;
+        }
+        Ok(())
     }
 
     async fn post_stop(
@@ -273,6 +302,10 @@ impl Actor for SamplerPool {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
+            PoolMsg::Status(responder) if state.draining => {
+                let node = responder.me().to_string();
+                responder.send(Err(WireError::Draining { node }));
+            }
             PoolMsg::Status(responder) => responder.send(Ok(status(state))),
             PoolMsg::Run {
                 sender,
@@ -335,6 +368,16 @@ impl Actor for SamplerPool {
                 start_chains(&myself, state);
             }
             PoolMsg::Tick => tick(state),
+            PoolMsg::Drain(reply) => {
+                if !std::mem::replace(&mut state.draining, true) {
+                    tracing::info!("{} pool draining: no new tasks", state.kind);
+                }
+                let _ = reply.send(unreported(state));
+            }
+            PoolMsg::Membership(MembershipEvent::NodeDown { node, reason }) => {
+                coordinator_down(state, &node, &reason.to_string())
+            }
+            PoolMsg::Membership(_) => {}
         }
         Ok(())
     }
@@ -392,6 +435,12 @@ fn run(
     if state.tasks.contains_key(&key) {
         // A retry of a dispatch whose answer was lost.
         responder.send(Ok(PoolReply::Accepted { task: id }));
+        return;
+    }
+    if state.draining {
+        tracing::info!("refusing task {id} of {}: draining", key.0);
+        let node = responder.me().to_string();
+        responder.send(Err(WireError::Draining { node }));
         return;
     }
     let chains: Vec<String> = task.chains.iter().map(|c| c.chain.to_string()).collect();
@@ -540,6 +589,31 @@ fn cancel(state: &mut PoolState, key: &TaskKey) {
     state.queue.retain(|(queued, _)| queued != key);
     for running in state.running.values().filter(|r| &r.key == key) {
         running.cancel.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Chains not yet reported to their coordinators: running, queued, or done with events not
+/// yet acknowledged (one per task).
+fn unreported(state: &PoolState) -> u32 {
+    let tasks: usize = state
+        .tasks
+        .values()
+        .map(|task| task.unfinished.max(usize::from(task.outbox.len() > 0)))
+        .sum();
+    tasks as u32
+}
+
+/// A coordinator's node is down: nobody will poll its tasks here again.
+fn coordinator_down(state: &mut PoolState, node: &NodeName, reason: &str) {
+    let keys: Vec<TaskKey> = state
+        .tasks
+        .keys()
+        .filter(|(sender, _)| sender == node)
+        .cloned()
+        .collect();
+    for key in keys {
+        tracing::info!("coordinator {node} {reason}: dropping its task {}", key.1);
+        cancel(state, &key);
     }
 }
 

@@ -12,6 +12,12 @@
 //! `burn_in` draws before keeping `num_draws`: the chains all start at one point, and the
 //! burn-in lets their independent random streams pull them apart before draws count (R-hat
 //! compares chains, and chains that started together look converged sooner than they are).
+//!
+//! A client that loses the node it submitted to (its coordinator) keeps the chains it has
+//! received whole and submits the others again elsewhere, as a job over that subset with
+//! the same seed and settings ([`Failover`]): the [`Assembler`] drops their partial draws
+//! and takes them from the new job, so the outcome is the one an undisturbed run gives. A
+//! broadcast warmup runs again there, from the same random stream.
 
 use std::time::Instant;
 
@@ -106,6 +112,7 @@ impl SampleRequest {
                 WarmupMode::Independent => WireWarmup::Independent,
                 WarmupMode::Broadcast { burn_in } => WireWarmup::Broadcast { burn_in },
             },
+            chains: None,
         }
     }
 }
@@ -171,6 +178,32 @@ pub enum JobUpdate {
     },
     /// Chains run again after their worker failed.
     Retried(Vec<Retry>),
+    /// The job's coordinator drains (its node is shutting down): the job goes on there
+    /// until it finishes or the node leaves after `grace`; then the client fails over.
+    CoordinatorDraining {
+        /// The coordinator's node.
+        node: NodeName,
+        /// How long the node waits for its work before it leaves.
+        grace: std::time::Duration,
+    },
+    /// The client lost the job's coordinator and resubmitted the chains it had not received
+    /// to another node.
+    FailedOver(Failover),
+}
+
+/// A job moved to another coordinator after the client lost the first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failover {
+    /// The node that was lost.
+    pub from: NodeName,
+    /// What happened to it.
+    pub reason: String,
+    /// The node that took the chains.
+    pub to: NodeName,
+    /// The job there.
+    pub job: JobId,
+    /// The chains resubmitted (every chain not yet received whole).
+    pub chains: Vec<ChainId>,
 }
 
 /// A chain run again.
@@ -213,14 +246,17 @@ pub struct ChainPlacement {
 /// A finished job.
 #[derive(Debug, Clone)]
 pub struct JobOutcome {
-    /// The job.
+    /// The job (after a failover, the one submitted last).
     pub job: JobId,
     /// One trace per chain, in chain order.
     pub traces: Vec<ChainTrace>,
     /// Where each chain ran, in chain order.
     pub placements: Vec<ChainPlacement>,
-    /// Every retry, in order.
+    /// Every retry, in order (a failover adds one per chain it resubmitted, naming the
+    /// lost node).
     pub retried: Vec<Retry>,
+    /// Every failover, in order.
+    pub failovers: Vec<Failover>,
     /// The warmup chain, with [`WarmupMode::Broadcast`].
     pub warmup: Option<WarmupReport>,
     /// From submission to the last event.
@@ -246,7 +282,13 @@ impl From<WireError> for AssembleError {
 /// A chain being received.
 #[derive(Debug, Default)]
 struct Partial {
+    /// Its attempt in the current job (events of other attempts are void).
     attempt: u32,
+    /// Its attempts in the jobs before the last failover.
+    earlier_attempts: u32,
+    /// Whether the current job runs it (a job resubmitted after a failover runs the
+    /// chains the client had not received).
+    in_job: bool,
     draws: Vec<f64>,
     stats: Vec<DrawStats>,
     warmup_draws: Vec<f64>,
@@ -255,12 +297,15 @@ struct Partial {
 }
 
 /// Builds a job's outcome from its events, checking that every chain's draws arrived whole
-/// and in order.
+/// and in order; across failovers, from the events of each job in turn.
 #[derive(Debug)]
 pub(crate) struct Assembler {
     job: JobId,
     chains: Vec<Partial>,
+    /// Retries of the jobs before the last failover, and the failovers' own entries.
+    earlier_retried: Vec<Retry>,
     retried: Vec<Retry>,
+    failovers: Vec<Failover>,
     warmup: Option<WarmupReport>,
     finished: bool,
     started: Instant,
@@ -273,19 +318,86 @@ impl Assembler {
             chains: (0..n_chains)
                 .map(|_| Partial {
                     attempt: 1,
+                    in_job: true,
                     ..Partial::default()
                 })
                 .collect(),
+            earlier_retried: Vec::new(),
             retried: Vec::new(),
+            failovers: Vec::new(),
             warmup: None,
             finished: false,
             started: Instant::now(),
         }
     }
 
-    /// Whether the `Finished` event arrived.
+    /// Whether the `Finished` event arrived (or, after a failover, every chain is whole).
     pub(crate) fn is_finished(&self) -> bool {
         self.finished
+    }
+
+    /// The chains not yet received whole, in increasing order: what a failover resubmits.
+    pub(crate) fn unfinished(&self) -> Vec<u32> {
+        (0..self.chains.len() as u32)
+            .filter(|&chain| self.chains[chain as usize].done.is_none())
+            .collect()
+    }
+
+    /// Every chain is whole although the coordinator's `Finished` did not arrive (it was
+    /// lost after the last chain): the job is finished here, with the retries seen.
+    pub(crate) fn complete_here(&mut self) {
+        self.finished = self.unfinished().is_empty();
+    }
+
+    /// The job moves from `from`, lost for `reason`, to job `job` on `to`, which runs
+    /// `chains` (the [`Self::unfinished`] ones): their partial draws are dropped and they are
+    /// taken from the new job's events, attempt 1 there; the chains received whole are kept
+    /// and nothing of the new job may touch them. Each resubmitted chain gets a [`Retry`]
+    /// naming the lost node.
+    pub(crate) fn fail_over(
+        &mut self,
+        from: NodeName,
+        reason: String,
+        to: NodeName,
+        job: JobId,
+        chains: &[u32],
+    ) -> Failover {
+        let mut retries = Vec::with_capacity(chains.len());
+        for partial in &mut self.chains {
+            partial.in_job = false;
+        }
+        for &chain in chains {
+            let Some(partial) = self.chains.get_mut(chain as usize) else {
+                continue;
+            };
+            let earlier_attempts = partial.earlier_attempts + partial.attempt;
+            *partial = Partial {
+                attempt: 1,
+                earlier_attempts,
+                in_job: true,
+                ..Partial::default()
+            };
+            retries.push(Retry {
+                chain: ChainId(chain),
+                node: from.clone(),
+                reason: format!("entry node lost ({reason}); resubmitted to {to}"),
+                attempt: earlier_attempts + 1,
+            });
+        }
+        self.earlier_retried = std::mem::take(&mut self.retried);
+        self.earlier_retried.extend(retries);
+        self.retried = self.earlier_retried.clone();
+        self.job = job;
+        self.finished = false;
+        let failover = Failover {
+            from,
+            reason,
+            to,
+            job,
+            chains: chains.iter().map(|&c| ChainId(c)).collect(),
+        };
+        self.failovers.push(failover.clone());
+        failover
     }
 
     /// Takes in one event; returns what to tell the caller. A `Failed` event, or one that
@@ -366,6 +478,7 @@ impl Assembler {
                     ))));
                 }
                 partial.done = Some((done, node.clone()));
+                let attempt = partial.earlier_attempts + attempt;
                 Ok(vec![JobUpdate::ChainDone {
                     chain: ChainId(chain),
                     node,
@@ -381,10 +494,14 @@ impl Assembler {
                 let node = node_name(&node)?;
                 let mut retries = Vec::with_capacity(chains.len());
                 for chain in chains {
+                    let mut earlier_attempts = 0;
                     if ChainId(chain) != WARMUP_CHAIN {
                         let partial = self.partial(chain)?;
+                        earlier_attempts = partial.earlier_attempts;
                         *partial = Partial {
                             attempt,
+                            earlier_attempts,
+                            in_job: true,
                             ..Partial::default()
                         };
                     }
@@ -392,23 +509,32 @@ impl Assembler {
                         chain: ChainId(chain),
                         node: node.clone(),
                         reason: reason.clone(),
-                        attempt,
+                        attempt: earlier_attempts + attempt,
                     });
                 }
                 self.retried.extend(retries.iter().cloned());
                 Ok(vec![JobUpdate::Retried(retries)])
             }
             WireJobEvent::Finished { retried } => {
-                // The coordinator's list is authoritative (it also holds retries whose event
-                // this client may have seen already).
-                self.retried = retried
-                    .into_iter()
-                    .map(retry_from_wire)
-                    .collect::<Result<_, _>>()?;
+                // The coordinator's list is authoritative for its job (it also holds retries
+                // whose event this client may have seen already), after the earlier jobs'.
+                let mut all = self.earlier_retried.clone();
+                for retry in retried {
+                    let mut retry = retry_from_wire(retry)?;
+                    if retry.chain != WARMUP_CHAIN {
+                        retry.attempt += self.partial(retry.chain.0)?.earlier_attempts;
+                    }
+                    all.push(retry);
+                }
+                self.retried = all;
                 self.finished = true;
                 Ok(Vec::new())
             }
             WireJobEvent::Failed { error } => Err(AssembleError::Failed(error)),
+            WireJobEvent::Draining { node, grace_ms } => Ok(vec![JobUpdate::CoordinatorDraining {
+                node: node_name(&node)?,
+                grace: std::time::Duration::from_millis(grace_ms),
+            }]),
         }
     }
 
@@ -426,7 +552,7 @@ impl Assembler {
             placements.push(ChainPlacement {
                 chain: ChainId(done.chain),
                 node,
-                attempts: partial.attempt,
+                attempts: partial.earlier_attempts + partial.attempt,
             });
             traces.push(ChainTrace {
                 chain: ChainId(done.chain),
@@ -449,19 +575,29 @@ impl Assembler {
             traces,
             placements,
             retried: self.retried,
+            failovers: self.failovers,
             warmup: self.warmup,
             wall_seconds: self.started.elapsed().as_secs_f64(),
         })
     }
 
+    /// A chain of the current job.
     fn partial(&mut self, chain: u32) -> Result<&mut Partial, WireError> {
         let n_chains = self.chains.len();
-        self.chains
-            .get_mut(chain as usize)
-            .ok_or_else(|| WireError::Invalid {
+        let job = self.job;
+        match self.chains.get_mut(chain as usize) {
+            Some(partial) if partial.in_job => Ok(partial),
+            Some(_) => Err(WireError::Invalid {
+                what: "job event".to_owned(),
+                reason: format!(
+                    "chain {chain} is not one of job {job}'s (it was received whole before a failover)"
+                ),
+            }),
+            None => Err(WireError::Invalid {
                 what: "job event".to_owned(),
                 reason: format!("chain {chain} is not one of the job's {n_chains} chains"),
-            })
+            }),
+        }
     }
 }
 

@@ -187,6 +187,12 @@ pub enum WireError {
         /// Why, and what would allow it.
         reason: String,
     },
+    /// The receiving node drains (it is shutting down): it takes no new job or task.
+    #[error("node {node} is draining (shutting down); submit to another member")]
+    Draining {
+        /// The node.
+        node: String,
+    },
 }
 
 impl<T> Envelope<T> {
@@ -406,6 +412,11 @@ impl<S: Service> Responder<S> {
     pub fn with_job(mut self, job: Option<JobId>) -> Self {
         self.job = job;
         self
+    }
+
+    /// The answering node.
+    pub fn me(&self) -> &NodeName {
+        &self.me
     }
 
     /// How long the caller waits for the answer, when it said (a remote caller's timeout

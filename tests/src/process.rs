@@ -129,17 +129,33 @@ impl Process {
 
     /// Waits until a line contains `needle`, or both streams close, or `limit` passes.
     pub fn wait_for_line(&self, needle: &str, limit: Duration) -> Result<String, String> {
+        self.wait_for_lines(needle, 1, limit)
+    }
+
+    /// Waits until `count` lines contain `needle` (returns the last of them), or both streams
+    /// close, or `limit` passes.
+    pub fn wait_for_lines(
+        &self,
+        needle: &str,
+        count: usize,
+        limit: Duration,
+    ) -> Result<String, String> {
         let deadline = Instant::now() + limit;
         let (lock, changed) = &*self.output;
         let mut output = lock.lock().expect("output lock");
         loop {
-            if let Some(line) = output.lines.iter().find(|line| line.contains(needle)) {
+            if let Some(line) = output
+                .lines
+                .iter()
+                .filter(|line| line.contains(needle))
+                .nth(count.saturating_sub(1))
+            {
                 return Ok(line.clone());
             }
             let now = Instant::now();
             if output.closed_streams == 2 || now >= deadline {
                 return Err(format!(
-                    "no line containing {needle:?} (process {}) in:\n{}",
+                    "no {count} lines containing {needle:?} (process {}) in:\n{}",
                     if output.closed_streams == 2 {
                         "exited"
                     } else {

@@ -77,7 +77,12 @@ pub fn members_table(members: &[MemberStatus]) -> String {
     }
     let up = members
         .iter()
-        .filter(|m| matches!(m.state, MemberState::Local | MemberState::Up))
+        .filter(|m| {
+            matches!(
+                m.state,
+                MemberState::Local | MemberState::Up | MemberState::Draining
+            )
+        })
         .count();
     let resources = members.iter().filter_map(|m| m.resources.as_ref());
     let (cpu, gpus, jobs) = resources.fold((0u64, 0usize, 0u64), |(c, g, j), r| {

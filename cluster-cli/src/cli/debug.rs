@@ -148,6 +148,7 @@ fn job(client: &ClusterClient, model: Vec<u8>) -> Envelope<JobRequest> {
         seed: 1,
         device: WireDevice::Cpu,
         warmup: WireWarmup::Independent,
+        chains: None,
     };
     Envelope::new(RequestId(1), client.name(), JobRequest::Submit(request))
 }

@@ -1,6 +1,10 @@
-//! `cluster-cli node`: run a cluster node until SIGINT or SIGTERM, then stop it cleanly.
+//! `cluster-cli node`: run a cluster node until SIGINT or SIGTERM, then drain it and stop it
+//! cleanly: it takes no new work, lets its running chains and jobs finish for up to
+//! `--drain-grace` seconds (what is left runs again elsewhere), leaves the cluster and exits
+//! with status 0. A second SIGINT or SIGTERM during the drain stops it at once.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use runtime::{GpuPolicy, Node, NodeName, NodeResources, NodeSettings};
@@ -38,6 +42,10 @@ pub struct NodeArgs {
     /// Obey test-only fault injection requests (`cluster-cli debug fault`): for tests only.
     #[arg(long)]
     allow_fault_injection: bool,
+    /// On SIGINT or SIGTERM, wait up to this many seconds for the running chains and jobs
+    /// before leaving (0: leave at once; their chains run again elsewhere).
+    #[arg(long, value_name = "SECS", default_value_t = 30.0)]
+    drain_grace: f64,
     #[command(flatten)]
     cookie: CookieArgs,
 }
@@ -58,6 +66,16 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         .iter()
         .map(|peer| resolve(peer).context("invalid --join"))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let grace = Duration::try_from_secs_f64(args.drain_grace)
+        .ok()
+        .filter(|grace| *grace <= MAX_DRAIN_GRACE)
+        .with_context(|| {
+            format!(
+                "invalid --drain-grace {}: expected 0 to {} seconds",
+                args.drain_grace,
+                MAX_DRAIN_GRACE.as_secs()
+            )
+        })?;
     let cookie = args.cookie.resolve(Missing::Create)?;
     let mut settings = NodeSettings::new(name, args.listen, cookie);
     settings.advertise = advertise;
@@ -69,21 +87,27 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     };
     settings.resources = NodeResources::detect(args.cpu_slots, gpus);
     settings.allow_fault_injection = args.allow_fault_injection;
-    block_on(serve(settings))?
+    block_on(serve(settings, grace))?
 }
 
-async fn serve(settings: NodeSettings) -> anyhow::Result<()> {
+/// The longest `--drain-grace`: a day.
+const MAX_DRAIN_GRACE: Duration = Duration::from_secs(24 * 3600);
+
+async fn serve(settings: NodeSettings, grace: Duration) -> anyhow::Result<()> {
     // Handlers first: a signal during startup must not kill the process uncleanly.
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut node = Node::start(settings).await?;
-    let crashed = tokio::select! {
-        _ = interrupt.recv() => None,
-        _ = terminate.recv() => None,
-        error = node.stopped() => Some(error),
+    let signal = tokio::select! {
+        _ = interrupt.recv() => "SIGINT",
+        _ = terminate.recv() => "SIGTERM",
+        error = node.stopped() => return Err(error.into()),
     };
-    match crashed {
-        Some(error) => Err(error.into()),
-        None => Ok(node.shutdown().await?),
+    tracing::info!("{signal}: draining (a second SIGINT or SIGTERM stops at once)");
+    tokio::select! {
+        _ = node.drain(grace) => {}
+        _ = interrupt.recv() => tracing::info!("second signal (SIGINT): stopping now, without draining"),
+        _ = terminate.recv() => tracing::info!("second signal (SIGTERM): stopping now, without draining"),
     }
+    Ok(node.shutdown().await?)
 }

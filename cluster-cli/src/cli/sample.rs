@@ -171,7 +171,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     settings.validate()?;
     let seed = Seed(args.seed);
     let columns = model.columns();
-    if args.remote.cluster.is_some() {
+    if !args.remote.cluster.is_empty() {
         let device = args.device.map(|device| device == Device::Gpu);
         let run =
             super::sample_remote::run(&args.remote, &model, &settings, seed, args.chains, device)?;

@@ -6,6 +6,10 @@
 //! finished chain and retry, then the usual summary on stdout, with where each chain ran and
 //! what was retried. `--device gpu` sends the chains to GPU workers, wherever they are: this
 //! machine needs no GPU. Ctrl-C cancels the job on the cluster.
+//!
+//! If that node dies, stalls or drains mid-job, the client resubmits the chains it has not
+//! received to another member (one of the `--cluster` addresses, or a member the node
+//! reported) and says so; the result is the one an undisturbed run gives.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -26,9 +30,11 @@ use crate::cookie::{CookieArgs, Missing};
 #[derive(Debug, Clone, clap::Args)]
 pub struct RemoteArgs {
     /// Sample on the cluster of the node at HOST:PORT instead of this machine (chains run
-    /// where the cluster has room; with --device gpu, on its GPU workers).
+    /// where the cluster has room; with --device gpu, on its GPU workers). Repeatable: the
+    /// first that answers takes the job; the others, and the members it reports, take it
+    /// over if it is lost.
     #[arg(long, value_name = "HOST:PORT")]
-    pub cluster: Option<String>,
+    pub cluster: Vec<String>,
     /// With --cluster: each chain runs its own warmup (independent), or one chain warms up
     /// and every chain starts from its final position and tuning (broadcast).
     #[arg(long, value_enum, default_value_t = WarmupArg::Independent)]
@@ -68,8 +74,13 @@ pub fn run(
     gpu: Option<bool>,
 ) -> anyhow::Result<RemoteRun> {
     crate::logging::init(crate::logging::CLIENT_DEFAULT);
-    let cluster = args.cluster.as_deref().context("--cluster is missing")?;
-    let address = resolve(cluster)?;
+    anyhow::ensure!(!args.cluster.is_empty(), "--cluster is missing");
+    let addresses = args
+        .cluster
+        .iter()
+        .map(|cluster| resolve(cluster))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let cluster = args.cluster.join(",");
     let cookie = args.cookie.resolve(Missing::Fail)?;
     let request = SampleRequest {
         model: model.model().clone(),
@@ -90,7 +101,8 @@ pub fn run(
     };
     let started = Instant::now();
     let outcome = block_on(async move {
-        let mut client = ClusterClient::connect(address, ClientSettings::new(cookie)).await?;
+        let mut client =
+            ClusterClient::connect_any(&addresses, ClientSettings::new(cookie)).await?;
         let outcome = follow(&mut client, &request).await;
         client.close().await;
         outcome
@@ -128,10 +140,11 @@ async fn follow(client: &mut ClusterClient, request: &SampleRequest) -> anyhow::
         .await
         .with_context(|| format!("{peer} did not take the job"))?;
     errln!(
-        "job {}: {} chains of {} submitted to {peer}",
+        "job {}: {} chains of {} submitted to {}",
         job.id(),
         request.n_chains,
-        request.model.name
+        request.model.name,
+        job.coordinator()
     );
     loop {
         let update = tokio::select! {
@@ -201,6 +214,18 @@ fn describe(update: &JobUpdate) -> Option<String> {
                 first.reason
             ))
         }
+        JobUpdate::CoordinatorDraining { node, grace } => Some(format!(
+            "entry node {node} is draining: the job goes on there for up to {:.0} s, then continues on another member",
+            grace.as_secs_f64()
+        )),
+        JobUpdate::FailedOver(failover) => Some(format!(
+            "entry node {} lost ({}); continuing on {} with {} unfinished chains (job {})",
+            failover.from,
+            failover.reason,
+            failover.to,
+            failover.chains.len(),
+            failover.job
+        )),
     }
 }
 

@@ -1,63 +1,106 @@
 //! A submitted job as the client follows it: long polls to the coordinator, events checked
-//! and assembled into the sampler's traces.
+//! and assembled into the sampler's traces, and a failover when the coordinator is lost.
 //!
 //! A poll that times out is repeated with the same `ack` (the coordinator sends the same
-//! events again); after [`POLL_MISSES`] in a row the job's outcome is unknown and that is the
-//! error. Once the job finished, a last poll acknowledges every event so that the coordinator
-//! forgets the job at once (it would after its lease otherwise).
+//! events again). The node counts as lost when its session closes, when it stays silent
+//! for `STALL_LIMIT` (the client heartbeats it meanwhile, `failover.rs`), when
+//! [`POLL_MISSES`] polls in a row time out, or when it no longer knows the job (its
+//! coordinator restarted). Then the client keeps the chains it received whole, submits the
+//! others to another member as a job over that subset (same seed and settings, so the same
+//! draws), and follows that job; at most `ClientSettings::max_failovers` times. Once the job
+//! finished, a last poll acknowledges every event so that the coordinator forgets the job
+//! at once (it would after its lease otherwise).
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use tracing::Instrument;
 
-use super::{ClientError, ClusterClient};
+use super::{ClientError, ClusterClient, Liveness};
 use crate::discovery::COORDINATOR;
-use crate::ids::{JobId, job_span};
+use crate::ids::{JobId, NodeName, job_span};
 use crate::sampling::{AssembleError, Assembler, JobOutcome, JobUpdate};
-use crate::wire::{self, CallError, Envelope, JobReply, JobRequest};
+use crate::wire::{self, CallError, Envelope, JobReply, JobRequest, WireError, WireSampleRequest};
 
 /// How long a poll waits at the coordinator for an event.
 const POLL_WAIT_MS: u32 = 1000;
 /// Limit of one poll: its wait and room for the answer.
 const POLL_TIMEOUT: Duration = Duration::from_secs(6);
-/// Polls in a row without an answer before the job counts as lost.
+/// Polls in a row without an answer before the coordinator counts as lost.
 const POLL_MISSES: u32 = 3;
+/// Limit of the cancel sent to a lost coordinator (it may only be stalled: if it comes
+/// back, it drops the job rather than run it for nobody).
+const CANCEL_TIMEOUT: Duration = Duration::from_millis(250);
 
 /// A running job: its updates as they come ([`Self::next`]), then its outcome
-/// ([`Self::outcome`]).
+/// ([`Self::outcome`]). It survives the loss of its coordinator (see the module
+/// documentation): [`JobUpdate::FailedOver`] says so.
 #[derive(Debug)]
 pub struct SampleJob<'a> {
     client: &'a mut ClusterClient,
+    /// The request as first submitted: a failover resubmits it over the unfinished chains.
+    request: WireSampleRequest,
     job: JobId,
     ack: u64,
     assembler: Assembler,
     updates: VecDeque<JobUpdate>,
     released: bool,
+    failovers: u32,
+    /// The nodes this job lost: not tried again.
+    lost: Vec<(NodeName, SocketAddr)>,
+    /// The coordinator said its node drains (it leaves when the job is done or its grace
+    /// passes).
+    coordinator_draining: bool,
+}
+
+/// Why a poll gave no events.
+enum Interrupted {
+    /// The coordinator is lost, for this reason: fail over.
+    Lost(String),
+    /// An error of the job itself.
+    Error(ClientError),
 }
 
 impl<'a> SampleJob<'a> {
-    pub(super) fn new(client: &'a mut ClusterClient, job: JobId, n_chains: u32) -> Self {
+    pub(super) fn new(
+        client: &'a mut ClusterClient,
+        job: JobId,
+        request: WireSampleRequest,
+    ) -> Self {
+        client.liveness = Liveness::new();
         Self {
+            assembler: Assembler::new(job, request.n_chains),
             client,
+            request,
             job,
             ack: 0,
-            assembler: Assembler::new(job, n_chains),
             updates: VecDeque::new(),
             released: false,
+            failovers: 0,
+            lost: Vec::new(),
+            coordinator_draining: false,
         }
     }
 
-    /// The job's id (it names the job in every node's log).
+    /// The job's id (it names the job in every node's log); after a failover, the job on
+    /// the new coordinator.
     pub fn id(&self) -> JobId {
         self.job
+    }
+
+    /// The node whose coordinator runs the job (another one after a failover).
+    pub fn coordinator(&self) -> &NodeName {
+        &self.client.peer
     }
 
     /// The next update; `None` once the job finished (then [`Self::outcome`] has the
     /// result). A failed job is an error.
     ///
     /// # Cancel safety
-    /// Cancel safe: an update fetched but not returned is kept for the next call.
+    /// Cancel safe: an update fetched but not returned is kept for the next call. A
+    /// failover cancelled halfway is not: the job may then have been submitted to a node
+    /// nobody follows (its lease cancels it).
     pub async fn next(&mut self) -> Result<Option<JobUpdate>, ClientError> {
         loop {
             if let Some(update) = self.updates.pop_front() {
@@ -93,31 +136,10 @@ impl<'a> SampleJob<'a> {
     }
 
     async fn poll(&mut self) -> Result<(), ClientError> {
-        let mut misses = 0;
-        let events = loop {
-            let request = JobRequest::Poll {
-                job: self.job,
-                ack: self.ack,
-                wait_ms: POLL_WAIT_MS,
-            };
-            match self.call(request, POLL_TIMEOUT).await {
-                Ok(JobReply::Events { job, events }) if job == self.job => break events,
-                // Never apply another job's events to this one.
-                Ok(JobReply::Events { job, .. }) => {
-                    return Err(ClientError::Wire {
-                        peer: self.client.peer.clone(),
-                        error: crate::wire::WireError::Invalid {
-                            what: "poll answer".to_owned(),
-                            reason: format!("events of job {job} for a poll of job {}", self.job),
-                        },
-                    });
-                }
-                Ok(other) => return Err(self.client.unexpected(other)),
-                Err(ClientError::Call(CallError::Timeout { .. })) if misses + 1 < POLL_MISSES => {
-                    misses += 1;
-                }
-                Err(error) => return Err(error),
-            }
+        let events = match self.fetch().await {
+            Ok(events) => events,
+            Err(Interrupted::Lost(reason)) => return self.fail_over(reason).await,
+            Err(Interrupted::Error(error)) => return Err(error),
         };
         for event in events {
             if event.seq <= self.ack {
@@ -127,6 +149,9 @@ impl<'a> SampleJob<'a> {
             match self.assembler.apply(event.event) {
                 Ok(updates) => {
                     for update in &updates {
+                        if matches!(update, JobUpdate::CoordinatorDraining { .. }) {
+                            self.coordinator_draining = true;
+                        }
                         log_update(update);
                     }
                     self.updates.extend(updates);
@@ -136,6 +161,133 @@ impl<'a> SampleJob<'a> {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The next events of the job, while watching its coordinator's node.
+    async fn fetch(&mut self) -> Result<Vec<wire::WireEvent<wire::WireJobEvent>>, Interrupted> {
+        let mut misses = 0;
+        loop {
+            let Some(coordinator) = COORDINATOR.remote_member(self.client.session) else {
+                let session = self.client.session;
+                return Err(Interrupted::Lost(
+                    if crate::discovery::MEMBERSHIP
+                        .remote_member(session)
+                        .is_none()
+                    {
+                        "connection lost".to_owned()
+                    } else {
+                        "its coordinator is gone".to_owned()
+                    },
+                ));
+            };
+            let request = JobRequest::Poll {
+                job: self.job,
+                ack: self.ack,
+                wait_ms: POLL_WAIT_MS,
+            };
+            let envelope = self.envelope(request);
+            let peer = self.client.peer.to_string();
+            let call = wire::call(&coordinator, &peer, &envelope, POLL_TIMEOUT);
+            let answer = tokio::select! {
+                answer = call => answer,
+                reason = self.client.watch() => return Err(Interrupted::Lost(reason)),
+            };
+            let reply = match answer {
+                Ok(reply) => reply.body,
+                Err(CallError::Timeout { .. }) if misses + 1 < POLL_MISSES => {
+                    misses += 1;
+                    continue;
+                }
+                Err(CallError::Timeout { .. }) => {
+                    return Err(Interrupted::Lost(format!(
+                        "{POLL_MISSES} polls in a row unanswered"
+                    )));
+                }
+                Err(CallError::Unreachable { reason, .. }) => {
+                    return Err(Interrupted::Lost(format!(
+                        "its coordinator is unreachable: {reason}"
+                    )));
+                }
+                Err(CallError::Refused {
+                    error: WireError::NotFound { .. } | WireError::Unavailable { .. },
+                    ..
+                }) => {
+                    return Err(Interrupted::Lost(
+                        "its coordinator restarted and lost the job".to_owned(),
+                    ));
+                }
+                Err(error) => return Err(Interrupted::Error(error.into())),
+            };
+            self.client.liveness.heard();
+            return match reply {
+                JobReply::Events { job, events } if job == self.job => Ok(events),
+                // Never apply another job's events to this one.
+                JobReply::Events { job, .. } => Err(Interrupted::Error(ClientError::Wire {
+                    peer: self.client.peer.clone(),
+                    error: WireError::Invalid {
+                        what: "poll answer".to_owned(),
+                        reason: format!("events of job {job} for a poll of job {}", self.job),
+                    },
+                })),
+                other => Err(Interrupted::Error(self.client.unexpected(other))),
+            };
+        }
+    }
+
+    /// The coordinator is lost: keep the chains received whole, submit the others to
+    /// another member, follow that job from now on.
+    async fn fail_over(&mut self, reason: String) -> Result<(), ClientError> {
+        let from = self.client.peer.clone();
+        let reason = if self.coordinator_draining {
+            format!("it drained and left: {reason}")
+        } else {
+            reason
+        };
+        let chains = self.assembler.unfinished();
+        if chains.is_empty() {
+            // Every chain arrived; only the coordinator's last word is missing.
+            tracing::info!("entry node {from} lost ({reason}) after every chain arrived");
+            self.assembler.complete_here();
+            return Ok(());
+        }
+        if self.failovers >= self.client.settings.max_failovers {
+            return Err(ClientError::TooManyFailovers {
+                job: self.job,
+                node: from,
+                reason,
+                failovers: self.failovers,
+            });
+        }
+        self.failovers += 1;
+        self.lost.push((from.clone(), self.client.address));
+        let old = (COORDINATOR.remote_member(self.client.session), self.job);
+        tracing::info!(
+            "entry node {from} lost ({reason}); resubmitting {} unfinished chains",
+            chains.len()
+        );
+        let mut request = self.request.clone();
+        request.chains = Some(chains.clone());
+        let tried = vec![format!("{from} ({reason})")];
+        let job = self
+            .client
+            .relocate(&request, chains.len() as u32, &self.lost, tried)
+            .await?;
+        if let (Some(coordinator), old_job) = old {
+            let envelope = self.envelope(JobRequest::Cancel { job: old_job });
+            let _ = wire::call(&coordinator, from.as_str(), &envelope, CANCEL_TIMEOUT).await;
+        }
+        let to = self.client.peer.clone();
+        tracing::info!(
+            "entry node {from} lost ({reason}); continuing on {to} with {} unfinished chains (job {job})",
+            chains.len()
+        );
+        let failover = self.assembler.fail_over(from, reason, to, job, &chains);
+        self.job = job;
+        self.ack = 0;
+        self.released = false;
+        self.coordinator_draining = false;
+        self.updates.push_back(JobUpdate::FailedOver(failover));
         Ok(())
     }
 
@@ -152,19 +304,28 @@ impl<'a> SampleJob<'a> {
         let _ = self.call(request, POLL_TIMEOUT).await;
     }
 
+    /// An envelope about the job. Polls are idempotent (the ack says what we have): each
+    /// gets a fresh request id.
+    fn envelope(&self, request: JobRequest) -> Envelope<JobRequest> {
+        let request_id = crate::ids::RequestId(crate::ids::fresh_u64());
+        let job = match &request {
+            JobRequest::Cancel { job } | JobRequest::Poll { job, .. } => *job,
+            JobRequest::Submit(_) => self.job,
+        };
+        Envelope::new(request_id, &self.client.settings.name, request).with_job(job)
+    }
+
     async fn call(&self, request: JobRequest, timeout: Duration) -> Result<JobReply, ClientError> {
         let client = &*self.client;
         let endpoint = client.endpoint(&COORDINATOR)?;
-        // Polls are idempotent (the ack says what we have): each gets a fresh request id.
-        let request_id = crate::ids::RequestId(crate::ids::fresh_u64());
-        let envelope = Envelope::new(request_id, &client.settings.name, request).with_job(self.job);
+        let envelope = self.envelope(request);
         let reply = wire::call(&endpoint, client.peer.as_str(), &envelope, timeout).await?;
         Ok(reply.body)
     }
 }
 
-/// One line per placement, retry and end of warmup (progress and finished chains are
-/// debug lines).
+/// One line per placement, retry, end of warmup, drain and failover (progress and finished
+/// chains are debug lines).
 fn log_update(update: &JobUpdate) {
     match update {
         JobUpdate::Placed {
@@ -188,7 +349,11 @@ fn log_update(update: &JobUpdate) {
         JobUpdate::ChainDone { chain, node, .. } => {
             tracing::debug!("chain {chain} done on {node}")
         }
-        JobUpdate::Progress { .. } => {}
+        JobUpdate::CoordinatorDraining { node, grace } => tracing::info!(
+            "entry node {node} is draining: the job goes on there for up to {grace:?}"
+        ),
+        // Logged where it happens.
+        JobUpdate::FailedOver(_) | JobUpdate::Progress { .. } => {}
     }
 }
 

@@ -91,7 +91,7 @@ impl Actor for CoordinatorEndpoint {
 
 /// Checks a submitted job: the model decodes and validates here first, so that a bad model
 /// is the client's error at once rather than every worker's later.
-fn check(request: WireSampleRequest) -> Result<JobSpec, WireError> {
+pub(super) fn check(request: WireSampleRequest) -> Result<JobSpec, WireError> {
     let invalid = |what: &str, reason: String| WireError::Invalid {
         what: what.to_owned(),
         reason,
@@ -101,6 +101,9 @@ fn check(request: WireSampleRequest) -> Result<JobSpec, WireError> {
             "request",
             format!("{} chains (expected 1 to {MAX_CHAINS})", request.n_chains),
         ));
+    }
+    if let Some(chains) = &request.chains {
+        check_subset(chains, request.n_chains).map_err(|reason| invalid("request", reason))?;
     }
     let settings = request.settings.to_settings(1);
     settings
@@ -139,8 +142,33 @@ fn check(request: WireSampleRequest) -> Result<JobSpec, WireError> {
             WireDevice::Gpu => DevicePreference::Gpu,
         },
         warmup,
+        chains: request.chains,
         fingerprint,
     })
+}
+
+/// A subset of a job's chains: not empty, no longer than the job, each below `n_chains`,
+/// in increasing order (so without duplicates).
+fn check_subset(chains: &[u32], n_chains: u32) -> Result<(), String> {
+    if chains.is_empty() || chains.len() > n_chains as usize {
+        return Err(format!(
+            "a subset of {} chains of a job of {n_chains} (expected 1 to {n_chains})",
+            chains.len()
+        ));
+    }
+    if let Some(&chain) = chains.iter().find(|&&chain| chain >= n_chains) {
+        return Err(format!(
+            "chain {chain} in the subset is not one of the job's {n_chains} chains (0 to {})",
+            n_chains - 1
+        ));
+    }
+    if let Some(pair) = chains.windows(2).find(|pair| pair[0] >= pair[1]) {
+        return Err(format!(
+            "chains of a subset must increase: {} comes after {}",
+            pair[1], pair[0]
+        ));
+    }
+    Ok(())
 }
 
 /// A hash of the request, to tell a retried submission (same request id, same request) from
@@ -156,6 +184,7 @@ fn fingerprint(model: &CheckedModel, request: &WireSampleRequest) -> u64 {
         request.seed,
         request.device,
         request.warmup,
+        &request.chains,
     );
     // Plain structs and enums: encoding them cannot fail, and gives the same bytes each time.
     rmp_serde::to_vec_named(&rest)

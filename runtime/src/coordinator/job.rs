@@ -25,6 +25,10 @@
 //!
 //! A pool that refused a task (its answer to `Run` was an error) ran nothing: its chains
 //! avoid it and count the attempt, but are not suspect.
+//!
+//! A job over a subset of its chains (`JobSpec::chains`: a client resubmitting what it did
+//! not receive after losing its coordinator) runs only those; the others are `NotAsked`
+//! and count as finished. Chains keep their numbers, so their random streams.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -60,9 +64,21 @@ pub(crate) struct JobSpec {
     pub(crate) seed: u64,
     pub(crate) device: DevicePreference,
     pub(crate) warmup: WarmupMode,
+    /// Only these chains of `0..n_chains` (increasing, checked by the endpoint); `None`:
+    /// every chain. A client that lost its coordinator resubmits its unfinished chains so.
+    pub(crate) chains: Option<Vec<u32>>,
     /// A hash of the submitted request's bytes: a submission retried with the same request
     /// id must be the same request (see `Coordinator`'s `submit`).
     pub(crate) fingerprint: u64,
+}
+
+impl JobSpec {
+    /// The chains the job runs.
+    pub(crate) fn count(&self) -> u32 {
+        self.chains
+            .as_ref()
+            .map_or(self.n_chains, |chains| chains.len() as u32)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +86,8 @@ enum ChainState {
     Pending,
     Running(TaskId),
     Done,
+    /// Not one of the job's chains (a job over a subset).
+    NotAsked,
 }
 
 /// How an attempt of a chain ended without a result.
@@ -191,11 +209,22 @@ impl Job {
             WarmupMode::Broadcast { .. } => Some((Chain::new(), None)),
             WarmupMode::Independent => None,
         };
+        let mut chains: Vec<Chain> = (0..spec.n_chains).map(|_| Chain::new()).collect();
+        if let Some(asked) = &spec.chains {
+            for chain in &mut chains {
+                chain.state = ChainState::NotAsked;
+            }
+            for &number in asked {
+                if let Some(chain) = chains.get_mut(number as usize) {
+                    chain.state = ChainState::Pending;
+                }
+            }
+        }
         Self {
             id,
             client,
             submission,
-            chains: (0..spec.n_chains).map(|_| Chain::new()).collect(),
+            chains,
             spec,
             warmup,
             tasks: HashMap::new(),
@@ -699,6 +728,12 @@ impl Job {
         self.tasks.drain().collect()
     }
 
+    /// Forgets the job's tasks (its coordinator leaves; the job's client resubmits what it
+    /// did not receive elsewhere); returns them, to be cancelled.
+    pub(crate) fn take_tasks(&mut self) -> Vec<(TaskId, TaskRecord)> {
+        self.tasks.drain().collect()
+    }
+
     /// The tasks running on `node`.
     pub(crate) fn tasks_on(&self, node: &NodeName) -> Vec<TaskId> {
         self.tasks
@@ -706,6 +741,19 @@ impl Job {
             .filter(|(_, record)| &record.node == node)
             .map(|(task, _)| *task)
             .collect()
+    }
+
+    /// The coordinator's node drains: tells the client (the job goes on until it finishes or
+    /// the node leaves after `grace`).
+    pub(crate) fn notify_draining(&mut self, node: &NodeName, grace: std::time::Duration) {
+        if !self.is_running() {
+            return;
+        }
+        self.outbox.push(WireJobEvent::Draining {
+            node: node.to_string(),
+            grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
+        });
+        self.answer_waiter();
     }
 
     /// A poll from the client: acknowledges, then answers now or waits.
@@ -751,7 +799,9 @@ impl Job {
     }
 
     fn is_complete(&self) -> bool {
-        self.chains.iter().all(|c| c.state == ChainState::Done)
+        self.chains
+            .iter()
+            .all(|c| matches!(c.state, ChainState::Done | ChainState::NotAsked))
     }
 
     fn chain_mut(&mut self, number: u32) -> Option<&mut Chain> {

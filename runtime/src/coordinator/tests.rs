@@ -94,6 +94,7 @@ fn spec(n_chains: u32, warmup: WarmupMode) -> JobSpec {
         seed: 7,
         device: DevicePreference::Any,
         warmup,
+        chains: None,
     }
 }
 
@@ -826,4 +827,111 @@ fn placement_keeps_quarantined_chains_alone_and_off_the_nodes_they_avoid() {
         &mut workers,
     );
     assert_eq!(plan, [vec![2], vec![0]]);
+}
+
+#[test]
+fn a_job_over_a_subset_runs_those_chains_with_their_numbers_and_finishes_with_them() {
+    let mut spec = spec(6, WarmupMode::Independent);
+    spec.chains = Some(vec![1, 4]);
+    assert_eq!(spec.count(), 2);
+    let mut job = Job::new(JobId(2), node("client"), RequestId(1), spec);
+    let pending = job.pending();
+    let numbers: Vec<u32> = pending.iter().map(|c| c.chain).collect();
+    assert_eq!(numbers, [1, 4]);
+    let task = TaskId(3);
+    let wire = job.dispatch(task, ActorId::Local(1), node("a"), WorkerKind::Cpu, pending);
+    assert_eq!(wire.seed, 7);
+    // A chain the job does not run is ignored, whatever a worker says.
+    job.apply(
+        task,
+        vec![progress(0, 0, 10), WireTaskEvent::ChainDone(done(0, 10))],
+    );
+    assert!(job.is_running());
+    job.apply(
+        task,
+        vec![progress(1, 0, 10), WireTaskEvent::ChainDone(done(1, 10))],
+    );
+    assert!(job.is_running());
+    job.apply(
+        task,
+        vec![progress(4, 0, 10), WireTaskEvent::ChainDone(done(4, 10))],
+    );
+    assert!(!job.is_running());
+    let events = events(&mut job);
+    let done_chains: Vec<u32> = events
+        .iter()
+        .filter_map(|e| match e {
+            WireJobEvent::ChainDone { done, .. } => Some(done.chain),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(done_chains, [1, 4]);
+    assert!(matches!(events.last(), Some(WireJobEvent::Finished { .. })));
+}
+
+#[test]
+fn a_draining_coordinator_tells_running_jobs_once_they_are_told() {
+    let mut job = new_job(1, WarmupMode::Independent);
+    job.notify_draining(&node("a"), std::time::Duration::from_secs(30));
+    assert_eq!(
+        events(&mut job),
+        [WireJobEvent::Draining {
+            node: "a@127.0.0.1".into(),
+            grace_ms: 30_000
+        }]
+    );
+    job.fail("cancelled".into());
+    events(&mut job);
+    job.notify_draining(&node("a"), std::time::Duration::from_secs(30));
+    assert_eq!(events(&mut job), []);
+}
+
+fn request(n_chains: u32, chains: Option<Vec<u32>>) -> crate::wire::WireSampleRequest {
+    let model = sampler::CheckedModel::from_json(
+        r#"{"ir_version": 1, "name": "m", "parameters": [{"name": "mu"}],
+            "model": [{"sample": {"value": "mu", "dist": {"normal": {"mu": 0, "sigma": 1}}}}]}"#,
+        &sampler::Limits::default(),
+    )
+    .unwrap();
+    let mut request = crate::sampling::SampleRequest::new(
+        model.model().clone(),
+        sampler::SamplerSettings::default(),
+        n_chains,
+        sampler::Seed(3),
+    )
+    .to_wire();
+    request.chains = chains;
+    request
+}
+
+#[test]
+fn a_subset_of_chains_is_checked_at_the_endpoint() {
+    let spec = super::endpoint::check(request(6, Some(vec![0, 2, 5]))).unwrap();
+    assert_eq!((spec.n_chains, spec.count()), (6, 3));
+    assert_eq!(super::endpoint::check(request(6, None)).unwrap().count(), 6);
+    for (chains, expected) in [
+        (vec![], "a subset of 0 chains of a job of 6"),
+        (
+            vec![0, 1, 2, 3, 4, 5, 5],
+            "a subset of 7 chains of a job of 6",
+        ),
+        (
+            vec![1, 6],
+            "chain 6 in the subset is not one of the job's 6 chains",
+        ),
+        (vec![u32::MAX], "chain 4294967295 in the subset"),
+        (vec![2, 2], "must increase: 2 comes after 2"),
+        (vec![3, 1], "must increase: 1 comes after 3"),
+    ] {
+        let error = super::endpoint::check(request(6, Some(chains.clone()))).unwrap_err();
+        assert!(
+            matches!(&error, crate::wire::WireError::Invalid { what, reason }
+                if what == "request" && reason.contains(expected)),
+            "{chains:?}: {error}"
+        );
+    }
+    // The subset is part of what a retried submission must repeat.
+    let whole = super::endpoint::check(request(6, None)).unwrap();
+    let part = super::endpoint::check(request(6, Some(vec![1]))).unwrap();
+    assert_ne!(whole.fingerprint, part.fingerprint);
 }

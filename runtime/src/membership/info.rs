@@ -21,6 +21,8 @@ pub struct NodeInfo {
     pub address: SocketAddr,
     /// What it can run.
     pub resources: NodeResources,
+    /// It drains (shutting down): it finishes its running work and takes nothing new.
+    pub draining: bool,
 }
 
 /// What a node can run, and how busy it is.
@@ -139,6 +141,9 @@ pub enum MemberState {
     Connecting,
     /// Not answering; reconnect attempts continue with backoff.
     Down,
+    /// Up (or this node), but shutting down: it finishes its running work and takes
+    /// nothing new.
+    Draining,
 }
 
 impl fmt::Display for MemberState {
@@ -148,6 +153,7 @@ impl fmt::Display for MemberState {
             MemberState::Up => "up",
             MemberState::Connecting => "connecting",
             MemberState::Down => "down",
+            MemberState::Draining => "draining",
         })
     }
 }
@@ -174,6 +180,12 @@ pub enum MembershipEvent {
         node: NodeInfo,
         /// It had been up before (a reconnect after being down).
         reconnected: bool,
+    },
+    /// A node that is up drains: it finishes its running work, takes nothing new, then
+    /// leaves. Place nothing there.
+    NodeDraining {
+        /// The node.
+        node: NodeName,
     },
     /// A node that was up is not any more. Its jobs must be re-run elsewhere.
     NodeDown {
@@ -228,6 +240,7 @@ impl NodeInfo {
             name: self.name.to_string(),
             address: self.address.to_string(),
             resources: self.resources.to_wire(),
+            draining: self.draining,
         }
     }
 
@@ -236,6 +249,7 @@ impl NodeInfo {
             name: wire.name.parse().map_err(|e| malformed("node name", e))?,
             address: parse_address(&wire.address)?,
             resources: NodeResources::from_wire(wire.resources),
+            draining: wire.draining,
         })
     }
 }
@@ -288,6 +302,7 @@ impl MemberStatus {
                 MemberState::Up => WireMemberState::Up,
                 MemberState::Connecting => WireMemberState::Connecting,
                 MemberState::Down => WireMemberState::Down,
+                MemberState::Draining => WireMemberState::Draining,
             },
             resources: self.resources.as_ref().map(NodeResources::to_wire),
         }
@@ -302,6 +317,7 @@ impl MemberStatus {
                 WireMemberState::Up => MemberState::Up,
                 WireMemberState::Connecting => MemberState::Connecting,
                 WireMemberState::Down => MemberState::Down,
+                WireMemberState::Draining => MemberState::Draining,
             },
             resources: wire.resources.map(NodeResources::from_wire),
         })

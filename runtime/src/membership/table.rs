@@ -73,6 +73,8 @@ struct Peer {
     resources: Option<NodeResources>,
     link: Link,
     was_up: bool,
+    /// It said it drains (in its last heartbeat or answer).
+    draining: bool,
 }
 
 #[derive(Debug)]
@@ -141,12 +143,21 @@ impl PeerTable {
         self.me.resources.running_jobs = running_jobs;
     }
 
+    /// This node drains: its heartbeats and answers say so from now on.
+    pub(crate) fn set_draining(&mut self) {
+        self.me.draining = true;
+    }
+
     /// Every node this node knows, itself first, then by name.
     pub(crate) fn members(&self) -> Vec<MemberStatus> {
         let me = MemberStatus {
             name: self.me.name.clone(),
             address: self.me.address,
-            state: MemberState::Local,
+            state: if self.me.draining {
+                MemberState::Draining
+            } else {
+                MemberState::Local
+            },
             resources: Some(self.me.resources.clone()),
         };
         let peers = self.peers.iter().map(|(name, peer)| MemberStatus {
@@ -154,6 +165,7 @@ impl PeerTable {
             address: peer.address,
             state: match peer.link {
                 Link::Connecting { .. } => MemberState::Connecting,
+                Link::Up { .. } if peer.draining => MemberState::Draining,
                 Link::Up { .. } => MemberState::Up,
                 Link::Down { .. } => MemberState::Down,
             },
@@ -168,6 +180,15 @@ impl PeerTable {
             .iter()
             .filter(|(_, peer)| matches!(peer.link, Link::Up { .. }))
             .map(|(name, peer)| (name.clone(), peer.address))
+            .collect()
+    }
+
+    /// The peers that are up and drain.
+    pub(crate) fn draining_nodes(&self) -> Vec<NodeName> {
+        self.peers
+            .iter()
+            .filter(|(_, peer)| peer.draining && matches!(peer.link, Link::Up { .. }))
+            .map(|(name, _)| name.clone())
             .collect()
     }
 
@@ -204,6 +225,7 @@ impl PeerTable {
             name: name.clone(),
             address: peer.address,
             resources: peer.resources.clone().unwrap_or_default(),
+            draining: peer.draining,
         }
     }
 
@@ -369,6 +391,7 @@ impl PeerTable {
             resources: None,
             link: Link::Down { since: now },
             was_up: false,
+            draining: false,
         });
         peer.dialed = dialed.or(peer.dialed);
         match &mut peer.link {
@@ -484,6 +507,8 @@ impl PeerTable {
         heartbeat.misses = 0;
         peer.address = node.address;
         peer.resources = Some(node.resources.clone());
+        let starts_draining = node.draining && !peer.draining;
+        peer.draining = node.draining;
         if let Link::Connecting { heartbeat, .. } = &mut peer.link {
             peer.link = Link::Up {
                 session,
@@ -502,6 +527,11 @@ impl PeerTable {
                 });
             }
         }
+        if starts_draining {
+            out.push(Effect::Event(MembershipEvent::NodeDraining {
+                node: name.clone(),
+            }));
+        }
         self.learn(&members, now, &mut out);
         out
     }
@@ -518,6 +548,12 @@ impl PeerTable {
         match self.peers.get_mut(&node.name) {
             Some(peer) if matches!(peer.link, Link::Up { .. }) => {
                 peer.resources = Some(node.resources.clone());
+                if node.draining && !peer.draining {
+                    out.push(Effect::Event(MembershipEvent::NodeDraining {
+                        node: node.name.clone(),
+                    }));
+                }
+                peer.draining = node.draining;
             }
             Some(peer) if matches!(peer.link, Link::Connecting { .. }) => {}
             _ => {
@@ -651,6 +687,8 @@ impl PeerTable {
         };
         let was_up = matches!(peer.link, Link::Up { .. });
         peer.link = Link::Down { since: now };
+        // Whoever answers at its address next says for itself whether it drains.
+        peer.draining = false;
         let address = peer.address;
         if was_up {
             out.push(Effect::Event(MembershipEvent::NodeDown {

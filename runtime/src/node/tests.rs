@@ -3,7 +3,8 @@
 //! the node's own coordinator and pool (the draws are the local sampler's), a pool that
 //! panics mid-job (restarted by its supervisor, the job completes with its chains retried),
 //! runs that fail under their chains mid-job (the chains run again, the job completes),
-//! a membership restart under the rest-for-one root, clean shutdown.
+//! a job over a subset of its chains (they keep their draws), a membership restart under
+//! the rest-for-one root, a drain (no new work, clients told, a grace), clean shutdown.
 //! Nodes talking to each other are tested with real processes in the workspace `tests` crate.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -13,11 +14,14 @@ use sampler::{CheckedModel, Limits, SamplerSettings, Seed};
 
 use super::*;
 use crate::discovery::{COORDINATOR, CPU_POOL};
-use crate::ids::RequestId;
+use crate::ids::{JobId, RequestId};
 use crate::membership::MemberState;
 use crate::sampling::{AssembleError, Assembler, JobOutcome, SampleRequest};
 use crate::session::ConnectError;
-use crate::wire::{self, Envelope, JobReply, JobRequest, PoolReply, PoolRequest, WireFault};
+use crate::wire::{
+    self, Envelope, JobReply, JobRequest, PoolReply, PoolRequest, WireError, WireFault,
+    WireJobEvent,
+};
 
 const MODEL: &str = r#"{"ir_version": 1, "name": "normal_mean",
   "data": {"y": {"vector": [0.1, -0.3, 0.5, 1.2]}},
@@ -109,6 +113,59 @@ async fn wait_until_the_pool_is_idle(me: &NodeName) {
             reply.body
         );
         tokio::task::yield_now().await;
+    }
+}
+
+/// Submits `request` to this process's coordinator; its job id.
+async fn submit_wire(
+    me: &NodeName,
+    request: crate::wire::WireSampleRequest,
+) -> Result<JobId, wire::CallError> {
+    let (_, coordinator) = COORDINATOR.all_members().remove(0);
+    let fresh = RequestId(crate::ids::fresh_u64());
+    let submit = Envelope::new(fresh, me, JobRequest::Submit(request));
+    let reply = wire::call(&coordinator, "local", &submit, Duration::from_secs(20)).await?;
+    let JobReply::Submitted { job, .. } = reply.body else {
+        panic!("{:?}", reply.body);
+    };
+    Ok(job)
+}
+
+/// Polls job `job` after `ack` until `stop` holds for an event; the events, and the new ack.
+async fn poll_until(
+    me: &NodeName,
+    job: JobId,
+    mut ack: u64,
+    stop: impl Fn(&WireJobEvent) -> bool,
+) -> (Vec<WireJobEvent>, u64) {
+    let (_, coordinator) = COORDINATOR.all_members().remove(0);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no such event in {seen:?}"
+        );
+        let request = JobRequest::Poll {
+            job,
+            ack,
+            wait_ms: 1000,
+        };
+        let poll = Envelope::new(RequestId(crate::ids::fresh_u64()), me, request);
+        let reply = wire::call(&coordinator, "local", &poll, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let JobReply::Events { events, .. } = reply.body else {
+            panic!("{:?}", reply.body);
+        };
+        for event in events {
+            ack = event.seq;
+            let done = stop(&event.event);
+            seen.push(event.event);
+            if done {
+                return (seen, ack);
+            }
+        }
     }
 }
 
@@ -305,6 +362,45 @@ async fn a_node_starts_reports_itself_fails_a_join_and_stops() {
         assert_eq!(remote.draws, local.draws, "chain {}", local.chain);
     }
 
+    // A job over chains 1 and 3 of 4 (a client's resubmission after a failover): they keep
+    // their numbers, so their draws; the others do not run.
+    wait_until_the_pool_is_idle(&name).await;
+    let short = SamplerSettings {
+        num_warmup: 100,
+        num_draws: 50,
+        ..SamplerSettings::default()
+    };
+    let mut subset = SampleRequest::new(model.model().clone(), short.clone(), 4, Seed(8)).to_wire();
+    subset.chains = Some(vec![1, 3]);
+    let job = submit_wire(&name, subset).await.unwrap();
+    let (events, _) = poll_until(&name, job, 0, |e| {
+        matches!(e, WireJobEvent::Finished { .. })
+    })
+    .await;
+    let mut draws: std::collections::BTreeMap<u32, Vec<f64>> = Default::default();
+    for event in &events {
+        if let WireJobEvent::Progress {
+            chain,
+            draws: Some(chunk),
+            ..
+        } = event
+        {
+            draws.entry(*chain).or_default().extend(&chunk.values);
+        }
+    }
+    let specs = [1, 3].map(|c| sampler::ChainSpec::new(sampler::ChainId(c)));
+    let local = sampler::sample_chains(
+        || model.evaluator(),
+        &short,
+        Seed(8),
+        &specs,
+        &sampler::NoObserver,
+    )
+    .unwrap();
+    assert_eq!(draws.keys().copied().collect::<Vec<_>>(), [1, 3]);
+    assert_eq!(draws[&1], local[0].draws);
+    assert_eq!(draws[&3], local[1].draws);
+
     // Membership killed: the root restarts it, and its endpoint after it (rest-for-one).
     membership.kill();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -337,6 +433,55 @@ async fn a_node_starts_reports_itself_fails_a_join_and_stops() {
             ("coordinator", 1),
             ("coordinator-endpoint", 1),
         ]
+    );
+
+    // A drain while a chain runs, with a grace shorter than the chain: the node says it
+    // drains, the job's client hears of it, a new job and a pool status are refused naming
+    // the node, and the drain ends at the grace with the chain and the job left.
+    let longer = SamplerSettings {
+        num_draws: 2_000_000,
+        ..long.clone()
+    };
+    let request = SampleRequest::new(model.model().clone(), longer, 1, Seed(9));
+    let job = submit_wire(&name, request.to_wire()).await.unwrap();
+    let running = |e: &WireJobEvent| matches!(e, WireJobEvent::Progress { draws: Some(_), .. });
+    let (_, ack) = poll_until(&name, job, 0, running).await;
+    let report = node.drain(Duration::from_millis(300)).await;
+    assert!(!report.is_complete(), "{report:?}");
+    assert_eq!(report.jobs_left, 1, "{report:?}");
+    assert!(report.chains_left >= 1, "{report:?}");
+    assert!(report.waited >= Duration::from_millis(300), "{report:?}");
+    let members = node.members(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(members[0].state, MemberState::Draining);
+    let draining = |e: &WireJobEvent| matches!(e, WireJobEvent::Draining { .. });
+    let (events, _) = poll_until(&name, job, ack, draining).await;
+    assert_eq!(
+        events.last(),
+        Some(&WireJobEvent::Draining {
+            node: name.to_string(),
+            grace_ms: 300
+        })
+    );
+    let refused = submit_wire(&name, request.to_wire()).await.unwrap_err();
+    let expected = WireError::Draining {
+        node: name.to_string(),
+    };
+    assert!(
+        matches!(&refused, wire::CallError::Refused { error, .. } if *error == expected),
+        "{refused}"
+    );
+    assert!(
+        refused.to_string().contains("submit to another member"),
+        "{refused}"
+    );
+    let (_, pool) = CPU_POOL.all_members().remove(0);
+    let status = Envelope::new(RequestId(101), &name, PoolRequest::Status);
+    let refused = wire::call(&pool, "local", &status, Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, wire::CallError::Refused { error, .. } if *error == expected),
+        "{refused}"
     );
 
     node.shutdown().await.unwrap();

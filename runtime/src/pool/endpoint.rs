@@ -123,7 +123,11 @@ impl wire::Answerable<PoolWire> for PoolMsg {
             | PoolMsg::Run { responder, .. }
             | PoolMsg::Poll { responder, .. }
             | PoolMsg::Cancel { responder, .. } => Some(responder),
-            PoolMsg::ChainProgress { .. } | PoolMsg::RunFinished { .. } | PoolMsg::Tick => None,
+            PoolMsg::ChainProgress { .. }
+            | PoolMsg::RunFinished { .. }
+            | PoolMsg::Tick
+            | PoolMsg::Drain(_)
+            | PoolMsg::Membership(_) => None,
         }
     }
 }

@@ -142,3 +142,159 @@ fn gaps_missing_chains_and_failures_are_errors() {
         Err(AssembleError::Protocol(_))
     ));
 }
+
+fn apply_all(assembler: &mut Assembler, events: Vec<WireJobEvent>) -> Vec<JobUpdate> {
+    let mut updates = Vec::new();
+    for event in events {
+        updates.extend(assembler.apply(event).unwrap());
+    }
+    updates
+}
+
+fn name(text: &str) -> NodeName {
+    text.parse().unwrap()
+}
+
+#[test]
+fn a_failover_keeps_whole_chains_drops_partial_ones_and_takes_the_rest_from_the_new_job() {
+    let mut assembler = Assembler::new(JobId(9), 3);
+    apply_all(
+        &mut assembler,
+        vec![
+            progress(0, 1, 0, &[1.0, 2.0]),
+            done(0, 1, 2, "a@h"),
+            // Chain 1 is half streamed when the coordinator is lost.
+            progress(1, 1, 0, &[7.0]),
+            // Chain 2 was retried once by the first coordinator, then half streamed.
+            WireJobEvent::Retried {
+                chains: vec![2],
+                node: "c@h".into(),
+                reason: "c@h down".into(),
+                attempt: 2,
+            },
+            progress(2, 2, 0, &[8.0]),
+        ],
+    );
+    assert_eq!(assembler.unfinished(), [1, 2]);
+    let failover = assembler.fail_over(
+        name("a@h"),
+        "connection lost".into(),
+        name("b@h"),
+        JobId(10),
+        &[1, 2],
+    );
+    assert_eq!(failover.chains, [ChainId(1), ChainId(2)]);
+    assert_eq!(
+        (failover.from.as_str(), failover.to.as_str()),
+        ("a@h", "b@h")
+    );
+
+    // The new job may not touch the chain received whole.
+    assert!(matches!(
+        assembler.apply(progress(0, 1, 0, &[9.0])),
+        Err(AssembleError::Protocol(_))
+    ));
+    assert!(matches!(
+        assembler.apply(done(0, 1, 2, "b@h")),
+        Err(AssembleError::Protocol(_))
+    ));
+    let updates = apply_all(
+        &mut assembler,
+        vec![
+            progress(1, 1, 0, &[3.0, 4.0]),
+            done(1, 1, 2, "b@h"),
+            WireJobEvent::Retried {
+                chains: vec![2],
+                node: "b@h".into(),
+                reason: "worker failed".into(),
+                attempt: 2,
+            },
+            progress(2, 2, 0, &[5.0, 6.0]),
+            done(2, 2, 2, "d@h"),
+        ],
+    );
+    // Attempts count every job's.
+    assert!(updates.contains(&JobUpdate::ChainDone {
+        chain: ChainId(1),
+        node: name("b@h"),
+        attempt: 2
+    }));
+    assert!(updates.contains(&JobUpdate::ChainDone {
+        chain: ChainId(2),
+        node: name("d@h"),
+        attempt: 4
+    }));
+    assert!(!assembler.is_finished());
+    let retried = vec![WireRetry {
+        chain: 2,
+        node: "b@h".into(),
+        reason: "worker failed".into(),
+        attempt: 2,
+    }];
+    assembler.apply(WireJobEvent::Finished { retried }).unwrap();
+    let outcome = assembler.finish().unwrap();
+    assert_eq!(outcome.job, JobId(10));
+    assert_eq!(outcome.traces[0].draws, [1.0, 2.0]);
+    assert_eq!(outcome.traces[1].draws, [3.0, 4.0]);
+    assert_eq!(outcome.traces[2].draws, [5.0, 6.0]);
+    assert_eq!(outcome.traces[2].stats.len(), 2);
+    let placed: Vec<(&str, u32)> = outcome
+        .placements
+        .iter()
+        .map(|p| (p.node.as_str(), p.attempts))
+        .collect();
+    assert_eq!(placed, [("a@h", 1), ("b@h", 2), ("d@h", 4)]);
+    // The first coordinator's retry, one per resubmitted chain naming the lost node, then
+    // the new coordinator's (its attempt counted over both jobs).
+    let retried: Vec<(u32, &str, u32)> = outcome
+        .retried
+        .iter()
+        .map(|r| (r.chain.0, r.node.as_str(), r.attempt))
+        .collect();
+    assert_eq!(
+        retried,
+        [(2, "c@h", 2), (1, "a@h", 2), (2, "a@h", 3), (2, "b@h", 4)]
+    );
+    assert!(outcome.retried[1].reason.contains("connection lost"));
+    assert_eq!(outcome.failovers, [failover]);
+}
+
+#[test]
+fn a_coordinator_lost_after_the_last_chain_leaves_a_finished_job() {
+    let mut assembler = Assembler::new(JobId(9), 2);
+    apply_all(
+        &mut assembler,
+        vec![
+            progress(0, 1, 0, &[1.0]),
+            done(0, 1, 1, "a@h"),
+            progress(1, 1, 0, &[2.0]),
+        ],
+    );
+    assembler.complete_here();
+    assert!(!assembler.is_finished());
+    apply_all(&mut assembler, vec![done(1, 1, 1, "a@h")]);
+    assert_eq!(assembler.unfinished(), Vec::<u32>::new());
+    assembler.complete_here();
+    assert!(assembler.is_finished());
+    let outcome = assembler.finish().unwrap();
+    assert_eq!(outcome.traces[1].draws, [2.0]);
+    assert!(outcome.failovers.is_empty());
+}
+
+#[test]
+fn a_draining_coordinator_is_an_update() {
+    let mut assembler = Assembler::new(JobId(9), 1);
+    let updates = assembler
+        .apply(WireJobEvent::Draining {
+            node: "a@h".into(),
+            grace_ms: 1500,
+        })
+        .unwrap();
+    assert_eq!(
+        updates,
+        [JobUpdate::CoordinatorDraining {
+            node: name("a@h"),
+            grace: std::time::Duration::from_millis(1500)
+        }]
+    );
+}

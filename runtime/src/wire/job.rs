@@ -71,6 +71,11 @@ pub struct WireSampleRequest {
     pub device: WireDevice,
     /// How chains warm up.
     pub warmup: WireWarmup,
+    /// Only these chains, in increasing order, each below `n_chains` (they keep their
+    /// numbers, so their random streams): a client that lost its coordinator resubmits the
+    /// chains it has not received. `None`: every chain. Absent from the bytes when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chains: Option<Vec<u32>>,
 }
 
 /// Where a job's chains may run.
@@ -179,6 +184,15 @@ pub enum WireJobEvent {
         /// Their new attempt.
         attempt: u32,
     },
+    /// The coordinator's node drains (it is shutting down): the job goes on there until it
+    /// finishes or `grace_ms` pass; then the node leaves and the client resubmits what it has
+    /// not received elsewhere.
+    Draining {
+        /// The coordinator's node.
+        node: String,
+        /// How long the node waits for its work, in milliseconds.
+        grace_ms: u64,
+    },
     /// Every chain finished.
     Finished {
         /// Every retry, in order.
@@ -218,6 +232,7 @@ impl WireJobEvent {
             }
             WireJobEvent::Finished { retried } => 64 + 96 * retried.len(),
             WireJobEvent::Failed { error } => 64 + error.len(),
+            WireJobEvent::Draining { node, .. } => 64 + node.len(),
         }
     }
 }

@@ -94,6 +94,9 @@ pub struct WireNodeInfo {
     pub address: String,
     /// What it can run.
     pub resources: WireResources,
+    /// It drains (shutting down): place nothing new there. Absent from the bytes when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub draining: bool,
 }
 
 /// What a node can run, and how busy it is.
@@ -163,6 +166,8 @@ pub enum WireMemberState {
     Connecting,
     /// Not answering; reconnect attempts continue with backoff.
     Down,
+    /// Up, but shutting down: it finishes its running work and takes nothing new.
+    Draining,
 }
 
 /// Why a join failed.

@@ -37,6 +37,7 @@ fn node_info() -> WireNodeInfo {
             ],
             running_jobs: 2,
         },
+        draining: false,
     }
 }
 
@@ -126,6 +127,7 @@ fn envelope_bytes_are_pinned() {
                     gpus: vec![],
                     running_jobs: 0,
                 },
+                draining: false,
             },
             members: vec![],
         },
@@ -411,4 +413,73 @@ fn chain_failure_causes_keep_older_peers_reading() {
     );
     round_trip(PoolRequest::InjectFault(WireFault::FailRuns));
     round_trip(PoolRequest::InjectFault(WireFault::AbortOnRun));
+}
+
+/// A request over a subset of chains, a draining coordinator's event and refusal, a draining
+/// member: all round trip, and a request for every chain is the bytes version-1 peers
+/// always sent (and a node that does not drain says nothing of it).
+#[test]
+fn failover_and_drain_bodies_keep_older_peers_reading() {
+    #[derive(Debug, PartialEq, Serialize, serde::Deserialize)]
+    struct OlderRequest {
+        #[serde(with = "serde_bytes")]
+        model: Vec<u8>,
+        settings: WireSettings,
+        n_chains: u32,
+        seed: u64,
+        device: WireDevice,
+        warmup: WireWarmup,
+    }
+    let older = OlderRequest {
+        model: vec![1, 2, 3],
+        settings: WireSettings::from(&sampler::SamplerSettings::default()),
+        n_chains: 8,
+        seed: 5,
+        device: WireDevice::Cpu,
+        warmup: WireWarmup::Independent,
+    };
+    let every = WireSampleRequest {
+        model: older.model.clone(),
+        settings: older.settings.clone(),
+        n_chains: 8,
+        seed: 5,
+        device: WireDevice::Cpu,
+        warmup: WireWarmup::Independent,
+        chains: None,
+    };
+    let older_bytes = rmp_serde::to_vec_named(&older).unwrap();
+    assert_eq!(rmp_serde::to_vec_named(&every).unwrap(), older_bytes);
+    assert_eq!(
+        rmp_serde::from_slice::<WireSampleRequest>(&older_bytes).unwrap(),
+        every
+    );
+    let subset = WireSampleRequest {
+        chains: Some(vec![1, 5, 7]),
+        ..every
+    };
+    round_trip(JobRequest::Submit(subset));
+    round_trip(WireJobEvent::Draining {
+        node: "a@127.0.0.1".into(),
+        grace_ms: 30_000,
+    });
+    round_trip(Err::<JobReply, _>(WireError::Draining {
+        node: "a@127.0.0.1".into(),
+    }));
+    round_trip(MembershipReply::Members {
+        members: vec![WireMemberStatus {
+            name: "b@127.0.0.1".into(),
+            address: "127.0.0.1:4371".into(),
+            state: WireMemberState::Draining,
+            resources: None,
+        }],
+    });
+    let draining = WireNodeInfo {
+        draining: true,
+        ..node_info()
+    };
+    round_trip(MembershipRequest::Heartbeat {
+        seq: 1,
+        node: draining,
+        members: vec![],
+    });
 }

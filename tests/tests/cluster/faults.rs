@@ -1,6 +1,6 @@
 //! Failures: a stopped node (SIGSTOP, as a stall or partition) is marked down by the others'
 //! heartbeats and comes back on SIGCONT; a killed node is marked down; a terminated node
-//! stops cleanly and leaves.
+//! drains, stops cleanly and leaves.
 
 use std::time::Duration;
 
@@ -68,6 +68,10 @@ fn faults_a_terminated_node_stops_cleanly_and_leaves() {
     b.process.signal("TERM");
     let exit = b.process.wait_exit(MESH_LIMIT);
     assert!(exit.is_some_and(|e| e.success()), "b exited with {exit:?}");
+    // With nothing running, the drain ends at once.
+    b.process
+        .wait_for_line("node b@127.0.0.1 drained in", MESH_LIMIT)
+        .unwrap();
     b.process
         .wait_for_line("node b@127.0.0.1 stopped", MESH_LIMIT)
         .unwrap();

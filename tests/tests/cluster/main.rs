@@ -1,12 +1,14 @@
 //! Clusters of real `cluster-cli node` processes on 127.0.0.1: joining and meshing, the
-//! cookie, failures (stopped, killed, terminated nodes), and remote sampling (a GPU node, a
+//! cookie, failures (stopped, killed, terminated nodes), remote sampling (a GPU node, a
 //! node killed mid-run, a pool that panics, malformed requests, placement, broadcast warmup),
-//! poison jobs (a request that kills the nodes running it), and software GPUs used only
-//! when asked.
+//! poison jobs (a request that kills the nodes running it), software GPUs used only when
+//! asked, and jobs that survive their entry node (killed, stopped, drained) and drained
+//! workers.
 //! Needs the `cluster-cli` binary (`cargo test --workspace --release` builds it; see
 //! `workspace_tests::process::cluster_cli`).
 
 mod cookie;
+mod failover;
 mod faults;
 mod join;
 mod poison;

@@ -12,10 +12,10 @@ use workspace_tests::process::Process;
 
 const MESH_LIMIT: Duration = Duration::from_secs(15);
 /// A whole sampling job, start to summary (small settings; the machine may be busy).
-const JOB_LIMIT: Duration = Duration::from_secs(90);
+pub(crate) const JOB_LIMIT: Duration = Duration::from_secs(90);
 
 /// Waits until every node sees every other one up.
-fn mesh(cluster: &Cluster, nodes: &[&NodeProcess]) {
+pub(crate) fn mesh(cluster: &Cluster, nodes: &[&NodeProcess]) {
     for me in nodes {
         let want: Vec<(&NodeProcess, &str)> = nodes
             .iter()
@@ -26,7 +26,13 @@ fn mesh(cluster: &Cluster, nodes: &[&NodeProcess]) {
 }
 
 /// `cluster-cli sample --cluster AT MODEL ARGS --output OUT --quiet`, followed while it runs.
-fn sample(cluster: &Cluster, at: &NodeProcess, model: &str, out: &str, args: &[&str]) -> Process {
+pub(crate) fn sample(
+    cluster: &Cluster,
+    at: &NodeProcess,
+    model: &str,
+    out: &str,
+    args: &[&str],
+) -> Process {
     let address = at.address.to_string();
     let mut all = vec![
         "sample",
@@ -42,7 +48,7 @@ fn sample(cluster: &Cluster, at: &NodeProcess, model: &str, out: &str, args: &[&
 }
 
 /// Waits for the client to exit successfully; its output otherwise.
-fn finish(mut client: Process) -> Vec<String> {
+pub(crate) fn finish(mut client: Process) -> Vec<String> {
     let status = client.wait_exit(JOB_LIMIT);
     let lines = client.lines();
     assert!(

@@ -24,6 +24,7 @@ fn info(short: &str, port: u16) -> NodeInfo {
             gpus: Vec::new(),
             running_jobs: 0,
         },
+        draining: false,
     }
 }
 
@@ -461,4 +462,62 @@ fn gossiped_and_one_off_dials_get_one_attempt() {
             "{effects:?}"
         );
     }
+}
+
+#[test]
+fn a_draining_peer_is_published_once_shown_draining_and_forgotten_as_such_when_down() {
+    let mut check = Check::new();
+    check.bring_up("b", 4371, 1, &[]);
+    let mut draining = info("b", 4371);
+    draining.draining = true;
+    // Its heartbeat says it drains: one event, then nothing more on the next heartbeat.
+    assert_eq!(
+        check.table.heartbeat_received(&draining, &[], check.at(1)),
+        [Effect::Event(MembershipEvent::NodeDraining {
+            node: name("b")
+        })]
+    );
+    assert_eq!(
+        check.table.heartbeat_received(&draining, &[], check.at(2)),
+        []
+    );
+    assert_eq!(check.states()[1], ("b".into(), MemberState::Draining));
+    assert_eq!(check.table.draining_nodes(), [name("b")]);
+    // This node drains too: its own row and what it tells peers say so.
+    check.table.set_draining();
+    assert_eq!(check.states()[0], ("a".into(), MemberState::Draining));
+    assert!(check.table.me().draining);
+    // Down, then back as a new process that does not drain: up again, not draining.
+    check.table.session_disconnected(SessionId(1), check.at(3));
+    assert_eq!(check.table.draining_nodes(), []);
+    let effects = check.table.tick(check.at(1000));
+    assert!(effects.contains(&Effect::Dial(addr(4371))), "{effects:?}");
+    check
+        .table
+        .session_opened(SessionId(2), true, Some(addr(4371)), check.at(1001));
+    check
+        .table
+        .session_authenticated(SessionId(2), Some(name("b")));
+    let effects = check.table.session_ready(
+        SessionId(2),
+        Some(name("b")),
+        Some(addr(4371)),
+        true,
+        check.at(1002),
+    );
+    let seq = Check::heartbeat_seq(&effects);
+    let effects = check.table.heartbeat_answered(
+        &name("b"),
+        SessionId(2),
+        seq,
+        Ok((info("b", 4371), Vec::new())),
+        check.at(1003),
+    );
+    assert!(
+        effects
+            .iter()
+            .all(|e| !matches!(e, Effect::Event(MembershipEvent::NodeDraining { .. }))),
+        "{effects:?}"
+    );
+    assert_eq!(check.states()[1], ("b".into(), MemberState::Up));
 }
