@@ -3,10 +3,10 @@
 use std::net::SocketAddr;
 
 use anyhow::{Context, bail};
-use runtime::{Node, NodeName, NodeResources, NodeSettings};
+use runtime::{Node, NodeName, NodeResources, NodeSettings, TransportSettings};
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::cluster::{block_on, resolve};
+use super::cluster::{TlsOptions, block_on, resolve};
 use crate::cookie::{CookieArgs, Missing};
 
 /// Arguments of `node`.
@@ -33,8 +33,17 @@ pub struct NodeArgs {
     /// Obey test-only fault injection requests (`cluster-cli debug fault`): for tests only.
     #[arg(long)]
     allow_fault_injection: bool,
+    /// Connections this node holds at once before they authenticate; more are refused as
+    /// busy.
+    #[arg(long, value_name = "N", default_value_t = TransportSettings::default().max_unauthenticated)]
+    max_unauthenticated: usize,
+    /// Of those, connections from one address (an IPv6 /64 counts as one).
+    #[arg(long, value_name = "N", default_value_t = TransportSettings::default().max_unauthenticated_per_address)]
+    max_unauthenticated_per_address: usize,
     #[command(flatten)]
     cookie: CookieArgs,
+    #[command(flatten)]
+    tls: TlsOptions,
 }
 
 pub fn run(args: NodeArgs) -> anyhow::Result<()> {
@@ -59,6 +68,12 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     settings.seeds = seeds;
     settings.resources = NodeResources::detect(args.cpu_slots, !args.no_gpu);
     settings.allow_fault_injection = args.allow_fault_injection;
+    settings.tls = args.tls.identity()?;
+    settings.transport = TransportSettings {
+        max_unauthenticated: args.max_unauthenticated.max(1),
+        max_unauthenticated_per_address: args.max_unauthenticated_per_address.max(1),
+        ..TransportSettings::default()
+    };
     block_on(serve(settings))?
 }
 

@@ -19,7 +19,7 @@ use runtime::{
 };
 use sampler::{ChainId, ChainTrace, CheckedModel, SamplerSettings, Seed};
 
-use super::cluster::{block_on, resolve};
+use super::cluster::{TlsOptions, block_on, resolve};
 use crate::cookie::{CookieArgs, Missing};
 
 /// The options of `sample` that send it to a cluster.
@@ -38,6 +38,8 @@ pub struct RemoteArgs {
     burn_in: u64,
     #[command(flatten)]
     cookie: CookieArgs,
+    #[command(flatten)]
+    tls: TlsOptions,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -70,7 +72,8 @@ pub fn run(
     crate::logging::init(crate::logging::CLIENT_DEFAULT);
     let cluster = args.cluster.as_deref().context("--cluster is missing")?;
     let address = resolve(cluster)?;
-    let cookie = args.cookie.resolve(Missing::Fail)?;
+    let mut client_settings = ClientSettings::new(args.cookie.resolve(Missing::Fail)?);
+    client_settings.tls = args.tls.identity()?;
     let request = SampleRequest {
         model: model.model().clone(),
         settings: settings.clone(),
@@ -90,7 +93,7 @@ pub fn run(
     };
     let started = Instant::now();
     let outcome = block_on(async move {
-        let mut client = ClusterClient::connect(address, ClientSettings::new(cookie)).await?;
+        let mut client = ClusterClient::connect(address, client_settings).await?;
         let outcome = follow(&mut client, &request).await;
         client.close().await;
         outcome
