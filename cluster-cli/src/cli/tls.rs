@@ -63,6 +63,34 @@ pub fn run(args: TlsArgs) -> anyhow::Result<()> {
 }
 
 fn init(dir: &Path, hosts: &[String]) -> anyhow::Result<()> {
+    let names = make(dir, hosts)?;
+    let at = |file: &str| dir.join(file).display().to_string();
+    println!(
+        "wrote a private CA and certificates for {} to {}\n",
+        names.join(", "),
+        dir.display()
+    );
+    println!(
+        "nodes:   cluster-cli node ... --tls-cert {} --tls-key {} --tls-ca {}",
+        at("node.pem"),
+        at("node-key.pem"),
+        at("ca.pem")
+    );
+    println!(
+        "clients: cluster-cli status ... --tls-cert {} --tls-key {} --tls-ca {}",
+        at("client.pem"),
+        at("client-key.pem"),
+        at("ca.pem")
+    );
+    println!(
+        "\nCopy ca.pem and the node files to every node; keep ca-key.pem elsewhere (it makes certificates the cluster trusts)."
+    );
+    Ok(())
+}
+
+/// Writes the CA and the two certificates to `dir`; returns the names in the node
+/// certificate.
+pub fn make(dir: &Path, hosts: &[String]) -> anyhow::Result<Vec<String>> {
     for file in FILES {
         let path = dir.join(file);
         if path.exists() {
@@ -155,29 +183,7 @@ fn init(dir: &Path, hosts: &[String]) -> anyhow::Result<()> {
     for (file, text, mode) in contents {
         write_new(&dir.join(file), text.as_bytes(), mode)?;
     }
-
-    let at = |file: &str| dir.join(file).display().to_string();
-    println!(
-        "wrote a private CA and certificates for {} to {}\n",
-        names.join(", "),
-        dir.display()
-    );
-    println!(
-        "nodes:   cluster-cli node ... --tls-cert {} --tls-key {} --tls-ca {}",
-        at("node.pem"),
-        at("node-key.pem"),
-        at("ca.pem")
-    );
-    println!(
-        "clients: cluster-cli status ... --tls-cert {} --tls-key {} --tls-ca {}",
-        at("client.pem"),
-        at("client-key.pem"),
-        at("ca.pem")
-    );
-    println!(
-        "\nCopy ca.pem and the node files to every node; keep ca-key.pem elsewhere (it makes certificates the cluster trusts)."
-    );
-    Ok(())
+    Ok(names)
 }
 
 /// Writes a new file with `mode`; an existing one is an error.
