@@ -44,6 +44,11 @@ fn tls_init(cluster: &Cluster, dir: &str) -> (Identity, Identity) {
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
+    let again = cluster.cli(&["tls", "init", &dir.display().to_string()]);
+    assert!(
+        !again.status.success() && again.stderr.contains("never overwrites"),
+        "{again:?}"
+    );
     let identity = |who: &str| Identity {
         cert: dir.join(format!("{who}.pem")),
         key: dir.join(format!("{who}-key.pem")),
