@@ -11,6 +11,7 @@ mod node;
 mod sample;
 mod sample_remote;
 mod status;
+mod tls;
 
 use std::path::{Path, PathBuf};
 
@@ -42,6 +43,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Measure a cluster: remote-call overhead, and ESS/s scaling over node processes.
     BenchCluster(bench_cluster::BenchClusterArgs),
+    /// TLS for a cluster: `tls init DIR` makes a private CA and node and client certificates.
+    Tls(tls::TlsArgs),
     /// Test tools: raw requests, fault injection (hidden).
     #[command(hide = true)]
     Debug(debug::DebugArgs),
@@ -147,6 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Join(args) => join::run(args),
         Command::Status(args) => status::run(args),
         Command::BenchCluster(args) => bench_cluster::run(args),
+        Command::Tls(args) => tls::run(args),
         Command::Debug(args) => debug::run(args),
     }
 }

@@ -8,8 +8,9 @@
 //! `client_connect`'s `Ok` does not mean (notes §2.2): it waits for the session events, with
 //! a deadline, and tells a refused cookie from a network error.
 //!
-//! Like a node, a client runs a `NodeServer` (ractor_cluster has no client-only mode); it
-//! listens on an ephemeral loopback port nobody dials. One client or node per process.
+//! Like a node, a client runs a `NodeServer` (ractor_cluster has no client-only mode), one
+//! without a listener: it dials through its own [`Transport`] (TLS when
+//! [`ClientSettings::tls`] is set) and listens nowhere. One client or node per process.
 //!
 //! The node a job was submitted to is no single point of failure (`failover.rs`): while a
 //! job runs, the client watches its session and asks the node for the member list every
@@ -38,6 +39,7 @@ use crate::membership::{MemberStatus, NodeInfo};
 use crate::sampling::SampleRequest;
 use crate::session::{self, ConnectError, SessionEvent, SessionEventKind};
 use crate::supervisor::spawn_error_reason;
+use crate::transport::{TlsIdentity, Transport, TransportSettings};
 use crate::wire::{
     self, CallError, Envelope, JobReply, JobRequest, MAX_FRAME_BYTES, MembershipReply,
     MembershipRequest, MembershipWire, PoolReply, PoolRequest, Service, WireError, WireFault,
@@ -60,6 +62,8 @@ pub struct ClientSettings {
     /// Failovers one job may make (its node lost, its unfinished chains resubmitted to
     /// another member) before it fails.
     pub max_failovers: u32,
+    /// TLS to the node (which must run it too); `None`: plaintext.
+    pub tls: Option<TlsIdentity>,
 }
 
 impl ClientSettings {
@@ -75,6 +79,7 @@ impl ClientSettings {
             connect_timeout: Duration::from_secs(5),
             call_timeout: Duration::from_secs(15),
             max_failovers: 3,
+            tls: None,
         }
     }
 }
@@ -170,6 +175,8 @@ pub struct ClusterClient {
     /// The session events of the client's `NodeServer`: how a new session becomes ready,
     /// and how the current one is seen to close.
     events: mpsc::UnboundedReceiver<SessionEvent>,
+    /// How sessions are dialled (TLS or not), the first and any after a failover.
+    transport: Transport,
     /// Where to go when the node is lost.
     known: Known,
     /// When the node last answered.
@@ -203,7 +210,13 @@ impl ClusterClient {
             Some(NodeConnectionMode::Isolated),
         )
         .with_listen_addr(IpAddr::V4(Ipv4Addr::LOCALHOST))
-        .with_max_inbound_frame_size(MAX_FRAME_BYTES);
+        .with_max_inbound_frame_size(MAX_FRAME_BYTES)
+        .without_listener();
+        let transport = Transport::new(
+            settings.name.clone(),
+            TransportSettings::default(),
+            settings.tls.clone(),
+        );
         let (node_server, handle) =
             Actor::spawn(None, server, ())
                 .await
@@ -212,16 +225,19 @@ impl ClusterClient {
                 })?;
         let (events, mut received) = mpsc::unbounded_channel();
         let connected = async {
+            let start_error = |error: ractor::MessagingErr<_>| ClientError::Start {
+                reason: error.to_string(),
+            };
+            transport.watch(&node_server).map_err(start_error)?;
             session::subscribe(&node_server, "client", move |event| {
                 let _ = events.send(event);
             })
-            .map_err(|error| ClientError::Start {
-                reason: error.to_string(),
-            })?;
+            .map_err(start_error)?;
             let mut tried = Vec::new();
             for &address in addresses {
                 match wait_ready(
                     &node_server,
+                    &transport,
                     address,
                     &mut received,
                     settings.connect_timeout,
@@ -253,6 +269,7 @@ impl ClusterClient {
                 handle,
                 next_request: 0,
                 events: received,
+                transport,
                 known: Known::given(addresses),
                 liveness: Liveness::new(),
             }),
@@ -504,9 +521,11 @@ impl ClusterClient {
 /// Submissions sent before a timeout is an error.
 const SUBMIT_ATTEMPTS: u32 = 3;
 
-/// Dials `address` and follows its session to `Ready`, then checks it offers membership.
+/// Dials `address` through `transport` and follows its session to `Ready`, then checks it
+/// offers membership.
 async fn wait_ready(
     node_server: &ActorRef<NodeServerMessage>,
+    transport: &Transport,
     address: SocketAddr,
     events: &mut mpsc::UnboundedReceiver<SessionEvent>,
     limit: Duration,
@@ -517,27 +536,7 @@ async fn wait_ready(
         address,
         waited: started.elapsed(),
     };
-    match tokio::time::timeout_at(
-        deadline,
-        ractor_cluster::client_connect(node_server, address),
-    )
-    .await
-    {
-        Ok(Ok(())) => {}
-        Ok(Err(ractor_cluster::ClientConnectErr::Socket(error))) => {
-            return Err(ConnectError::Unreachable {
-                address,
-                reason: error.to_string(),
-            });
-        }
-        Ok(Err(error)) => {
-            return Err(ConnectError::Unreachable {
-                address,
-                reason: error.to_string(),
-            });
-        }
-        Err(_) => return Err(timeout()),
-    }
+    let dialled = transport.dial(node_server, address, deadline).await?;
     let mut session = None;
     let mut authenticated = false;
     loop {
@@ -577,9 +576,7 @@ async fn wait_ready(
                     reason: "the node closed the connection".to_owned(),
                 });
             }
-            SessionEventKind::Disconnected => {
-                return Err(ConnectError::AuthenticationFailed { address });
-            }
+            SessionEventKind::Disconnected => return Err(dialled.refused(address)),
         }
     }
 }

@@ -20,6 +20,7 @@ mod sampling;
 mod session;
 pub mod supervisor;
 mod ticker;
+pub mod transport;
 pub mod wire;
 
 pub use client::{ClientError, ClientSettings, ClusterClient, RawService, SampleJob};
@@ -41,3 +42,4 @@ pub use supervisor::{
     Backoff, ChildSpec, Intensity, Restart, Strategy, Supervisor, SupervisorArgs, SupervisorError,
     SupervisorMsg,
 };
+pub use transport::{TlsError, TlsIdentity, TlsProblem, Transport, TransportSettings};

@@ -43,6 +43,7 @@ use crate::ids::{NodeName, SessionId};
 use crate::session::{self, ConnectError, SessionEvent, SessionEventKind};
 use crate::supervisor::Backoff;
 use crate::ticker::Ticker;
+use crate::transport::Transport;
 use crate::wire::{self, Envelope, MembershipReply, MembershipRequest, MembershipWire, Responder};
 pub use endpoint::{EndpointArgs, MembershipEndpoint};
 pub use info::{
@@ -137,6 +138,8 @@ pub struct MembershipArgs {
     pub me: NodeInfo,
     /// The node's `NodeServer`, for dialling and session events.
     pub node_server: ActorRef<NodeServerMessage>,
+    /// How the node dials (TLS, preamble, guard).
+    pub transport: Transport,
     /// Nodes to join at start, and to keep trying until they answer.
     pub seeds: Vec<SocketAddr>,
     /// Timing.
@@ -148,6 +151,7 @@ pub struct MembershipArgs {
 pub struct MembershipState {
     table: PeerTable,
     node_server: ActorRef<NodeServerMessage>,
+    transport: Transport,
     settings: MembershipSettings,
     subscribers: Vec<Subscriber>,
     waiters: Vec<JoinWaiter>,
@@ -216,7 +220,7 @@ enum InternalMsg {
     Tick,
     DialFailed {
         address: SocketAddr,
-        reason: String,
+        error: ConnectError,
     },
     HeartbeatAnswered {
         peer: NodeName,
@@ -250,6 +254,7 @@ impl Actor for Membership {
         let mut state = MembershipState {
             table: PeerTable::new(args.me, args.settings.clone()),
             node_server: args.node_server,
+            transport: args.transport,
             settings: args.settings,
             subscribers: Vec::new(),
             waiters: Vec::new(),
@@ -327,8 +332,8 @@ impl Actor for Membership {
             MembershipMsg::Internal(Internal(message)) => match message {
                 InternalMsg::Session(event) => on_session(&myself, state, event),
                 InternalMsg::Tick => tick(&myself, state),
-                InternalMsg::DialFailed { address, reason } => {
-                    let effects = state.table.dial_failed(address, reason, Instant::now());
+                InternalMsg::DialFailed { address, error } => {
+                    let effects = state.table.dial_failed(address, error, Instant::now());
                     apply(&myself, state, effects);
                 }
                 InternalMsg::HeartbeatAnswered {

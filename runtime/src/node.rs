@@ -3,8 +3,10 @@
 //!
 //! ```text
 //! root                     Supervisor, rest-for-one: each child may depend on its elders
-//! ├── node-server          ractor_cluster NodeServer (Isolated, explicit listen address,
-//! │                        MAX_FRAME_BYTES): the listener and one NodeSession per peer
+//! ├── node-server          ractor_cluster NodeServer (Isolated, no listener of its own,
+//! │                        MAX_FRAME_BYTES): one NodeSession per peer
+//! ├── listener             TransportListener: binds the listen address, the accept loop,
+//! │                        pre-authentication limits, TLS, the preamble (`transport`)
 //! ├── membership           Membership: peer set, heartbeats, reconnects, NodeUp/NodeDown
 //! ├── membership-endpoint  MembershipEndpoint: membership's remotable face (pg "membership")
 //! ├── gpu-pool             only on a node with a GPU in use (`resources.gpus`: a software
@@ -22,7 +24,8 @@
 //! ```
 //!
 //! Rest-for-one because of those dependencies: if the `NodeServer` restarts, sessions and
-//! subscriptions are gone, so everything after it restarts too; a new membership actor comes
+//! subscriptions are gone, so everything after it restarts too (the listener subscribes the
+//! transport to the new one); a new membership actor comes
 //! with a new endpoint (which holds its ref) and a new coordinator (which subscribes); an
 //! endpoint holds the ref of the actor before it. Children find their elders through the
 //! process-wide registry ([`NODE_SERVER_NAME`], [`MEMBERSHIP_NAME`], ...), which is one reason
@@ -68,6 +71,9 @@ use crate::sampling::WorkerKind;
 use crate::supervisor::{
     Backoff, ChildSpec, Intensity, Restart, Strategy, Supervisor, SupervisorArgs, SupervisorMsg,
     spawn_error_reason,
+};
+use crate::transport::{
+    LISTENER_NAME, ListenerArgs, TlsIdentity, Transport, TransportListener, TransportSettings,
 };
 use crate::wire::MAX_FRAME_BYTES;
 
@@ -133,6 +139,10 @@ pub struct NodeSettings {
     pub job_lease: Duration,
     /// Obey test-only fault injection requests (`PoolRequest::InjectFault`).
     pub allow_fault_injection: bool,
+    /// Limits on connections before they authenticate (caps, deadline, penalties).
+    pub transport: TransportSettings,
+    /// TLS for every connection, both ways, with mutual authentication; `None`: plaintext.
+    pub tls: Option<TlsIdentity>,
 }
 
 impl NodeSettings {
@@ -156,6 +166,8 @@ impl NodeSettings {
             shutdown_timeout: Duration::from_secs(5),
             job_lease: Duration::from_secs(30),
             allow_fault_injection: false,
+            transport: TransportSettings::default(),
+            tls: None,
         }
     }
 }
@@ -220,7 +232,14 @@ impl Node {
             strategy: Strategy::RestForOne,
             intensity: settings.intensity,
             backoff: settings.backoff,
-            children: children(&settings),
+            children: children(
+                &settings,
+                &Transport::new(
+                    settings.name.clone(),
+                    settings.transport.clone(),
+                    settings.tls.clone(),
+                ),
+            ),
         };
         let (root, handle) = Actor::spawn(Some(ROOT_NAME.to_owned()), Supervisor, args)
             .await
@@ -230,10 +249,11 @@ impl Node {
                 reason: spawn_error_reason(&error),
             })?;
         tracing::info!(
-            "node {} listening on {} (cluster address {})",
+            "node {} listening on {} (cluster address {}{})",
             settings.name,
             settings.listen,
-            settings.advertise
+            settings.advertise,
+            if settings.tls.is_some() { ", TLS" } else { "" }
         );
         Ok(Self {
             name: settings.name,
@@ -384,7 +404,7 @@ async fn drain_check(grace: Duration) -> (u32, u32) {
     (chains, jobs)
 }
 
-fn children(settings: &NodeSettings) -> Vec<ChildSpec> {
+fn children(settings: &NodeSettings, transport: &Transport) -> Vec<ChildSpec> {
     let node_server = {
         let settings = settings.clone();
         ChildSpec::new("node-server", Restart::Permanent, move |supervisor| {
@@ -397,10 +417,32 @@ fn children(settings: &NodeSettings) -> Vec<ChildSpec> {
                 Some(NodeConnectionMode::Isolated),
             )
             .with_listen_addr(settings.listen.ip())
-            .with_max_inbound_frame_size(MAX_FRAME_BYTES);
+            .with_max_inbound_frame_size(MAX_FRAME_BYTES)
+            .without_listener();
             async move {
                 let name = Some(NODE_SERVER_NAME.to_owned());
                 let (actor, _) = Actor::spawn_linked(name, server, (), supervisor).await?;
+                Ok(actor.get_cell())
+            }
+        })
+    };
+    let listener = {
+        let transport = transport.clone();
+        let listen = settings.listen;
+        ChildSpec::new("listener", Restart::Permanent, move |supervisor| {
+            let args =
+                ActorRef::<NodeServerMessage>::where_is(NODE_SERVER_NAME).map(|node_server| {
+                    ListenerArgs {
+                        transport: transport.clone(),
+                        node_server,
+                        listen,
+                    }
+                });
+            async move {
+                let args = args.ok_or_else(|| not_running(NODE_SERVER_NAME))?;
+                let name = Some(LISTENER_NAME.to_owned());
+                let (actor, _) =
+                    Actor::spawn_linked(name, TransportListener, args, supervisor).await?;
                 Ok(actor.get_cell())
             }
         })
@@ -414,12 +456,14 @@ fn children(settings: &NodeSettings) -> Vec<ChildSpec> {
         };
         let seeds = settings.seeds.clone();
         let membership_settings = settings.membership.clone();
+        let transport = transport.clone();
         ChildSpec::new("membership", Restart::Permanent, move |supervisor| {
             let args =
                 ActorRef::<NodeServerMessage>::where_is(NODE_SERVER_NAME).map(|node_server| {
                     MembershipArgs {
                         me: me.clone(),
                         node_server,
+                        transport: transport.clone(),
                         seeds: seeds.clone(),
                         settings: membership_settings.clone(),
                     }
@@ -461,7 +505,7 @@ fn children(settings: &NodeSettings) -> Vec<ChildSpec> {
     // No CPU slots: the node coordinates (and runs its GPU pool, if any) but samples nothing
     // on its CPU.
     let cpu_pool = (settings.resources.cpu_slots > 0).then(|| pool(settings, WorkerKind::Cpu));
-    [node_server, membership, endpoint]
+    [node_server, listener, membership, endpoint]
         .into_iter()
         .chain(gpu_pool)
         .chain(cpu_pool)

@@ -52,7 +52,7 @@ pub use job::{
 };
 pub use membership::{
     MembershipReply, MembershipRequest, MembershipWire, WireGpu, WireJoinError, WireMember,
-    WireMemberState, WireMemberStatus, WireNodeInfo, WireResources,
+    WireMemberState, WireMemberStatus, WireNodeInfo, WireResources, WireTlsProblem,
 };
 pub use pool::{
     PoolReply, PoolRequest, PoolWire, WireFailure, WireFault, WireTask, WireTaskEvent,

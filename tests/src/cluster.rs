@@ -38,6 +38,8 @@ pub struct NodeOptions {
     pub gpu: bool,
     /// `--cpu-slots`.
     pub cpu_slots: u32,
+    /// Start the node under `ulimit -n` of this many open files.
+    pub open_files: Option<u32>,
 }
 
 impl Default for NodeOptions {
@@ -45,6 +47,7 @@ impl Default for NodeOptions {
         Self {
             gpu: false,
             cpu_slots: 2,
+            open_files: None,
         }
     }
 }
@@ -137,6 +140,9 @@ impl Cluster {
                 command.arg("--join").arg(seed.address.to_string());
             }
             adjust(&mut command);
+            if let Some(limit) = options.open_files {
+                command = under_ulimit(&command, limit);
+            }
             let process = Process::spawn(command);
             match process.wait_for_line("listening on", START_LIMIT) {
                 Ok(_) => {
@@ -235,6 +241,23 @@ pub fn parse_status(stdout: &str) -> Vec<Row> {
             })
         })
         .collect()
+}
+
+/// `command` run by `sh` under `ulimit -n limit` (exec'd: same process id).
+fn under_ulimit(command: &Command, limit: u32) -> Command {
+    let mut shell = Command::new("sh");
+    shell
+        .arg("-c")
+        .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => shell.env(key, value),
+            None => shell.env_remove(key),
+        };
+    }
+    shell
 }
 
 /// A port that was free a moment ago (the OS picks it); callers retry if it is taken.

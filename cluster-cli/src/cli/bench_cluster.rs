@@ -7,6 +7,8 @@
 //!   the node's CPU pool, streaming back, outcome — against the same chain run in this process
 //!   with `sampler::sample_chains`; the difference is what the cluster adds. The round trip of
 //!   a bare call (the member list) is shown for scale.
+//! - `hostile` and `tls` (`bench_cluster/security.rs`): a node under a storm of
+//!   unauthenticated connections, and TLS against plaintext.
 //! - `scaling`: for each model, one job of `--chains` chains on clusters of 1, 2, 4 and 8
 //!   nodes of `--cpu-slots` slots each; min bulk ESS per second of wall time (submission to
 //!   outcome, warmup included) and the speedup over one node. The same seed gives the same
@@ -33,6 +35,8 @@ use sampler::{
 use super::cluster::block_on;
 use super::{SamplerArgs, default_models_dir, load_model};
 
+mod security;
+
 /// Arguments of `bench-cluster`.
 #[derive(Debug, clap::Args)]
 pub struct BenchClusterArgs {
@@ -47,6 +51,28 @@ enum What {
         /// Measured round trips (after 20 unmeasured ones).
         #[arg(long, default_value_t = 200)]
         repeats: usize,
+    },
+    /// One node under a storm of unauthenticated connections (idle ones, half-sent 60 MiB
+    /// frames): its memory, and a legitimate job's time against the same node idle.
+    Hostile {
+        /// Idle connections kept open (reopened once closed).
+        #[arg(long, default_value_t = 1000)]
+        idle: usize,
+        /// Connections sending a hello and the start of a 60 MiB frame (reopened once closed).
+        #[arg(long, default_value_t = 1000)]
+        frames: usize,
+        /// Timed jobs in each condition (the median is shown).
+        #[arg(long, default_value_t = 5)]
+        repeats: usize,
+    },
+    /// TLS against plaintext: round trip of a tiny job, and draws streamed per second.
+    Tls {
+        /// Measured round trips of each (in three rounds, each after 10 unmeasured ones).
+        #[arg(long, default_value_t = 200)]
+        repeats: usize,
+        /// Draws per chain of the long job (4 chains).
+        #[arg(long, default_value_t = 250_000)]
+        draws: u64,
     },
     /// ESS per second with 1, 2, 4 and 8 node processes.
     Scaling {
@@ -72,6 +98,12 @@ enum What {
 pub fn run(args: BenchClusterArgs) -> anyhow::Result<()> {
     match args.what {
         What::Overhead { repeats } => overhead(repeats),
+        What::Hostile {
+            idle,
+            frames,
+            repeats,
+        } => security::hostile(idle, frames, repeats),
+        What::Tls { repeats, draws } => security::tls(repeats, draws),
         What::Scaling {
             models,
             nodes,
@@ -283,13 +315,31 @@ struct LocalCluster {
     cookie: String,
     config: PathBuf,
     size: usize,
+    /// Extra arguments of every `node` (TLS flags, limits).
+    node_args: Vec<String>,
+    /// The client's TLS identity, when the nodes run TLS.
+    client_tls: Option<runtime::TlsIdentity>,
 }
 
 impl LocalCluster {
     fn start(size: usize, cpu_slots: u32) -> anyhow::Result<Self> {
+        Self::start_with(size, cpu_slots, Vec::new(), None)
+    }
+
+    /// [`Self::start`] with extra node arguments and a client TLS identity.
+    fn start_with(
+        size: usize,
+        cpu_slots: u32,
+        node_args: Vec<String>,
+        client_tls: Option<runtime::TlsIdentity>,
+    ) -> anyhow::Result<Self> {
         let exe = std::env::current_exe().context("cannot find this executable")?;
         let cookie = format!("BENCH{:016x}", runtime_nonce());
-        let config = std::env::temp_dir().join(format!("bench-cluster-{}", std::process::id()));
+        let config = std::env::temp_dir().join(format!(
+            "bench-cluster-{}-{:x}",
+            std::process::id(),
+            runtime_nonce()
+        ));
         std::fs::create_dir_all(&config)?;
         let mut cluster = Self {
             nodes: Vec::new(),
@@ -297,6 +347,8 @@ impl LocalCluster {
             cookie,
             config,
             size,
+            node_args,
+            client_tls,
         };
         for index in 0..size {
             let address = cluster.spawn(&exe, index, cpu_slots)?;
@@ -324,6 +376,7 @@ impl LocalCluster {
                     &address.to_string(),
                 ])
                 .args(["--no-gpu", "--cpu-slots", &cpu_slots.to_string()])
+                .args(&self.node_args)
                 .env("BAYES_CLUSTER_COOKIE", &self.cookie)
                 .env("XDG_CONFIG_HOME", &self.config)
                 .env("RUST_LOG", "info,ractor=error,ractor_cluster=error")
@@ -370,8 +423,9 @@ impl LocalCluster {
 
     /// A client of the first node, once it sees every node up.
     async fn client(&self) -> anyhow::Result<ClusterClient> {
-        let cookie = Cookie::new(&self.cookie)?;
-        let mut client = ClusterClient::connect(self.first, ClientSettings::new(cookie)).await?;
+        let mut settings = ClientSettings::new(Cookie::new(&self.cookie)?);
+        settings.tls = self.client_tls.clone();
+        let mut client = ClusterClient::connect(self.first, settings).await?;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             let members = client.members().await?;

@@ -1,11 +1,83 @@
-//! What the cluster subcommands (`node`, `join`, `status`) share: address parsing, the async
-//! runtime, and the member table.
+//! What the cluster subcommands (`node`, `join`, `status`) share: address parsing, the TLS
+//! flags, the async runtime, and the member table.
 
 use std::fmt::Write as _;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
-use anyhow::Context;
-use runtime::{MemberState, MemberStatus};
+use anyhow::{Context, bail};
+use runtime::{MemberState, MemberStatus, TlsIdentity};
+
+/// TLS flags, shared by `node` and every command that talks to a cluster. All three or none:
+/// with them, every connection is TLS with mutual authentication (the cookie is still
+/// checked inside it). `cluster-cli tls init DIR` makes a set.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TlsOptions {
+    /// This process's certificate (PEM, intermediates after it), signed by --tls-ca.
+    #[arg(long, value_name = "PATH")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM; mode 0600).
+    #[arg(long, value_name = "PATH")]
+    tls_key: Option<PathBuf>,
+    /// The cluster's CA certificate (PEM): every peer's certificate must be signed by it.
+    #[arg(long, value_name = "PATH")]
+    tls_ca: Option<PathBuf>,
+}
+
+impl TlsOptions {
+    /// The TLS identity the flags name, or `None` without them.
+    pub fn identity(&self) -> anyhow::Result<Option<TlsIdentity>> {
+        let (cert, key, ca) = match (&self.tls_cert, &self.tls_key, &self.tls_ca) {
+            (None, None, None) => return Ok(None),
+            (Some(cert), Some(key), Some(ca)) => (cert, key, ca),
+            _ => {
+                let missing: Vec<&str> = [
+                    (self.tls_cert.is_none(), "--tls-cert"),
+                    (self.tls_key.is_none(), "--tls-key"),
+                    (self.tls_ca.is_none(), "--tls-ca"),
+                ]
+                .into_iter()
+                .filter_map(|(absent, flag)| absent.then_some(flag))
+                .collect();
+                bail!(
+                    "--tls-cert, --tls-key and --tls-ca go together: {} missing",
+                    missing.join(" and ")
+                );
+            }
+        };
+        let mode = std::fs::metadata(key)
+            .with_context(|| format!("cannot read the TLS key {}", key.display()))?
+            .permissions()
+            .mode()
+            & 0o777;
+        if mode & 0o077 != 0 {
+            bail!(
+                "TLS key file {} is accessible by group or others (mode {mode:o}): run `chmod 600 {}`",
+                key.display(),
+                key.display()
+            );
+        }
+        let read = |path: &Path, what: &str| {
+            std::fs::read(path)
+                .with_context(|| format!("cannot read the {what} {}", path.display()))
+        };
+        let identity = TlsIdentity::from_pem(
+            &read(cert, "TLS certificate")?,
+            &read(key, "TLS key")?,
+            &read(ca, "TLS CA certificate")?,
+        )
+        .with_context(|| {
+            format!(
+                "--tls-cert {}, --tls-key {}, --tls-ca {}",
+                cert.display(),
+                key.display(),
+                ca.display()
+            )
+        })?;
+        Ok(Some(identity))
+    }
+}
 
 /// Resolves `HOST:PORT` (an IP address or a host name) to its first address.
 pub fn resolve(address: &str) -> anyhow::Result<SocketAddr> {

@@ -16,7 +16,7 @@ use runtime::{ClientSettings, ClusterClient, RawService, RequestId};
 use sampler::SamplerSettings;
 use serde::de::DeserializeOwned;
 
-use super::cluster::{block_on, resolve};
+use super::cluster::{TlsOptions, block_on, resolve};
 use crate::cookie::{CookieArgs, Missing};
 
 /// Arguments of `debug`.
@@ -34,6 +34,8 @@ pub struct DebugArgs {
     cluster: String,
     #[command(flatten)]
     cookie: CookieArgs,
+    #[command(flatten)]
+    tls: TlsOptions,
 }
 
 #[derive(Debug, Subcommand)]
@@ -85,7 +87,8 @@ enum FaultArg {
 pub fn run(args: DebugArgs) -> anyhow::Result<()> {
     crate::logging::init(crate::logging::CLIENT_DEFAULT);
     let address = resolve(&args.cluster)?;
-    let settings = ClientSettings::new(args.cookie.resolve(Missing::Fail)?);
+    let mut settings = ClientSettings::new(args.cookie.resolve(Missing::Fail)?);
+    settings.tls = args.tls.identity()?;
     block_on(async move {
         let mut client = ClusterClient::connect(address, settings).await?;
         let result = match args.command {

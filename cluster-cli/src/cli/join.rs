@@ -9,7 +9,7 @@
 
 use runtime::{ClientSettings, ClusterClient};
 
-use super::cluster::{block_on, members_table, resolve};
+use super::cluster::{TlsOptions, block_on, members_table, resolve};
 use crate::cookie::{CookieArgs, Missing};
 
 /// Arguments of `join`.
@@ -23,13 +23,16 @@ pub struct JoinArgs {
     node: Option<String>,
     #[command(flatten)]
     cookie: CookieArgs,
+    #[command(flatten)]
+    tls: TlsOptions,
 }
 
 pub fn run(args: JoinArgs) -> anyhow::Result<()> {
     crate::logging::init(crate::logging::CLIENT_DEFAULT);
     let peer = resolve(&args.peer)?;
     let local = args.node.as_deref().map(resolve).transpose()?;
-    let settings = ClientSettings::new(args.cookie.resolve(Missing::Fail)?);
+    let mut settings = ClientSettings::new(args.cookie.resolve(Missing::Fail)?);
+    settings.tls = args.tls.identity()?;
     block_on(async move {
         let mut client = ClusterClient::connect(local.unwrap_or(peer), settings).await?;
         let result = async {

@@ -7,10 +7,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use runtime::{GpuPolicy, Node, NodeName, NodeResources, NodeSettings};
+use runtime::{GpuPolicy, Node, NodeName, NodeResources, NodeSettings, TransportSettings};
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::cluster::{block_on, resolve};
+use super::cluster::{TlsOptions, block_on, resolve};
 use crate::cookie::{CookieArgs, Missing};
 
 /// Arguments of `node`.
@@ -46,8 +46,17 @@ pub struct NodeArgs {
     /// before leaving (0: leave at once; their chains run again elsewhere).
     #[arg(long, value_name = "SECS", default_value_t = 30.0)]
     drain_grace: f64,
+    /// Connections this node holds at once before they authenticate; more are refused as
+    /// busy.
+    #[arg(long, value_name = "N", default_value_t = TransportSettings::default().max_unauthenticated)]
+    max_unauthenticated: usize,
+    /// Of those, connections from one address (an IPv6 /64 counts as one).
+    #[arg(long, value_name = "N", default_value_t = TransportSettings::default().max_unauthenticated_per_address)]
+    max_unauthenticated_per_address: usize,
     #[command(flatten)]
     cookie: CookieArgs,
+    #[command(flatten)]
+    tls: TlsOptions,
 }
 
 pub fn run(args: NodeArgs) -> anyhow::Result<()> {
@@ -87,6 +96,12 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     };
     settings.resources = NodeResources::detect(args.cpu_slots, gpus);
     settings.allow_fault_injection = args.allow_fault_injection;
+    settings.tls = args.tls.identity()?;
+    settings.transport = TransportSettings {
+        max_unauthenticated: args.max_unauthenticated.max(1),
+        max_unauthenticated_per_address: args.max_unauthenticated_per_address.max(1),
+        ..TransportSettings::default()
+    };
     block_on(serve(settings, grace))?
 }
 

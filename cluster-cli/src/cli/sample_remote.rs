@@ -23,7 +23,7 @@ use runtime::{
 };
 use sampler::{ChainId, ChainTrace, CheckedModel, SamplerSettings, Seed};
 
-use super::cluster::{block_on, resolve};
+use super::cluster::{TlsOptions, block_on, resolve};
 use crate::cookie::{CookieArgs, Missing};
 
 /// The options of `sample` that send it to a cluster.
@@ -44,6 +44,8 @@ pub struct RemoteArgs {
     burn_in: u64,
     #[command(flatten)]
     cookie: CookieArgs,
+    #[command(flatten)]
+    tls: TlsOptions,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -81,7 +83,8 @@ pub fn run(
         .map(|cluster| resolve(cluster))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let cluster = args.cluster.join(",");
-    let cookie = args.cookie.resolve(Missing::Fail)?;
+    let mut client_settings = ClientSettings::new(args.cookie.resolve(Missing::Fail)?);
+    client_settings.tls = args.tls.identity()?;
     let request = SampleRequest {
         model: model.model().clone(),
         settings: settings.clone(),
@@ -101,8 +104,7 @@ pub fn run(
     };
     let started = Instant::now();
     let outcome = block_on(async move {
-        let mut client =
-            ClusterClient::connect_any(&addresses, ClientSettings::new(cookie)).await?;
+        let mut client = ClusterClient::connect_any(&addresses, client_settings).await?;
         let outcome = follow(&mut client, &request).await;
         client.close().await;
         outcome

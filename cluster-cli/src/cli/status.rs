@@ -3,7 +3,7 @@
 
 use runtime::{ClientSettings, ClusterClient};
 
-use super::cluster::{block_on, members_table, resolve};
+use super::cluster::{TlsOptions, block_on, members_table, resolve};
 use crate::cookie::{CookieArgs, Missing};
 
 /// Arguments of `status`.
@@ -14,12 +14,15 @@ pub struct StatusArgs {
     cluster: String,
     #[command(flatten)]
     cookie: CookieArgs,
+    #[command(flatten)]
+    tls: TlsOptions,
 }
 
 pub fn run(args: StatusArgs) -> anyhow::Result<()> {
     crate::logging::init(crate::logging::CLIENT_DEFAULT);
     let address = resolve(&args.cluster)?;
-    let settings = ClientSettings::new(args.cookie.resolve(Missing::Fail)?);
+    let mut settings = ClientSettings::new(args.cookie.resolve(Missing::Fail)?);
+    settings.tls = args.tls.identity()?;
     block_on(async move {
         let mut client = ClusterClient::connect(address, settings).await?;
         let members = client.members().await;

@@ -244,6 +244,7 @@ impl ClusterClient {
     async fn dial(&mut self, address: SocketAddr) -> Result<(), ClientError> {
         let (session, peer) = wait_ready(
             &self.node_server,
+            &self.transport,
             address,
             &mut self.events,
             self.settings.connect_timeout,

@@ -7,9 +7,10 @@ use std::time::Duration;
 
 use crate::ids::NodeName;
 use crate::session::ConnectError;
+use crate::transport::TlsProblem;
 use crate::wire::{
     WireError, WireGpu, WireJoinError, WireMember, WireMemberState, WireMemberStatus, WireNodeInfo,
-    WireResources,
+    WireResources, WireTlsProblem,
 };
 
 /// A cluster node: its name, the address peers dial, and what it offers.
@@ -357,6 +358,47 @@ impl ConnectError {
                 address: address.to_string(),
                 reason: "not a cluster node".to_owned(),
             },
+            ConnectError::NameInUse {
+                address,
+                name,
+                holder,
+            } => WireJoinError::NameInUse {
+                address: address.to_string(),
+                name: name.to_string(),
+                holder: holder.clone(),
+            },
+            ConnectError::Busy {
+                address,
+                per_address,
+                limit,
+            } => WireJoinError::Busy {
+                address: address.to_string(),
+                per_address: *per_address,
+                limit: *limit,
+            },
+            ConnectError::Throttled {
+                address,
+                retry_after,
+                failures,
+            } => WireJoinError::Throttled {
+                address: address.to_string(),
+                retry_after_ms: u64::try_from(retry_after.as_millis()).unwrap_or(u64::MAX),
+                failures: *failures,
+            },
+            ConnectError::TlsRequired { address } => WireJoinError::TlsRequired {
+                address: address.to_string(),
+            },
+            ConnectError::TlsUnsupported { address } => WireJoinError::TlsUnsupported {
+                address: address.to_string(),
+            },
+            ConnectError::Tls { address, problem } => WireJoinError::Tls {
+                address: address.to_string(),
+                problem: tls_problem_to_wire(problem),
+            },
+            ConnectError::VersionMismatch { address, theirs } => WireJoinError::VersionMismatch {
+                address: address.to_string(),
+                theirs: *theirs,
+            },
         }
     }
 
@@ -380,6 +422,83 @@ impl ConnectError {
                 address: fallback,
                 reason: format!("{address:?} is not host:port"),
             },
+            WireJoinError::NameInUse {
+                address,
+                name,
+                holder,
+            } => match name.parse() {
+                Ok(name) => ConnectError::NameInUse {
+                    address: address_of(&address),
+                    name,
+                    holder,
+                },
+                Err(_) => ConnectError::Unreachable {
+                    address: address_of(&address),
+                    reason: format!("the name {name:?} is in use"),
+                },
+            },
+            WireJoinError::Busy {
+                address,
+                per_address,
+                limit,
+            } => ConnectError::Busy {
+                address: address_of(&address),
+                per_address,
+                limit,
+            },
+            WireJoinError::Throttled {
+                address,
+                retry_after_ms,
+                failures,
+            } => ConnectError::Throttled {
+                address: address_of(&address),
+                retry_after: Duration::from_millis(retry_after_ms),
+                failures,
+            },
+            WireJoinError::TlsRequired { address } => ConnectError::TlsRequired {
+                address: address_of(&address),
+            },
+            WireJoinError::TlsUnsupported { address } => ConnectError::TlsUnsupported {
+                address: address_of(&address),
+            },
+            WireJoinError::Tls { address, problem } => ConnectError::Tls {
+                address: address_of(&address),
+                problem: tls_problem_from_wire(problem),
+            },
+            WireJoinError::VersionMismatch { address, theirs } => ConnectError::VersionMismatch {
+                address: address_of(&address),
+                theirs,
+            },
         }
+    }
+}
+
+fn tls_problem_to_wire(problem: &TlsProblem) -> WireTlsProblem {
+    match problem {
+        TlsProblem::NodeCertificateExpired => WireTlsProblem::NodeCertificateExpired,
+        TlsProblem::NodeCertificateUnknownIssuer => WireTlsProblem::NodeCertificateUnknownIssuer,
+        TlsProblem::NodeCertificateWrongName => WireTlsProblem::NodeCertificateWrongName,
+        TlsProblem::OurCertificateExpired => WireTlsProblem::OurCertificateExpired,
+        TlsProblem::OurCertificateUnknownIssuer => WireTlsProblem::OurCertificateUnknownIssuer,
+        TlsProblem::OurCertificateRefused { alert } => WireTlsProblem::OurCertificateRefused {
+            alert: alert.clone(),
+        },
+        TlsProblem::Other { reason } => WireTlsProblem::Other {
+            reason: reason.clone(),
+        },
+    }
+}
+
+fn tls_problem_from_wire(problem: WireTlsProblem) -> TlsProblem {
+    match problem {
+        WireTlsProblem::NodeCertificateExpired => TlsProblem::NodeCertificateExpired,
+        WireTlsProblem::NodeCertificateUnknownIssuer => TlsProblem::NodeCertificateUnknownIssuer,
+        WireTlsProblem::NodeCertificateWrongName => TlsProblem::NodeCertificateWrongName,
+        WireTlsProblem::OurCertificateExpired => TlsProblem::OurCertificateExpired,
+        WireTlsProblem::OurCertificateUnknownIssuer => TlsProblem::OurCertificateUnknownIssuer,
+        WireTlsProblem::OurCertificateRefused { alert } => {
+            TlsProblem::OurCertificateRefused { alert }
+        }
+        WireTlsProblem::Other { reason } => TlsProblem::Other { reason },
     }
 }

@@ -14,27 +14,23 @@ use crate::ids::{NodeName, RequestId, SessionId};
 use crate::membership::NodeInfo;
 use crate::wire::{self, Envelope, MembershipReply, MembershipRequest, WireError};
 
+/// Dials `address` through the node's transport (TCP, TLS, preamble); what happens next comes
+/// as session events. A refusal before the cookie handshake (unreachable, a name in use, TLS,
+/// busy, throttled) comes back as `DialFailed`.
 pub(super) fn dial(
     myself: &ActorRef<MembershipMsg>,
     state: &mut MembershipState,
     address: SocketAddr,
 ) {
     let node_server = state.node_server.clone();
+    let transport = state.transport.clone();
     let myself = myself.clone();
     let limit = state.settings.connect_timeout;
     state.tasks.spawn(async move {
-        let reason = match tokio::time::timeout(
-            limit,
-            ractor_cluster::client_connect(&node_server, address),
-        )
-        .await
-        {
-            Ok(Ok(())) => return,
-            Ok(Err(ractor_cluster::ClientConnectErr::Socket(error))) => error.to_string(),
-            Ok(Err(error)) => error.to_string(),
-            Err(_) => format!("no TCP connection within {limit:?}"),
-        };
-        let _ = myself.cast(internal(InternalMsg::DialFailed { address, reason }));
+        let deadline = tokio::time::Instant::now() + limit;
+        if let Err(error) = transport.dial(&node_server, address, deadline).await {
+            let _ = myself.cast(internal(InternalMsg::DialFailed { address, error }));
+        }
     });
 }
 

@@ -259,11 +259,12 @@ impl PeerTable {
         out
     }
 
-    /// The TCP connect of a dial failed.
+    /// A dial failed before its session opened (no connection, or the node refused it before
+    /// the cookie handshake: `error` says which).
     pub(crate) fn dial_failed(
         &mut self,
         address: SocketAddr,
-        reason: String,
+        error: ConnectError,
         now: Instant,
     ) -> Vec<Effect> {
         let mut out = Vec::new();
@@ -274,12 +275,7 @@ impl PeerTable {
                 ..
             })
         ) {
-            self.retry_later(
-                address,
-                ConnectError::Unreachable { address, reason },
-                now,
-                &mut out,
-            );
+            self.retry_later(address, error, now, &mut out);
         }
         out
     }

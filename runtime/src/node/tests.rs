@@ -187,7 +187,7 @@ async fn a_node_starts_reports_itself_fails_a_join_and_stops() {
     let text = error.to_string();
     assert!(
         text.starts_with(&format!(
-            "cannot start node solo@127.0.0.1 on {listen}: child node-server failed to start:"
+            "cannot start node solo@127.0.0.1 on {listen}: child listener failed to start: cannot listen on {listen}:"
         )),
         "{text}"
     );
@@ -426,6 +426,7 @@ async fn a_node_starts_reports_itself_fails_a_join_and_stops() {
         restarts,
         [
             ("node-server", 0),
+            ("listener", 0),
             ("membership", 1),
             ("membership-endpoint", 1),
             // The pool's panic was its own supervisor's business.

@@ -197,4 +197,80 @@ pub enum WireJoinError {
         /// The rejected address.
         address: String,
     },
+    /// A live process of the cluster already has the joining node's name.
+    NameInUse {
+        /// The peer's address.
+        address: String,
+        /// The name.
+        name: String,
+        /// Where the process holding it is connected from; `None`: the peer itself.
+        holder: Option<String>,
+    },
+    /// The peer holds as many unauthenticated connections as it allows.
+    Busy {
+        /// The peer's address.
+        address: String,
+        /// The cap is the one per source address.
+        per_address: bool,
+        /// The cap.
+        limit: u32,
+    },
+    /// The peer refuses the joining node's address for a while after failed handshakes.
+    Throttled {
+        /// The peer's address.
+        address: String,
+        /// How long, in milliseconds.
+        retry_after_ms: u64,
+        /// Failed handshakes counted.
+        failures: u32,
+    },
+    /// The peer runs TLS, the joining node does not.
+    TlsRequired {
+        /// The peer's address.
+        address: String,
+    },
+    /// The joining node runs TLS, the peer does not.
+    TlsUnsupported {
+        /// The peer's address.
+        address: String,
+    },
+    /// The TLS handshake failed.
+    Tls {
+        /// The peer's address.
+        address: String,
+        /// What went wrong.
+        problem: WireTlsProblem,
+    },
+    /// The peer speaks another version of the connection preamble.
+    VersionMismatch {
+        /// The peer's address.
+        address: String,
+        /// Its version.
+        theirs: u16,
+    },
+}
+
+/// What went wrong in a TLS handshake (`runtime::TlsProblem`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireTlsProblem {
+    /// The peer's certificate has expired.
+    NodeCertificateExpired,
+    /// The peer's certificate is signed by another CA.
+    NodeCertificateUnknownIssuer,
+    /// The peer's certificate does not name the address dialled.
+    NodeCertificateWrongName,
+    /// The peer refused the dialler's certificate, which has expired.
+    OurCertificateExpired,
+    /// The peer refused the dialler's certificate, signed by another CA.
+    OurCertificateUnknownIssuer,
+    /// The peer refused the dialler's certificate with this TLS alert.
+    OurCertificateRefused {
+        /// The alert.
+        alert: String,
+    },
+    /// Anything else.
+    Other {
+        /// The error.
+        reason: String,
+    },
 }

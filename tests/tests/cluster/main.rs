@@ -2,8 +2,8 @@
 //! cookie, failures (stopped, killed, terminated nodes), remote sampling (a GPU node, a
 //! node killed mid-run, a pool that panics, malformed requests, placement, broadcast warmup),
 //! poison jobs (a request that kills the nodes running it), software GPUs used only when
-//! asked, and jobs that survive their entry node (killed, stopped, drained) and drained
-//! workers.
+//! asked, jobs that survive their entry node (killed, stopped, drained) and drained workers,
+//! connections before authentication (limits, deadline, throttling, a name in use) and TLS.
 //! Needs the `cluster-cli` binary (`cargo test --workspace --release` builds it; see
 //! `workspace_tests::process::cluster_cli`).
 
@@ -12,5 +12,7 @@ mod failover;
 mod faults;
 mod join;
 mod poison;
+mod preauth;
 mod sampling;
 mod software_gpu;
+mod tls;

@@ -15,6 +15,13 @@ fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
+fn refused(port: u16) -> ConnectError {
+    ConnectError::Unreachable {
+        address: addr(port),
+        reason: "refused".into(),
+    }
+}
+
 fn info(short: &str, port: u16) -> NodeInfo {
     NodeInfo {
         name: name(short),
@@ -169,7 +176,7 @@ fn a_refused_handshake_is_an_authentication_failure_retried_with_backoff() {
     assert!(matches!(
         check
             .table
-            .dial_failed(addr(4371), "refused".into(), check.at(510))
+            .dial_failed(addr(4371), refused(4371), check.at(510))
             .as_slice(),
         [Effect::JoinOutcome {
             result: Err(ConnectError::Unreachable { .. }),
@@ -443,7 +450,7 @@ fn gossiped_and_one_off_dials_get_one_attempt() {
     assert!(matches!(
         check
             .table
-            .dial_failed(addr(4372), "refused".into(), check.at(1))
+            .dial_failed(addr(4372), refused(4372), check.at(1))
             .as_slice(),
         [Effect::JoinOutcome { result: Err(_), .. }]
     ));
@@ -454,7 +461,7 @@ fn gossiped_and_one_off_dials_get_one_attempt() {
     );
     check
         .table
-        .dial_failed(addr(4373), "refused".into(), check.at(3));
+        .dial_failed(addr(4373), refused(4373), check.at(3));
     for at in [1000, 5000, 60_000] {
         let effects = check.table.tick(check.at(at));
         assert!(
