@@ -1,5 +1,6 @@
 //! Integration tests of the `sampler` crate: Stan parity of the benchmark models, posterior
-//! correctness of the whole sampler, decode robustness, and allocation-free evaluation.
+//! correctness of the whole sampler, decode robustness, allocation-free evaluation, and
+//! chains whose draws are streamed rather than kept.
 
 // The counting allocator below is the only unsafe code, and it only forwards to `System`.
 #![allow(unsafe_code)]
@@ -14,6 +15,7 @@ mod decode_robustness;
 mod posterior;
 mod sbc;
 mod stan_parity;
+mod streaming;
 
 thread_local! {
     static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
