@@ -1,8 +1,9 @@
 //! An observer that streams the draws (`Observer::keeps_draws` is false) gets every draw,
 //! warmup draws included when saved, bit for bit the draws a kept trace holds, and the
-//! traces come back without them: a streamed chain holds one draw at a time.
+//! traces come back without them: a streamed chain allocates the same however long it runs.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use sampler::{
     ChainId, ChainSpec, ChainTrace, DrawEvent, Observer, SamplerSettings, Seed, sample_chains,
@@ -73,4 +74,62 @@ fn a_streaming_observer_gets_every_draw_and_the_traces_keep_none() {
         assert_eq!(streamed.grad_evals_warmup, kept.grad_evals_warmup);
         assert_eq!(streamed.grad_evals_sampling, kept.grad_evals_sampling);
     }
+}
+
+/// Bytes a chain's thread allocates from its start (`keeps_draws`, asked on the chain's
+/// thread before anything else) to its last draw.
+struct Allocations {
+    keeps: bool,
+    total: u64,
+    start: AtomicU64,
+    end: AtomicU64,
+}
+
+impl Observer for Allocations {
+    fn on_draw(&self, event: &DrawEvent) {
+        if event.iteration + 1 == self.total {
+            self.end
+                .store(crate::bytes_allocated_on_this_thread(), Ordering::Relaxed);
+        }
+    }
+
+    fn keeps_draws(&self) -> bool {
+        self.start
+            .store(crate::bytes_allocated_on_this_thread(), Ordering::Relaxed);
+        self.keeps
+    }
+}
+
+fn allocated(keeps: bool, num_draws: u64) -> u64 {
+    let model = bench_model("eight_schools_noncentered");
+    let settings = SamplerSettings {
+        num_warmup: 100,
+        num_draws,
+        threads: 1,
+        ..SamplerSettings::default()
+    };
+    let observer = Allocations {
+        keeps,
+        total: 100 + num_draws,
+        start: AtomicU64::new(0),
+        end: AtomicU64::new(0),
+    };
+    sample_chains(
+        || model.evaluator(),
+        &settings,
+        Seed(3),
+        &[ChainSpec::new(ChainId(0))],
+        &observer,
+    )
+    .expect("the chain runs");
+    observer.end.load(Ordering::Relaxed) - observer.start.load(Ordering::Relaxed)
+}
+
+#[test]
+fn a_streamed_chain_allocates_the_same_however_many_draws_it_runs() {
+    let (short, long) = (allocated(false, 200), allocated(false, 5000));
+    assert_eq!(short, long, "a streamed chain's memory does not grow with its draws");
+    // Kept, the draws take room (18 values and the statistics per draw).
+    let kept = allocated(true, 5000);
+    assert!(kept >= long + 5000 * 18 * 8, "{kept} bytes against {long}");
 }
