@@ -20,7 +20,9 @@
 //!   client, one info line here, and an entry in the job's final report.
 //! - **Streaming.** Each job keeps an outbox of events (placement, draws, finished chains,
 //!   retries, the end) that the client fetches with long polls; a job whose client stops
-//!   polling for `client_lease` is cancelled.
+//!   polling for `client_lease` is cancelled. A job's drivers stop fetching while its client
+//!   is behind (`remote::JOB_BACKLOG_BYTES`), so that a slow client slows the pools rather
+//!   than filling this node's memory.
 //!
 //! State is plain code in `job.rs`; calls to workers run in tasks the coordinator owns
 //! (`remote.rs`). Every log line about a job is inside a `job` span naming it, as on the
@@ -36,6 +38,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef};
 use ractor_cluster::RactorMessage;
+use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -45,7 +48,7 @@ use crate::membership::{MEMBERSHIP_NAME, MembershipEvent, MembershipMsg, Subscri
 use crate::outbox::Waiter;
 use crate::sampling::{DevicePreference, WarmupMode};
 use crate::ticker::Ticker;
-use crate::wire::{JobReply, JobWire, PoolWire, Responder, WireError, WireTaskEvent};
+use crate::wire::{JobReply, JobWire, PoolWire, Responder, WireError, WireJobEvent, WireTaskEvent};
 pub(crate) use endpoint::{CoordinatorEndpoint, EndpointArgs};
 use job::{Job, JobSpec};
 use placement::{Capacity, place, suits};
@@ -117,6 +120,13 @@ pub(crate) enum CoordinatorMsg {
         task: TaskId,
         reason: String,
     },
+    /// A worker refused a task over its node's limits: the job fails with its message (the
+    /// chains would be as large anywhere else).
+    TaskRefused {
+        job: JobId,
+        task: TaskId,
+        error: String,
+    },
     /// The coordinator's timer.
     Tick,
 }
@@ -153,6 +163,9 @@ pub(crate) struct CoordinatorState {
     survey_again: bool,
     next_request: u64,
     reported_jobs: Option<u32>,
+    /// Per job with drivers: the bytes of its events its client has not acknowledged, which
+    /// its drivers watch.
+    backlogs: HashMap<JobId, watch::Sender<usize>>,
     ticker: Ticker,
 }
 
@@ -191,6 +204,7 @@ impl Actor for Coordinator {
             survey_again: false,
             next_request: 1,
             reported_jobs: None,
+            backlogs: HashMap::new(),
             ticker,
         })
     }
@@ -266,9 +280,15 @@ impl Actor for Coordinator {
                 state.in_flight.remove(&task);
                 lose_task(&myself, state, job, task, &reason);
             }
+            CoordinatorMsg::TaskRefused { job, task, error } => {
+                state.drivers.remove(&task);
+                state.in_flight.remove(&task);
+                fail_job(state, job, error);
+            }
             CoordinatorMsg::Tick => tick(&myself, state),
         }
         report_running_jobs(state);
+        report_backlogs(state);
         Ok(())
     }
 }
@@ -536,6 +556,11 @@ fn dispatch(
     state
         .workers
         .insert(view.worker.get_id(), view.worker.clone());
+    let backlog = state
+        .backlogs
+        .entry(id)
+        .or_insert_with(|| watch::channel(0).0)
+        .subscribe();
     let driver = Driver {
         coordinator: myself.clone(),
         me: state.me.clone(),
@@ -543,6 +568,7 @@ fn dispatch(
         node: view.node.clone(),
         task: wire_task,
         request_base,
+        backlog,
     };
     let handle = state.tasks.spawn(remote::drive(driver).instrument(span));
     state.drivers.insert(task, handle);
@@ -695,6 +721,20 @@ fn tick(myself: &ActorRef<CoordinatorMsg>, state: &mut CoordinatorState) {
         remove_job(state, id);
     }
     schedule(myself, state);
+}
+
+/// Tells each job's drivers how far behind its client is (a job that is gone: its drivers
+/// were aborted, and its sender goes).
+fn report_backlogs(state: &mut CoordinatorState) {
+    let jobs = &state.jobs;
+    state.backlogs.retain(|id, backlog| {
+        let Some(job) = jobs.get(id) else {
+            return false;
+        };
+        let bytes = job.outbox.unacked_bytes(WireJobEvent::estimated_bytes);
+        backlog.send_if_modified(|old| std::mem::replace(old, bytes) != bytes);
+        true
+    });
 }
 
 /// Tells membership how many jobs run here (gossiped with heartbeats, shown by `status`).

@@ -12,6 +12,7 @@ mod cookie;
 mod coordinator;
 mod discovery;
 mod ids;
+mod limits;
 mod membership;
 mod node;
 mod outbox;
@@ -26,6 +27,10 @@ pub use client::{ClientError, ClientSettings, ClusterClient, RawService, SampleJ
 pub use cookie::{Cookie, CookieError, MAX_COOKIE_LEN};
 pub use discovery::{COORDINATOR, CPU_POOL, GPU_POOL, Group, MEMBERSHIP, SCOPE};
 pub use ids::{ChildId, JobId, NodeName, NodeNameError, RequestId, SessionId, TaskId};
+pub use limits::{
+    DEFAULT_MAX_ITERATIONS, DEFAULT_MEMORY_BYTES, Holder, JobLimits, JobShape, Limit, LimitExceeded,
+    STAT_VALUES, format_bytes,
+};
 pub use membership::{
     DownReason, EndpointArgs, GpuInfo, MEMBERSHIP_NAME, MemberState, MemberStatus, Membership,
     MembershipArgs, MembershipEndpoint, MembershipEvent, MembershipMsg, MembershipSettings,

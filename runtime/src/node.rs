@@ -46,6 +46,7 @@ use crate::coordinator::{
     EndpointArgs as CoordinatorEndpointArgs,
 };
 use crate::ids::NodeName;
+use crate::limits::JobLimits;
 use crate::membership::{
     EndpointArgs, MEMBERSHIP_NAME, MemberStatus, Membership, MembershipArgs, MembershipEndpoint,
     MembershipMsg, MembershipSettings, NodeInfo, NodeResources,
@@ -99,6 +100,9 @@ pub struct NodeSettings {
     pub job_lease: Duration,
     /// Obey test-only fault injection requests (`PoolRequest::InjectFault`).
     pub allow_fault_injection: bool,
+    /// What one job may ask of this node, checked by its coordinator for whole jobs and by
+    /// its pools for the tasks they are sent (from any coordinator).
+    pub limits: JobLimits,
 }
 
 impl NodeSettings {
@@ -122,6 +126,7 @@ impl NodeSettings {
             shutdown_timeout: Duration::from_secs(5),
             job_lease: Duration::from_secs(30),
             allow_fault_injection: false,
+            limits: JobLimits::default(),
         }
     }
 }
@@ -376,6 +381,7 @@ fn pool(settings: &NodeSettings, kind: WorkerKind) -> ChildSpec {
     };
     let endpoint = {
         let me = settings.name.clone();
+        let limits = settings.limits;
         ChildSpec::new(
             format!("{prefix}-endpoint"),
             Restart::Permanent,
@@ -384,6 +390,7 @@ fn pool(settings: &NodeSettings, kind: WorkerKind) -> ChildSpec {
                     me: me.clone(),
                     pool,
                     kind,
+                    limits,
                 });
                 async move {
                     let args = args.ok_or_else(|| not_running(name))?;
@@ -423,6 +430,7 @@ fn coordinator(settings: &NodeSettings) -> ChildSpec {
 
 fn coordinator_endpoint(settings: &NodeSettings) -> ChildSpec {
     let me = settings.name.clone();
+    let limits = settings.limits;
     ChildSpec::new(
         "coordinator-endpoint",
         Restart::Permanent,
@@ -431,6 +439,7 @@ fn coordinator_endpoint(settings: &NodeSettings) -> ChildSpec {
                 CoordinatorEndpointArgs {
                     me: me.clone(),
                     coordinator,
+                    limits,
                 }
             });
             async move {

@@ -187,6 +187,38 @@ pub enum WireError {
         /// Why, and what would allow it.
         reason: String,
     },
+    /// A request over a limit of the node that received it (`crate::limits`): a job error,
+    /// never retried elsewhere.
+    #[error("{}", crate::limits::LimitExceeded::from_wire(*.limit, *.value, *.max, .node, .subject, .detail))]
+    LimitExceeded {
+        /// The limit.
+        limit: WireLimit,
+        /// What the request asks for (bytes, chains or iterations).
+        value: u64,
+        /// The node's limit.
+        max: u64,
+        /// The node flag that raises the limit (`--max-job-bytes`, ...).
+        flag: String,
+        /// The node's full name.
+        node: String,
+        /// What was checked ("job", "task of 2 chains").
+        subject: String,
+        /// How a byte count comes about ("1 chain x 1000 draws x 25 values"), or empty.
+        detail: String,
+    },
+}
+
+/// Which limit a [`WireError::LimitExceeded`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireLimit {
+    /// Chains per job (`--max-chains`).
+    Chains,
+    /// Warmup iterations per chain (`--max-warmup`).
+    Warmup,
+    /// Draws per chain (`--max-draws`).
+    Draws,
+    /// Bytes of a job's draws and data (`--max-job-bytes`).
+    JobBytes,
 }
 
 impl<T> Envelope<T> {
