@@ -38,8 +38,8 @@ pub use membership::{
 };
 pub use node::{NODE_SERVER_NAME, Node, NodeError, NodeSettings, ROOT_NAME};
 pub use sampling::{
-    ChainPlacement, DEFAULT_BURN_IN, DevicePreference, JobOutcome, JobUpdate, MAX_CHAINS, Retry,
-    SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport, WorkerKind,
+    ChainPlacement, DEFAULT_BURN_IN, DevicePreference, JobOutcome, JobUpdate, MAX_CHAINS,
+    RequestError, Retry, SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport, WorkerKind,
 };
 pub use session::{ConnectError, SessionEvent, SessionEventKind};
 pub use supervisor::{

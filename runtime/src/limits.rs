@@ -37,6 +37,17 @@ pub struct JobLimits {
 }
 
 impl JobLimits {
+    /// Limits on memory alone: `max_job_bytes` and [`MAX_CHAINS`] chains, any number of
+    /// iterations (for what a client or a local run keeps).
+    pub fn memory(max_job_bytes: u64) -> Self {
+        Self {
+            max_chains: MAX_CHAINS,
+            max_warmup: u64::MAX,
+            max_draws: u64::MAX,
+            max_job_bytes,
+        }
+    }
+
     /// The default limits of a machine with `memory_bytes` of memory: a job may take half.
     pub fn for_memory(memory_bytes: u64) -> Self {
         Self {
@@ -271,9 +282,10 @@ impl LimitExceeded {
                 "{asks}{detail}, over node {node}'s limit of {max}: lower {lower} or start the node with a larger {}",
                 limit.flag()
             ),
-            Holder::Machine => format!(
+            Holder::Machine if limit == Limit::JobBytes => format!(
                 "{asks}{detail}, over this machine's available memory of {max}: lower {lower}"
             ),
+            Holder::Machine => format!("{asks}, over the limit of {max}: lower {lower}"),
             Holder::Caller => format!("{asks}{detail}, over the limit of {max}: lower {lower}"),
         }
     }
