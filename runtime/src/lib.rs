@@ -28,8 +28,8 @@ pub use cookie::{Cookie, CookieError, MAX_COOKIE_LEN};
 pub use discovery::{COORDINATOR, CPU_POOL, GPU_POOL, Group, MEMBERSHIP, SCOPE};
 pub use ids::{ChildId, JobId, NodeName, NodeNameError, RequestId, SessionId, TaskId};
 pub use limits::{
-    DEFAULT_MAX_ITERATIONS, DEFAULT_MEMORY_BYTES, Holder, JobLimits, JobShape, Limit, LimitExceeded,
-    STAT_VALUES, format_bytes,
+    DEFAULT_MAX_ITERATIONS, DEFAULT_MEMORY_BYTES, Holder, JobLimits, JobShape, Limit,
+    LimitExceeded, STAT_VALUES, format_bytes,
 };
 pub use membership::{
     DownReason, EndpointArgs, GpuInfo, MEMBERSHIP_NAME, MemberState, MemberStatus, Membership,

@@ -11,7 +11,7 @@
 use sampler::{CheckedModel, SamplerSettings};
 
 use crate::sampling::MAX_CHAINS;
-use crate::wire::{WireError, WireLimit};
+use crate::wire::{WireError, WireLimit, WireLimitExceeded};
 
 /// Values kept per draw besides the model's output columns: the seven sampler statistics
 /// (Stan's `lp__` to `energy__`).
@@ -124,7 +124,12 @@ pub struct JobShape {
 
 impl JobShape {
     /// `chains` chains of `model` with `settings`, dropping `burn_in` draws each.
-    pub fn new(model: &CheckedModel, settings: &SamplerSettings, chains: u64, burn_in: u64) -> Self {
+    pub fn new(
+        model: &CheckedModel,
+        settings: &SamplerSettings,
+        chains: u64,
+        burn_in: u64,
+    ) -> Self {
         let program = model.program();
         let columns = program
             .outputs
@@ -260,7 +265,11 @@ impl LimitExceeded {
         let limit = self.limit;
         let asks = match limit {
             Limit::JobBytes if self.value == u64::MAX => {
-                format!("{} needs more than {}", self.subject, format_bytes(u64::MAX))
+                format!(
+                    "{} needs more than {}",
+                    self.subject,
+                    format_bytes(u64::MAX)
+                )
             }
             Limit::JobBytes => format!("{} needs {}", self.subject, format_bytes(self.value)),
             Limit::Chains => format!("{} asks for {} chains", self.subject, self.value),
@@ -292,7 +301,7 @@ impl LimitExceeded {
 
     /// The refusal as it crosses the wire, from the node the request reached.
     pub fn to_wire(&self) -> WireError {
-        WireError::LimitExceeded {
+        WireError::LimitExceeded(Box::new(WireLimitExceeded {
             limit: match self.limit {
                 Limit::Chains => WireLimit::Chains,
                 Limit::Warmup => WireLimit::Warmup,
@@ -311,33 +320,26 @@ impl LimitExceeded {
             },
             subject: self.subject.clone(),
             detail: self.detail.clone(),
-        }
+        }))
     }
 
     /// A refusal read from the wire: the node's, when it named itself.
-    pub fn from_wire(
-        limit: WireLimit,
-        value: u64,
-        max: u64,
-        node: &str,
-        subject: &str,
-        detail: &str,
-    ) -> Self {
+    pub fn from_wire(wire: &WireLimitExceeded) -> Self {
         Self {
-            limit: match limit {
+            limit: match wire.limit {
                 WireLimit::Chains => Limit::Chains,
                 WireLimit::Warmup => Limit::Warmup,
                 WireLimit::Draws => Limit::Draws,
                 WireLimit::JobBytes => Limit::JobBytes,
             },
-            value,
-            max,
-            subject: subject.to_owned(),
-            detail: detail.to_owned(),
-            holder: if node.is_empty() {
+            value: wire.value,
+            max: wire.max,
+            subject: wire.subject.clone(),
+            detail: wire.detail.clone(),
+            holder: if wire.node.is_empty() {
                 Holder::Caller
             } else {
-                Holder::Node(node.to_owned())
+                Holder::Node(wire.node.clone())
             },
         }
     }

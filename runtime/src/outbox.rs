@@ -142,10 +142,7 @@ impl Backlog {
     pub(crate) fn wait_below(&self, budget: usize, stop: &AtomicBool) {
         let mut count = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
         while *count > budget && !stop.load(Ordering::Relaxed) {
-            count = self
-                .changed
-                .wait(count)
-                .unwrap_or_else(|p| p.into_inner());
+            count = self.changed.wait(count).unwrap_or_else(|p| p.into_inner());
         }
     }
 

@@ -41,8 +41,8 @@ use crate::outbox::{Backlog, Outbox, Waiter};
 use crate::sampling::WorkerKind;
 use crate::ticker::Ticker;
 use crate::wire::{
-    MAX_POLL_REPLY_BYTES, PoolReply, PoolWire, Responder, WireError, WireFailure,
-    WireTaskEvent, WireWorkerKind,
+    MAX_POLL_REPLY_BYTES, PoolReply, PoolWire, Responder, WireError, WireFailure, WireTaskEvent,
+    WireWorkerKind,
 };
 pub(crate) use endpoint::{EndpointArgs, PoolEndpoint};
 use runner::{ChainEnd, ChainRun, RunOutcome};

@@ -188,24 +188,34 @@ pub enum WireError {
         reason: String,
     },
     /// A request over a limit of the node that received it (`crate::limits`): a job error,
-    /// never retried elsewhere.
-    #[error("{}", crate::limits::LimitExceeded::from_wire(*.limit, *.value, *.max, .node, .subject, .detail))]
-    LimitExceeded {
-        /// The limit.
-        limit: WireLimit,
-        /// What the request asks for (bytes, chains or iterations).
-        value: u64,
-        /// The node's limit.
-        max: u64,
-        /// The node flag that raises the limit (`--max-job-bytes`, ...).
-        flag: String,
-        /// The node's full name.
-        node: String,
-        /// What was checked ("job", "task of 2 chains").
-        subject: String,
-        /// How a byte count comes about ("1 chain x 1000 draws x 25 values"), or empty.
-        detail: String,
-    },
+    /// never retried elsewhere. Boxed: the other errors are small.
+    #[error("{0}")]
+    LimitExceeded(Box<WireLimitExceeded>),
+}
+
+/// What [`WireError::LimitExceeded`] says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireLimitExceeded {
+    /// The limit.
+    pub limit: WireLimit,
+    /// What the request asks for (bytes, chains or iterations).
+    pub value: u64,
+    /// The node's limit.
+    pub max: u64,
+    /// The node flag that raises the limit (`--max-job-bytes`, ...).
+    pub flag: String,
+    /// The node's full name.
+    pub node: String,
+    /// What was checked ("job", "task of 2 chains").
+    pub subject: String,
+    /// How a byte count comes about ("1 chain x 1000 draws x 25 values"), or empty.
+    pub detail: String,
+}
+
+impl fmt::Display for WireLimitExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        crate::limits::LimitExceeded::from_wire(self).fmt(f)
+    }
 }
 
 /// Which limit a [`WireError::LimitExceeded`] names.

@@ -152,7 +152,7 @@ pub(crate) async fn drive(mut driver: Driver) {
             }
             Err(CallError::Timeout { .. }) if attempt < RUN_ATTEMPTS => continue,
             Err(CallError::Refused {
-                error: error @ WireError::LimitExceeded { .. },
+                error: error @ WireError::LimitExceeded(_),
                 ..
             }) => {
                 let error = error.to_string();
@@ -283,3 +283,6 @@ fn describe(error: &CallError) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests;

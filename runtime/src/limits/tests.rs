@@ -128,7 +128,10 @@ fn each_count_limit_names_its_value_maximum_and_flag() {
     };
     let check = |shape: JobShape| limits.check(&shape, "job", &node()).unwrap_err();
     let chains = check(shape(9, 0, 1, false));
-    assert_eq!((chains.limit, chains.value, chains.max), (Limit::Chains, 9, 8));
+    assert_eq!(
+        (chains.limit, chains.value, chains.max),
+        (Limit::Chains, 9, 8)
+    );
     assert_eq!(
         chains.to_string(),
         "job asks for 9 chains, over node a@127.0.0.1's limit of 8: lower --chains or start \
@@ -180,13 +183,20 @@ fn a_refusal_reads_the_same_after_the_wire() {
         .check(&shape(2, 100, 10_000, false), "task of 2 chains", &node())
         .unwrap_err();
     let wire = error.to_wire();
-    let WireError::LimitExceeded { flag, node, .. } = &wire else {
+    let WireError::LimitExceeded(limit) = &wire else {
         panic!("{wire:?}");
     };
-    assert_eq!(flag, "--max-job-bytes");
-    assert_eq!(node, "a@127.0.0.1");
+    assert_eq!(limit.flag, "--max-job-bytes");
+    assert_eq!(limit.node, "a@127.0.0.1");
+    // Through the bytes, too.
+    let bytes = rmp_serde::to_vec_named(&wire).unwrap();
+    let read: WireError = rmp_serde::from_slice(&bytes).unwrap();
+    assert_eq!(read, wire);
     assert_eq!(wire.to_string(), error.to_string());
-    assert!(wire.to_string().starts_with("task of 2 chains needs 4.0 MB"));
+    assert!(
+        wire.to_string()
+            .starts_with("task of 2 chains needs 4.0 MB")
+    );
 }
 
 #[test]

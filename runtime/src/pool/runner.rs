@@ -106,11 +106,11 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
     let burn_in = if warm { run.burn_in } else { 0 };
     let mut settings = (*run.settings).clone();
     settings.threads = run.specs.len().max(1);
-    settings.num_draws += burn_in;
+    settings.num_draws = settings.num_draws.saturating_add(burn_in);
     let total = if warm {
         settings.num_draws
     } else {
-        settings.num_warmup + settings.num_draws
+        settings.num_warmup.saturating_add(settings.num_draws)
     };
     let streamers = Streamers {
         cancel: Arc::clone(&run.cancel),
