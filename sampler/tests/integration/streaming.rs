@@ -11,10 +11,13 @@ use sampler::{
 
 use crate::common::bench_model;
 
-/// Collects the draws as they happen, per chain: (warmup values, kept values, kept lp).
+/// One chain's draws as they happened: warmup values, kept values, kept lp.
+type Seen = (Vec<f64>, Vec<f64>, Vec<f64>);
+
+/// Collects the draws as they happen, per chain.
 struct Streaming {
     keeps: bool,
-    chains: Mutex<Vec<(Vec<f64>, Vec<f64>, Vec<f64>)>>,
+    chains: Mutex<Vec<Seen>>,
 }
 
 impl Observer for Streaming {
@@ -34,7 +37,7 @@ impl Observer for Streaming {
     }
 }
 
-fn run(keeps: bool) -> (Vec<ChainTrace>, Vec<(Vec<f64>, Vec<f64>, Vec<f64>)>) {
+fn run(keeps: bool) -> (Vec<ChainTrace>, Vec<Seen>) {
     let model = bench_model("eight_schools_noncentered");
     let settings = SamplerSettings {
         num_warmup: 100,
@@ -128,7 +131,10 @@ fn allocated(keeps: bool, num_draws: u64) -> u64 {
 #[test]
 fn a_streamed_chain_allocates_the_same_however_many_draws_it_runs() {
     let (short, long) = (allocated(false, 200), allocated(false, 5000));
-    assert_eq!(short, long, "a streamed chain's memory does not grow with its draws");
+    assert_eq!(
+        short, long,
+        "a streamed chain's memory does not grow with its draws"
+    );
     // Kept, the draws take room (18 values and the statistics per draw).
     let kept = allocated(true, 5000);
     assert!(kept >= long + 5000 * 18 * 8, "{kept} bytes against {long}");
