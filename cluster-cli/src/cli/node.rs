@@ -7,6 +7,7 @@ use runtime::{Node, NodeName, NodeResources, NodeSettings};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::cluster::{block_on, resolve};
+use super::limits::LimitArgs;
 use crate::cookie::{CookieArgs, Missing};
 
 /// Arguments of `node`.
@@ -34,6 +35,8 @@ pub struct NodeArgs {
     #[arg(long)]
     allow_fault_injection: bool,
     #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
     cookie: CookieArgs,
 }
 
@@ -59,6 +62,8 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     settings.seeds = seeds;
     settings.resources = NodeResources::detect(args.cpu_slots, !args.no_gpu);
     settings.allow_fault_injection = args.allow_fault_injection;
+    settings.limits = args.limits.limits();
+    tracing::info!("{}", super::limits::describe(&settings.limits));
     block_on(serve(settings))?
 }
 
