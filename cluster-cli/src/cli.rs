@@ -7,6 +7,7 @@ mod cluster;
 mod debug;
 mod devices;
 mod join;
+mod limits;
 mod node;
 mod sample;
 mod sample_remote;

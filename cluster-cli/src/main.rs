@@ -24,8 +24,11 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            // A bad model file is the user's input: exit code 2, like a usage error.
-            let code = if err.downcast_ref::<cli::BadInput>().is_some() {
+            // A bad model file, or a request over a limit, is the user's input: exit code 2,
+            // like a usage error.
+            let code = if err.downcast_ref::<cli::BadInput>().is_some()
+                || err.downcast_ref::<runtime::LimitExceeded>().is_some()
+            {
                 2
             } else {
                 1

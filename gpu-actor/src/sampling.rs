@@ -380,7 +380,7 @@ impl Iterations {
         let n = request.chains.len();
         let tuned = request.chains.first().is_some_and(|c| c.tuning.is_some());
         let warmup = if tuned { 0 } else { settings.num_warmup };
-        let total = warmup + settings.num_draws;
+        let total = warmup.saturating_add(settings.num_draws);
         if total >= u64::from(u32::MAX) || n > u32::MAX as usize {
             return Err(SampleError::Settings(format!(
                 "{total} iterations of {n} chains are more than the GPU kernels count"

@@ -32,7 +32,9 @@
 //!   `NodeDraining`); its running chains finish there, or run again here when it leaves.
 //! - **Streaming.** Each job keeps an outbox of events (placement, draws, finished chains,
 //!   retries, the end) that the client fetches with long polls; a job whose client stops
-//!   polling for `client_lease` is cancelled.
+//!   polling for `client_lease` is cancelled. A job's drivers stop fetching while its client
+//!   is behind (`remote::JOB_BACKLOG_BYTES`), so that a slow client slows the pools rather
+//!   than filling this node's memory.
 //!
 //! State is plain code in `job.rs`; calls to workers run in tasks the coordinator owns
 //! (`remote.rs`). Every log line about a job is inside a `job` span naming it, as on the
@@ -48,16 +50,17 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, RpcReplyPort};
 use ractor_cluster::RactorMessage;
+use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::ids::{JobId, NodeName, RequestId, TaskId, job_span};
-use crate::membership::{MEMBERSHIP_NAME, MembershipEvent, MembershipMsg, Subscriber};
+use crate::membership::{DownReason, MEMBERSHIP_NAME, MembershipEvent, MembershipMsg, Subscriber};
 use crate::outbox::Waiter;
 use crate::sampling::{DevicePreference, WarmupMode};
 use crate::ticker::Ticker;
-use crate::wire::{JobReply, JobWire, PoolWire, Responder, WireError, WireTaskEvent};
+use crate::wire::{JobReply, JobWire, PoolWire, Responder, WireError, WireJobEvent, WireTaskEvent};
 pub(crate) use endpoint::{CoordinatorEndpoint, EndpointArgs};
 use job::{Job, JobSpec};
 use placement::{Capacity, place_groups, suits};
@@ -131,6 +134,13 @@ pub(crate) enum CoordinatorMsg {
         /// The pool refused the task (nothing ran), rather than vanished under it.
         refused: bool,
     },
+    /// A worker refused a task over its node's limits: the job fails with its message (the
+    /// chains would be as large anywhere else).
+    TaskRefused {
+        job: JobId,
+        task: TaskId,
+        error: String,
+    },
     /// The coordinator's timer.
     Tick,
     /// The node drains (repeated until it is done): no new jobs, nothing more on this node's
@@ -184,6 +194,9 @@ pub(crate) struct CoordinatorState {
     survey_again: bool,
     next_request: u64,
     reported_jobs: Option<u32>,
+    /// Per job with drivers: the bytes of its events its client has not acknowledged, which
+    /// its drivers watch.
+    backlogs: HashMap<JobId, watch::Sender<usize>>,
     ticker: Ticker,
 }
 
@@ -225,6 +238,7 @@ impl Actor for Coordinator {
             survey_again: false,
             next_request: 1,
             reported_jobs: None,
+            backlogs: HashMap::new(),
             ticker,
         })
     }
@@ -305,6 +319,11 @@ impl Actor for Coordinator {
                 state.in_flight.remove(&task);
                 lose_task(&myself, state, job, task, &reason, refused);
             }
+            CoordinatorMsg::TaskRefused { job, task, error } => {
+                state.drivers.remove(&task);
+                state.in_flight.remove(&task);
+                fail_job(state, job, error);
+            }
             CoordinatorMsg::Tick => tick(&myself, state),
             CoordinatorMsg::Drain { grace, reply } => {
                 drain(state, grace);
@@ -316,6 +335,7 @@ impl Actor for Coordinator {
             }
         }
         report_running_jobs(state);
+        report_backlogs(state);
         Ok(())
     }
 }
@@ -442,6 +462,9 @@ fn membership(
             state.draining_nodes.insert(node);
         }
         MembershipEvent::NodeDown { node, reason } => {
+            // A node that left on purpose (it drained) did not crash under its chains: they
+            // run again elsewhere, not quarantined.
+            let left = matches!(reason, DownReason::Left);
             let reason = format!("node lost: {reason}");
             state.draining_nodes.remove(&node);
             state.down.insert(node.clone());
@@ -458,7 +481,7 @@ fn membership(
                 if let Some(driver) = state.drivers.remove(&task) {
                     driver.abort();
                 }
-                lose_task(myself, state, job, task, &reason, false);
+                lose_task(myself, state, job, task, &reason, left);
             }
         }
     }
@@ -627,6 +650,11 @@ fn dispatch(
     state
         .workers
         .insert(view.worker.get_id(), view.worker.clone());
+    let backlog = state
+        .backlogs
+        .entry(id)
+        .or_insert_with(|| watch::channel(0).0)
+        .subscribe();
     let driver = Driver {
         coordinator: myself.clone(),
         me: state.me.clone(),
@@ -634,6 +662,7 @@ fn dispatch(
         node: view.node.clone(),
         task: wire_task,
         request_base,
+        backlog,
     };
     let handle = state.tasks.spawn(remote::drive(driver).instrument(span));
     state.drivers.insert(task, handle);
@@ -687,8 +716,9 @@ fn task_events(
     }
 }
 
-/// A task lost (or `refused` by its pool): its unfinished chains run again under the job's
-/// rules, or the job fails.
+/// A task lost (or `refused` by its pool, or on a node that left on purpose: nothing there
+/// crashed under its chains, which are not suspect): its unfinished chains run again under
+/// the job's rules, or the job fails.
 fn lose_task(
     myself: &ActorRef<CoordinatorMsg>,
     state: &mut CoordinatorState,
@@ -844,6 +874,20 @@ async fn leave(state: &mut CoordinatorState) {
         tracing::info!("leaving: {} tasks dropped on their workers", cancels.len());
     }
     while cancels.join_next().await.is_some() {}
+}
+
+/// Tells each job's drivers how far behind its client is (a job that is gone: its drivers
+/// were aborted, and its sender goes).
+fn report_backlogs(state: &mut CoordinatorState) {
+    let jobs = &state.jobs;
+    state.backlogs.retain(|id, backlog| {
+        let Some(job) = jobs.get(id) else {
+            return false;
+        };
+        let bytes = job.outbox.unacked_bytes(WireJobEvent::estimated_bytes);
+        backlog.send_if_modified(|old| std::mem::replace(old, bytes) != bytes);
+        true
+    });
 }
 
 /// Tells membership how many jobs run here (gossiped with heartbeats, shown by `status`).

@@ -12,6 +12,7 @@ mod cookie;
 mod coordinator;
 mod discovery;
 mod ids;
+mod limits;
 mod membership;
 mod node;
 mod outbox;
@@ -27,6 +28,10 @@ pub use client::{ClientError, ClientSettings, ClusterClient, RawService, SampleJ
 pub use cookie::{Cookie, CookieError, MAX_COOKIE_LEN};
 pub use discovery::{COORDINATOR, CPU_POOL, GPU_POOL, Group, MEMBERSHIP, SCOPE};
 pub use ids::{ChildId, JobId, NodeName, NodeNameError, RequestId, SessionId, TaskId};
+pub use limits::{
+    DEFAULT_MAX_ITERATIONS, DEFAULT_MEMORY_BYTES, Holder, JobLimits, JobShape, Limit,
+    LimitExceeded, STAT_VALUES, format_bytes,
+};
 pub use membership::{
     DownReason, EndpointArgs, GpuInfo, GpuPolicy, MEMBERSHIP_NAME, MemberState, MemberStatus,
     Membership, MembershipArgs, MembershipEndpoint, MembershipEvent, MembershipMsg,
@@ -35,7 +40,7 @@ pub use membership::{
 pub use node::{DrainReport, NODE_SERVER_NAME, Node, NodeError, NodeSettings, ROOT_NAME};
 pub use sampling::{
     ChainPlacement, DEFAULT_BURN_IN, DevicePreference, Failover, JobOutcome, JobUpdate, MAX_CHAINS,
-    Retry, SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport, WorkerKind,
+    RequestError, Retry, SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport, WorkerKind,
 };
 pub use session::{ConnectError, SessionEvent, SessionEventKind};
 pub use supervisor::{

@@ -59,6 +59,7 @@ use crate::coordinator::{
     EndpointArgs as CoordinatorEndpointArgs,
 };
 use crate::ids::NodeName;
+use crate::limits::JobLimits;
 use crate::membership::{
     EndpointArgs, MEMBERSHIP_NAME, MemberStatus, Membership, MembershipArgs, MembershipEndpoint,
     MembershipMsg, MembershipSettings, NodeInfo, NodeResources,
@@ -143,6 +144,9 @@ pub struct NodeSettings {
     pub transport: TransportSettings,
     /// TLS for every connection, both ways, with mutual authentication; `None`: plaintext.
     pub tls: Option<TlsIdentity>,
+    /// What one job may ask of this node, checked by its coordinator for whole jobs and by
+    /// its pools for the tasks they are sent (from any coordinator).
+    pub limits: JobLimits,
 }
 
 impl NodeSettings {
@@ -168,6 +172,7 @@ impl NodeSettings {
             allow_fault_injection: false,
             transport: TransportSettings::default(),
             tls: None,
+            limits: JobLimits::default(),
         }
     }
 }
@@ -553,6 +558,7 @@ fn pool(settings: &NodeSettings, kind: WorkerKind) -> ChildSpec {
     };
     let endpoint = {
         let me = settings.name.clone();
+        let limits = settings.limits;
         ChildSpec::new(
             format!("{prefix}-endpoint"),
             Restart::Permanent,
@@ -561,6 +567,7 @@ fn pool(settings: &NodeSettings, kind: WorkerKind) -> ChildSpec {
                     me: me.clone(),
                     pool,
                     kind,
+                    limits,
                 });
                 async move {
                     let args = args.ok_or_else(|| not_running(name))?;
@@ -600,6 +607,7 @@ fn coordinator(settings: &NodeSettings) -> ChildSpec {
 
 fn coordinator_endpoint(settings: &NodeSettings) -> ChildSpec {
     let me = settings.name.clone();
+    let limits = settings.limits;
     ChildSpec::new(
         "coordinator-endpoint",
         Restart::Permanent,
@@ -608,6 +616,7 @@ fn coordinator_endpoint(settings: &NodeSettings) -> ChildSpec {
                 CoordinatorEndpointArgs {
                     me: me.clone(),
                     coordinator,
+                    limits,
                 }
             });
             async move {

@@ -7,8 +7,16 @@
 //! events again, so retries are idempotent and nothing is lost. When nothing is ready the
 //! poll waits (one [`Waiter`] per stream, answered as soon as an event arrives or at its
 //! deadline), which is what streams draws as chains progress.
+//!
+//! Outboxes are bounded by their consumer's pace: a [`Backlog`] counts the bytes producers
+//! made that the consumer has not acknowledged, and producers wait while it is over a budget
+//! (a pool's chain threads; a coordinator's drivers stop fetching a job's events the same
+//! way while its client is behind). A slow consumer slows the producers down instead of
+//! growing memory anywhere.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -44,9 +52,21 @@ impl<E: Clone> Outbox<E> {
 
     /// Drops every event up to `ack`.
     pub(crate) fn ack(&mut self, ack: u64) {
+        self.ack_each(ack, |_| {});
+    }
+
+    /// Drops every event up to `ack`, handing each to `dropped` first.
+    pub(crate) fn ack_each(&mut self, ack: u64, mut dropped: impl FnMut(&E)) {
         while self.events.front().is_some_and(|e| e.seq <= ack) {
-            self.events.pop_front();
+            if let Some(event) = self.events.pop_front() {
+                dropped(&event.event);
+            }
         }
+    }
+
+    /// The estimated bytes of the events not yet acknowledged.
+    pub(crate) fn unacked_bytes(&self, size: impl Fn(&E) -> usize) -> usize {
+        self.events.iter().map(|e| size(&e.event)).sum()
     }
 
     /// Whether an event after `ack` is ready.
@@ -83,6 +103,54 @@ impl<E: Clone> Outbox<E> {
     /// Number of unacknowledged events.
     pub(crate) fn len(&self) -> usize {
         self.events.len()
+    }
+}
+
+/// Bytes of a stream's events that producer threads made and its consumer has not
+/// acknowledged. The producers add what they make and wait while the count is over their
+/// budget; the actor that owns the outbox removes what polls acknowledge. A count too low
+/// only lets a producer run a chunk ahead; so whatever is not sure to be acknowledged later
+/// is left out of it.
+#[derive(Debug, Default)]
+pub(crate) struct Backlog {
+    bytes: Mutex<usize>,
+    changed: Condvar,
+}
+
+impl Backlog {
+    /// A producer made `bytes` more.
+    pub(crate) fn add(&self, bytes: usize) {
+        let mut count = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        *count = count.saturating_add(bytes);
+    }
+
+    /// The consumer acknowledged `bytes`: waiting producers may go on.
+    pub(crate) fn remove(&self, bytes: usize) {
+        let mut count = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        *count = count.saturating_sub(bytes);
+        self.changed.notify_all();
+    }
+
+    /// The bytes not acknowledged.
+    #[cfg(test)]
+    pub(crate) fn bytes(&self) -> usize {
+        *self.bytes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Blocks while more than `budget` bytes wait for the consumer, until acknowledgements
+    /// bring the count down or `stop` is set (whoever sets it calls [`Self::wake`]).
+    pub(crate) fn wait_below(&self, budget: usize, stop: &AtomicBool) {
+        let mut count = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        while *count > budget && !stop.load(Ordering::Relaxed) {
+            count = self.changed.wait(count).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Wakes the waiting producers, to look at their stop flag. The lock makes sure that a
+    /// producer that saw the flag unset is already waiting when the notification comes.
+    pub(crate) fn wake(&self) {
+        let _count = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        self.changed.notify_all();
     }
 }
 

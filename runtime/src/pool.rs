@@ -13,7 +13,8 @@
 //!
 //! A coordinator sends a task (chains of one job, [`crate::wire::PoolRequest::Run`]); the
 //! pool queues its chains and runs at most `slots` at once (`runner.rs`), and keeps what they
-//! stream in the task's [`Outbox`] until the coordinator's polls acknowledge it. A task whose
+//! stream in the task's [`Outbox`] until the coordinator's polls acknowledge it; past a
+//! budget of unacknowledged bytes (the task's [`Backlog`]) its chains wait. A task whose
 //! coordinator stops polling for `task_lease` is cancelled. State is the actor's alone: chain
 //! threads only cast messages to it, and a pool that restarts has forgotten every task
 //! (coordinators see `NotFound` or an unreachable endpoint and run the chains again). A
@@ -43,12 +44,12 @@ use tokio::time::Instant;
 
 use crate::ids::{JobId, NodeName, TaskId, job_span};
 use crate::membership::{MEMBERSHIP_NAME, MembershipEvent, MembershipMsg, Subscriber};
-use crate::outbox::{Outbox, Waiter};
+use crate::outbox::{Backlog, Outbox, Waiter};
 use crate::sampling::WorkerKind;
 use crate::ticker::Ticker;
 use crate::wire::{
-    MAX_POLL_REPLY_BYTES, PoolReply, PoolWire, Responder, WireChainDone, WireError, WireFailure,
-    WireTaskEvent, WireWorkerKind,
+    MAX_POLL_REPLY_BYTES, PoolReply, PoolWire, Responder, WireError, WireFailure, WireTaskEvent,
+    WireWorkerKind,
 };
 pub(crate) use endpoint::{EndpointArgs, PoolEndpoint};
 use runner::{ChainEnd, ChainRun, RunOutcome};
@@ -194,6 +195,9 @@ struct Task {
     /// Chains not yet done or failed.
     unfinished: usize,
     outbox: Outbox<WireTaskEvent>,
+    /// The bytes of progress events its runs made that the coordinator has not
+    /// acknowledged.
+    backlog: Arc<Backlog>,
     waiter: Option<Waiter<Responder<PoolWire>>>,
     last_poll: Instant,
 }
@@ -203,14 +207,24 @@ struct Running {
     key: TaskKey,
     chains: Vec<ChainId>,
     cancel: Arc<AtomicBool>,
+    /// Its task's: a chain waiting on it must see its flag.
+    backlog: Arc<Backlog>,
     thread: Option<std::thread::JoinHandle<()>>,
     /// Test-only: stopped by an injected fault, its chains fail as if the device were lost.
     injected_fault: bool,
 }
 
+impl Running {
+    /// Asks the run's thread to stop, waking it if it waits for acknowledgements.
+    fn stop(&self) {
+        self.cancel.store(true, Ordering::Relaxed);
+        self.backlog.wake();
+    }
+}
+
 impl Drop for Running {
     fn drop(&mut self) {
-        self.cancel.store(true, Ordering::Relaxed);
+        self.stop();
     }
 }
 
@@ -398,7 +412,7 @@ fn fail_runs(state: &mut PoolState) {
     }
     for running in state.running.values_mut() {
         running.injected_fault = true;
-        running.cancel.store(true, Ordering::Relaxed);
+        running.stop();
     }
 }
 
@@ -465,6 +479,7 @@ fn run(
             unfinished: task.chains.len(),
             chains: task.chains,
             outbox: Outbox::new(),
+            backlog: Arc::new(Backlog::default()),
             waiter: None,
             last_poll: Instant::now(),
         },
@@ -517,24 +532,24 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
             specs,
             burn_in: task.burn_in,
             cancel: Arc::clone(&cancel),
+            backlog: Arc::clone(&task.backlog),
             device: state.device.clone(),
         };
         match runner::spawn(chain_run, myself.clone()) {
             Ok(thread) => {
                 let injected_fault = std::mem::take(&mut state.fail_next_run);
+                let running = Running {
+                    key,
+                    chains,
+                    cancel,
+                    backlog: Arc::clone(&task.backlog),
+                    thread: Some(thread),
+                    injected_fault,
+                };
                 if injected_fault {
-                    cancel.store(true, Ordering::Relaxed);
+                    running.stop();
                 }
-                state.running.insert(
-                    run,
-                    Running {
-                        key,
-                        chains,
-                        cancel,
-                        thread: Some(thread),
-                        injected_fault,
-                    },
-                );
+                state.running.insert(run, running);
             }
             Err(error) => {
                 for chain in chains {
@@ -567,7 +582,16 @@ fn poll(
         return;
     };
     task.last_poll = Instant::now();
-    task.outbox.ack(ack);
+    // Only progress events count in the backlog: the chains' threads made them.
+    let mut acknowledged = 0;
+    task.outbox.ack_each(ack, |event| {
+        if let WireTaskEvent::Progress { .. } = event {
+            acknowledged += event.estimated_bytes();
+        }
+    });
+    if acknowledged > 0 {
+        task.backlog.remove(acknowledged);
+    }
     if let Some(old) = task.waiter.take() {
         // A newer poll of the same task replaces the old one (its caller gave up on it).
         answer(key.1, &task.outbox, old);
@@ -588,7 +612,7 @@ fn cancel(state: &mut PoolState, key: &TaskKey) {
     }
     state.queue.retain(|(queued, _)| queued != key);
     for running in state.running.values().filter(|r| &r.key == key) {
-        running.cancel.store(true, Ordering::Relaxed);
+        running.stop();
     }
 }
 
@@ -657,12 +681,11 @@ fn finished(state: &mut PoolState, run: RunId, mut chains: Vec<ChainEnd>) -> Opt
     };
     for end in chains {
         let (error, cause) = match end.outcome {
-            RunOutcome::Done(trace) => {
+            RunOutcome::Done(done) => {
                 if let Some(last) = end.last {
                     task.outbox.push(last);
                 }
-                task.outbox
-                    .push(WireTaskEvent::ChainDone(WireChainDone::from_trace(&trace)));
+                task.outbox.push(WireTaskEvent::ChainDone(*done));
                 task.unfinished = task.unfinished.saturating_sub(1);
                 continue;
             }

@@ -21,9 +21,13 @@
 
 use std::time::Instant;
 
-use sampler::{ChainId, ChainTrace, DrawStats, Model, SamplerSettings, Seed, Tuning};
+use sampler::{
+    ChainId, ChainTrace, CheckedModel, DrawStats, Limits, Model, ModelError, SamplerSettings, Seed,
+    Tuning,
+};
 
 use crate::ids::{JobId, NodeName};
+use crate::limits::{Holder, JobLimits, JobShape, LimitExceeded};
 use crate::wire::{
     WireChainDone, WireDevice, WireDraws, WireError, WireJobEvent, WireRetry, WireSampleRequest,
     WireSettings, WireWarmup, WireWorkerKind,
@@ -96,6 +100,28 @@ impl SampleRequest {
         }
     }
 
+    /// What the job will hold where every draw is kept: the client, which keeps what it
+    /// asked for. An error when the model does not validate.
+    pub fn shape(&self) -> Result<JobShape, ModelError> {
+        let model = CheckedModel::new(self.model.clone(), &Limits::default())?;
+        let burn_in = match self.warmup {
+            WarmupMode::Broadcast { burn_in } => burn_in,
+            WarmupMode::Independent => 0,
+        };
+        Ok(JobShape::new(
+            &model,
+            &self.settings,
+            u64::from(self.n_chains),
+            burn_in,
+        ))
+    }
+
+    /// Checks the request against `limits` (the caller's: what it can keep; each node checks
+    /// its own again), before anything is sized from it or it is sent.
+    pub fn check(&self, limits: &JobLimits, holder: &Holder) -> Result<(), RequestError> {
+        Ok(limits.check(&self.shape()?, "job", holder)?)
+    }
+
     /// The request on the wire.
     pub fn to_wire(&self) -> WireSampleRequest {
         WireSampleRequest {
@@ -115,6 +141,17 @@ impl SampleRequest {
             chains: None,
         }
     }
+}
+
+/// Why [`SampleRequest::check`] refused a request.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RequestError {
+    /// The model does not validate.
+    #[error("invalid model: {0}")]
+    Model(#[from] ModelError),
+    /// The job is over a limit.
+    #[error(transparent)]
+    Limit(#[from] LimitExceeded),
 }
 
 /// A kind of worker.

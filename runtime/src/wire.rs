@@ -193,6 +193,48 @@ pub enum WireError {
         /// The node.
         node: String,
     },
+    /// A request over a limit of the node that received it (`crate::limits`): a job error,
+    /// never retried elsewhere. Boxed: the other errors are small.
+    #[error("{0}")]
+    LimitExceeded(Box<WireLimitExceeded>),
+}
+
+/// What [`WireError::LimitExceeded`] says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireLimitExceeded {
+    /// The limit.
+    pub limit: WireLimit,
+    /// What the request asks for (bytes, chains or iterations).
+    pub value: u64,
+    /// The node's limit.
+    pub max: u64,
+    /// The node flag that raises the limit (`--max-job-bytes`, ...).
+    pub flag: String,
+    /// The node's full name.
+    pub node: String,
+    /// What was checked ("job", "task of 2 chains").
+    pub subject: String,
+    /// How a byte count comes about ("1 chain x 1000 draws x 25 values"), or empty.
+    pub detail: String,
+}
+
+impl fmt::Display for WireLimitExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        crate::limits::LimitExceeded::from_wire(self).fmt(f)
+    }
+}
+
+/// Which limit a [`WireError::LimitExceeded`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireLimit {
+    /// Chains per job (`--max-chains`).
+    Chains,
+    /// Warmup iterations per chain (`--max-warmup`).
+    Warmup,
+    /// Draws per chain (`--max-draws`).
+    Draws,
+    /// Bytes of a job's draws and data (`--max-job-bytes`).
+    JobBytes,
 }
 
 impl<T> Envelope<T> {

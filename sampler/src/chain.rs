@@ -14,6 +14,10 @@ use crate::sample::{
 /// Attempts at a finite initial point (Stan's default).
 const INIT_ATTEMPTS: u32 = 100;
 
+/// Most values a trace reserves before its first draw: the draw count comes from the
+/// caller, so the reservation is capped and anything longer grows with the real draws.
+const MAX_RESERVED_VALUES: usize = 1 << 22;
+
 /// The mutable state of a chain shared by the transition and the adaptation.
 pub(crate) struct ChainCore<D> {
     pub chain: ChainId,
@@ -158,15 +162,23 @@ pub(crate) fn run_chain<D: LogDensity>(
         n_grad_evals,
     };
 
-    let total = settings.num_warmup + settings.num_draws;
+    let total = settings.num_warmup.saturating_add(settings.num_draws);
+    let keep = observer.keeps_draws();
+    let reserved_draws = if keep {
+        usize::try_from(settings.num_draws)
+            .unwrap_or(usize::MAX)
+            .min(MAX_RESERVED_VALUES / n_columns.max(1))
+    } else {
+        0
+    };
     let mut values = vec![0.0; n_columns];
     let mut trace = ChainTrace {
         chain: spec.chain,
         n_columns,
         warmup_draws: Vec::new(),
         warmup_stats: Vec::new(),
-        draws: Vec::with_capacity(settings.num_draws as usize * n_columns),
-        stats: Vec::with_capacity(settings.num_draws as usize),
+        draws: Vec::with_capacity(reserved_draws * n_columns),
+        stats: Vec::with_capacity(reserved_draws),
         tuning: Tuning {
             step_size: core.step_size,
             inv_metric: Vec::new(),
@@ -216,7 +228,7 @@ pub(crate) fn run_chain<D: LogDensity>(
         }
         let draw_stats = stats(&info, step_size, core.current.logp);
         core.density.write_outputs(&core.current.q, &mut values);
-        if settings.save_warmup {
+        if settings.save_warmup && keep {
             trace.warmup_draws.extend_from_slice(&values);
             trace.warmup_stats.push(draw_stats);
         }
@@ -244,8 +256,10 @@ pub(crate) fn run_chain<D: LogDensity>(
         let (info, step_size) = core.transition();
         let draw_stats = stats(&info, step_size, core.current.logp);
         core.density.write_outputs(&core.current.q, &mut values);
-        trace.draws.extend_from_slice(&values);
-        trace.stats.push(draw_stats);
+        if keep {
+            trace.draws.extend_from_slice(&values);
+            trace.stats.push(draw_stats);
+        }
         observer.on_draw(&DrawEvent {
             chain: spec.chain,
             iteration: warmup_iterations + draw,

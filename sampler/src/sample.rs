@@ -269,6 +269,15 @@ pub trait Observer: Sync {
     fn should_stop(&self) -> bool {
         false
     }
+
+    /// Whether the traces keep the draws. An observer that streams them elsewhere answers
+    /// `false`: each chain then holds one draw at a time, not all of them, and its trace
+    /// comes back without draws and statistics (their counts are the observer's to keep;
+    /// everything else in the trace is there). Asked once per chain, on its thread, before
+    /// it starts.
+    fn keeps_draws(&self) -> bool {
+        true
+    }
 }
 
 /// An observer that watches nothing.

@@ -122,6 +122,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     outln!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for path in &models {
         let model = load_model(path)?;
+        let shape = runtime::JobShape::new(&model, &args.sampler.settings(1), 1, 0);
+        super::limits::check_fits_here(&shape, model.name())?;
         let columns = model.columns();
         for &adaptation in &adaptations {
             let mut settings = args.sampler.settings(1);

@@ -115,6 +115,9 @@ pub fn run(args: BenchClusterArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Most timings reserved before the first: `--repeats` is the user's number.
+const MAX_RESERVED: usize = 1 << 16;
+
 const TINY: &str = r#"{"ir_version": 1, "name": "tiny",
   "parameters": [{"name": "x"}],
   "model": [{"sample": {"value": "x", "dist": {"normal": {"mu": 0, "sigma": 1}}}}]}"#;
@@ -129,7 +132,7 @@ fn overhead(repeats: usize) -> anyhow::Result<()> {
     };
     let spec = [ChainSpec::new(ChainId(0))];
     let warmups = 20;
-    let mut local = Vec::with_capacity(repeats);
+    let mut local = Vec::with_capacity(repeats.min(MAX_RESERVED));
     for i in 0..warmups + repeats {
         let start = Instant::now();
         let traces =
@@ -152,8 +155,8 @@ fn overhead(repeats: usize) -> anyhow::Result<()> {
     };
     let (remote, bare) = block_on(async {
         let mut client = cluster.client().await?;
-        let mut remote = Vec::with_capacity(repeats);
-        let mut bare = Vec::with_capacity(repeats);
+        let mut remote = Vec::with_capacity(repeats.min(MAX_RESERVED));
+        let mut bare = Vec::with_capacity(repeats.min(MAX_RESERVED));
         for i in 0..warmups + repeats {
             let start = Instant::now();
             let outcome = client.sample(&request).await?.outcome().await?;
@@ -240,6 +243,11 @@ fn scaling(
         .collect::<Result<_, _>>()?;
     let settings = sampler.settings(1);
     settings.validate()?;
+    for model in &models {
+        // The client keeps every draw.
+        let shape = runtime::JobShape::new(model, &settings, u64::from(n_chains), 0);
+        super::limits::check_fits_here(&shape, model.name())?;
+    }
     // results[model][size] = (ess per second, wall seconds, nodes used)
     let mut results = vec![Vec::new(); models.len()];
     for &size in sizes {

@@ -427,6 +427,9 @@ pub fn run(
     let mut rows_skipped = false;
     for path in &models {
         let model = load_model(path)?;
+        let most_chains = chain_counts.iter().copied().max().unwrap_or(1);
+        let shape = runtime::JobShape::new(&model, &settings, u64::from(most_chains), 0);
+        super::limits::check_fits_here(&shape, model.name())?;
         let program = model.program();
         // Each row's lanes, workgroup size and data placement are set here (the defaults
         // depend on the chains), so that its pipelines are compiled by a warm-up run, not in
@@ -898,8 +901,10 @@ fn round_trip(
         session.run(&start)?;
         warmed += 1;
     }
-    let mut host = Vec::with_capacity(repetitions as usize);
-    let mut on_device = Vec::with_capacity(repetitions as usize);
+    // `--round-trips` is the user's number: growth past this follows the timings.
+    let reserved = (repetitions as usize).min(1 << 16);
+    let mut host = Vec::with_capacity(reserved);
+    let mut on_device = Vec::with_capacity(reserved);
     for _ in 0..repetitions {
         let started = Instant::now();
         let steps = session.run(&start)?;

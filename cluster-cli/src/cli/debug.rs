@@ -13,7 +13,7 @@ use runtime::wire::{
     WireError, WireFault, WireSampleRequest, WireSettings, WireWarmup,
 };
 use runtime::{ClientSettings, ClusterClient, RawService, RequestId};
-use sampler::SamplerSettings;
+use sampler::{CheckedModel, Limits, SamplerSettings};
 use serde::de::DeserializeOwned;
 
 use super::cluster::{TlsOptions, block_on, resolve};
@@ -74,7 +74,16 @@ enum Payload {
     BadModel,
     /// A job in a protocol version nobody speaks.
     BadVersion,
+    /// One chain of a small model with 1000000000 draws, as `sample --draws 1000000000` asks
+    /// (without the client's own check).
+    HugeJob,
 }
+
+/// A small valid model, for requests whose content is not the model.
+const SMALL_MODEL: &str = r#"{"ir_version": 1, "name": "normal_mean",
+  "data": {"y": {"vector": [0.1, -0.3, 0.5]}},
+  "parameters": [{"name": "mu"}],
+  "model": [{"sample": {"value": "y", "dist": {"normal": {"mu": "mu", "sigma": 1}}}}]}"#;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum FaultArg {
@@ -124,6 +133,15 @@ async fn raw(
         Payload::BadVersion => {
             let mut envelope = job(client, Vec::new());
             envelope.version += 1;
+            envelope.encode()?
+        }
+        Payload::HugeJob => {
+            let model = CheckedModel::from_json(SMALL_MODEL, &Limits::default())?;
+            let mut envelope = job(client, model.model().to_msgpack());
+            if let JobRequest::Submit(request) = &mut envelope.body {
+                request.n_chains = 1;
+                request.settings.num_draws = 1_000_000_000;
+            }
             envelope.encode()?
         }
     };

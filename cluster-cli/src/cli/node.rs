@@ -11,6 +11,7 @@ use runtime::{GpuPolicy, Node, NodeName, NodeResources, NodeSettings, TransportS
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::cluster::{TlsOptions, block_on, resolve};
+use super::limits::LimitArgs;
 use crate::cookie::{CookieArgs, Missing};
 
 /// Arguments of `node`.
@@ -53,6 +54,8 @@ pub struct NodeArgs {
     /// Of those, connections from one address (an IPv6 /64 counts as one).
     #[arg(long, value_name = "N", default_value_t = TransportSettings::default().max_unauthenticated_per_address)]
     max_unauthenticated_per_address: usize,
+    #[command(flatten)]
+    limits: LimitArgs,
     #[command(flatten)]
     cookie: CookieArgs,
     #[command(flatten)]
@@ -102,6 +105,8 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
         max_unauthenticated_per_address: args.max_unauthenticated_per_address.max(1),
         ..TransportSettings::default()
     };
+    settings.limits = args.limits.limits();
+    tracing::info!("{}", super::limits::describe(&settings.limits));
     block_on(serve(settings, grace))?
 }
 

@@ -18,6 +18,7 @@ use gpu_actor::{
     RanOn, SampleJob, SampleOutput,
 };
 use ractor::{Actor, ActorRef};
+use runtime::JobShape;
 use sampler::stan_csv::{self, CsvContext};
 use sampler::summary::EBFMI_THRESHOLD;
 use sampler::{ChainId, ChainSpec, ChainTrace, CheckedModel, RunSummary, SamplerSettings, Seed};
@@ -171,6 +172,11 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     settings.validate()?;
     let seed = Seed(args.seed);
     let columns = model.columns();
+    if args.remote.cluster.is_empty() {
+        // Every chain's draws are kept here, before anything is sized from the request.
+        let shape = JobShape::new(&model, &settings, u64::from(args.chains), 0);
+        super::limits::check_fits_here(&shape, "sample")?;
+    }
     if !args.remote.cluster.is_empty() {
         let device = args.device.map(|device| device == Device::Gpu);
         let run =
@@ -186,7 +192,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
 
     let progress = Arc::new(ProgressBars::new(
         args.chains,
-        settings.num_warmup + settings.num_draws,
+        settings.num_warmup.saturating_add(settings.num_draws),
         args.quiet,
     ));
     let started = Instant::now();

@@ -17,9 +17,10 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::ValueEnum;
+use runtime::wire::{CallError, WireError};
 use runtime::{
-    ClientSettings, ClusterClient, DEFAULT_BURN_IN, DevicePreference, JobOutcome, JobUpdate,
-    NodeName, SampleRequest, WARMUP_CHAIN, WarmupMode,
+    ClientError, ClientSettings, ClusterClient, DEFAULT_BURN_IN, DevicePreference, JobOutcome,
+    JobUpdate, LimitExceeded, NodeName, SampleRequest, WARMUP_CHAIN, WarmupMode,
 };
 use sampler::{ChainId, ChainTrace, CheckedModel, SamplerSettings, Seed};
 
@@ -102,6 +103,11 @@ pub fn run(
             },
         },
     };
+    // The client keeps every draw: they must fit here before a node is asked.
+    let shape = request
+        .shape()
+        .with_context(|| format!("{} does not validate", model.name()))?;
+    super::limits::check_fits_here(&shape, "job")?;
     let started = Instant::now();
     let outcome = block_on(async move {
         let mut client = ClusterClient::connect_any(&addresses, client_settings).await?;
@@ -137,10 +143,17 @@ pub fn run(
 /// Submits the job and prints its updates until it finishes; Ctrl-C cancels it.
 async fn follow(client: &mut ClusterClient, request: &SampleRequest) -> anyhow::Result<JobOutcome> {
     let peer = client.peer().clone();
-    let mut job = client
-        .sample(request)
-        .await
-        .with_context(|| format!("{peer} did not take the job"))?;
+    let mut job = match client.sample(request).await {
+        Ok(job) => job,
+        // A node's limit is the user's to change: exit code 2, the node's message.
+        Err(ClientError::Call(CallError::Refused {
+            error: WireError::LimitExceeded(limit),
+            ..
+        })) => return Err(LimitExceeded::from_wire(&limit).into()),
+        Err(error) => {
+            return Err(anyhow::Error::new(error).context(format!("{peer} did not take the job")));
+        }
+    };
     errln!(
         "job {}: {} chains of {} submitted to {}",
         job.id(),

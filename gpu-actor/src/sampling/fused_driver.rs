@@ -586,12 +586,8 @@ pub(super) fn run(
     };
     let writer = OutputWriter::new(program);
     let mut traces: Vec<ChainTrace> = empty_traces(&request.chains, &init.q, writer.n_columns());
-    let room = Room::make(n, writer.n_columns(), settings.num_draws as usize);
-    let record_settings = RecordSettings {
-        save_warmup: settings.save_warmup,
-        total: settings.num_warmup + settings.num_draws,
-        draws: settings.num_draws as usize,
-    };
+    let record_settings = RecordSettings::new(settings, observer);
+    let room = Room::make(n, writer.n_columns(), record_settings.draws);
     let flush = |driver: &mut Driver<'_>, traces: &mut [ChainTrace], warmup: bool| {
         let finished: Vec<Vec<Finished>> = driver
             .chains

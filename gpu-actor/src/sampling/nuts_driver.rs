@@ -458,7 +458,8 @@ pub(super) fn run(
     timeline(warmup_started, "session open");
     let writer = OutputWriter::new(program);
     let traces = empty_traces(&request.chains, &init.q, writer.n_columns());
-    let room = Room::make(n, writer.n_columns(), settings.num_draws as usize);
+    let record = RecordSettings::new(settings, observer);
+    let room = Room::make(n, writer.n_columns(), record.draws);
     let mut run = Run {
         device,
         request,
@@ -477,11 +478,7 @@ pub(super) fn run(
         },
         writer,
         traces,
-        record: RecordSettings {
-            save_warmup: settings.save_warmup,
-            total: settings.num_warmup + settings.num_draws,
-            draws: settings.num_draws as usize,
-        },
+        record,
         dispatches: Vec::new(),
         search_time: Duration::ZERO,
         next_iteration: vec![0; n],

@@ -1,12 +1,13 @@
 //! Chain traces as draws come back from the device: the reported values of each draw
 //! (computed on the CPU from its unconstrained position), its statistics, and the observer's
 //! `on_draw`, on all cores (rayon's pool), chains split into contiguous chunks (a trace
-//! belongs to one task).
+//! belongs to one task). An observer that streams the draws (`Observer::keeps_draws` is
+//! false) gets them and the traces keep none: no room is made for them.
 
 use std::ops::Range;
 
 use rayon::prelude::*;
-use sampler::{ChainTrace, DrawEvent, DrawStats, Observer, Tuning};
+use sampler::{ChainTrace, DrawEvent, DrawStats, Observer, SamplerSettings, Tuning};
 
 use super::outputs::OutputWriter;
 
@@ -27,8 +28,27 @@ pub(crate) struct RecordSettings {
     pub save_warmup: bool,
     /// Total iterations, warmup included (the observer's `total`).
     pub total: u64,
-    /// Draws after warmup, each trace's room for them.
+    /// Draws after warmup, each trace's room for them (0 when the traces keep none).
     pub draws: usize,
+    /// Whether the traces keep the draws.
+    pub keep: bool,
+}
+
+impl RecordSettings {
+    /// The recording of a run with `settings` for `observer`.
+    pub(crate) fn new(settings: &SamplerSettings, observer: &dyn Observer) -> RecordSettings {
+        let keep = observer.keeps_draws();
+        RecordSettings {
+            save_warmup: settings.save_warmup,
+            total: settings.num_warmup.saturating_add(settings.num_draws),
+            draws: if keep {
+                usize::try_from(settings.num_draws).unwrap_or(usize::MAX)
+            } else {
+                0
+            },
+            keep,
+        }
+    }
 }
 
 /// An empty trace per chain with its initial point. Room for the draws is made by [`Room`]
@@ -178,7 +198,9 @@ pub(crate) fn record<F>(
                     let kept = !draw.warmup || settings.save_warmup;
                     if kept {
                         writer.write(draw.q, values);
-                        if draw.warmup {
+                        if !settings.keep {
+                            // Streamed by the observer, below.
+                        } else if draw.warmup {
                             trace.warmup_draws.extend_from_slice(values);
                             trace.warmup_stats.push(draw.stats);
                         } else {

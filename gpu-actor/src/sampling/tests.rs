@@ -1,4 +1,4 @@
-//! Unit tests of the run statistics.
+//! Unit tests of the run statistics and of the recording of draws.
 
 use std::time::Duration;
 
@@ -101,5 +101,98 @@ fn auto_draws_output_maps_split_chains_where_the_device_allows() {
     assert_eq!(Copied.resolve(32, true), Copied);
     for output in [Auto, Mapped, Copied] {
         assert_eq!(output.resolve(32, false), Copied, "{output}");
+    }
+}
+
+/// A draw the observer saw: chain, iteration, values.
+type SeenDraw = (u32, u64, Vec<f64>);
+
+/// Records five draws (two of warmup) of each of three chains of a two-parameter model,
+/// for an observer that keeps the draws or streams them: what the observer saw, and the
+/// traces.
+fn record_for(keeps: bool) -> (Vec<SeenDraw>, Vec<sampler::ChainTrace>) {
+    use std::sync::Mutex;
+
+    use sampler::{ChainId, ChainSpec, CheckedModel, DrawEvent, DrawStats, Limits, Observer};
+
+    use super::outputs::OutputWriter;
+    use super::records::{Draw, RecordSettings, empty_traces, record};
+
+    struct Seen {
+        keeps: bool,
+        draws: Mutex<Vec<SeenDraw>>,
+    }
+    impl Observer for Seen {
+        fn on_draw(&self, event: &DrawEvent) {
+            let draw = (event.chain.0, event.iteration, event.values.to_vec());
+            self.draws.lock().unwrap().push(draw);
+        }
+        fn keeps_draws(&self) -> bool {
+            self.keeps
+        }
+    }
+
+    let model = CheckedModel::from_json(
+        r#"{"ir_version": 1, "name": "two",
+          "parameters": [{"name": "a"}, {"name": "b", "constraint": "positive"}],
+          "model": [{"sample": {"value": "a", "dist": {"normal": {"mu": 0, "sigma": 1}}}},
+                    {"sample": {"value": "b", "dist": {"normal": {"mu": 0, "sigma": 1}}}}]}"#,
+        &Limits::default(),
+    )
+    .unwrap();
+    let writer = OutputWriter::new(model.program());
+    let chains: Vec<ChainSpec> = (0..3).map(|c| ChainSpec::new(ChainId(c))).collect();
+    let mut traces = empty_traces(&chains, &vec![vec![0.0; 2]; 3], writer.n_columns());
+    let settings = sampler::SamplerSettings {
+        num_warmup: 2,
+        num_draws: 3,
+        save_warmup: true,
+        ..sampler::SamplerSettings::default()
+    };
+    let observer = Seen {
+        keeps,
+        draws: Mutex::new(Vec::new()),
+    };
+    let recording = RecordSettings::new(&settings, &observer);
+    assert_eq!(recording.draws, if keeps { 3 } else { 0 });
+    record(&mut traces, &writer, recording, &observer, |range, emit| {
+        for c in range {
+            for i in 0..5u64 {
+                let q = [c as f64 + 0.1 * i as f64, -0.5];
+                let stats = DrawStats {
+                    lp: -(i as f64),
+                    ..DrawStats::default()
+                };
+                let warmup = i < 2;
+                emit(
+                    c,
+                    Draw {
+                        q: &q,
+                        stats,
+                        iteration: i,
+                        warmup,
+                    },
+                );
+            }
+        }
+    });
+    let mut seen = observer.draws.into_inner().unwrap();
+    seen.sort_by_key(|(chain, iteration, _)| (*chain, *iteration));
+    (seen, traces)
+}
+
+#[test]
+fn a_streaming_observer_gets_every_draw_and_the_traces_keep_none() {
+    let (seen_kept, kept) = record_for(true);
+    let (seen_streamed, streamed) = record_for(false);
+    assert_eq!(seen_kept, seen_streamed, "the observer sees the same draws");
+    assert_eq!(seen_streamed.len(), 15);
+    assert!(seen_streamed.iter().all(|(_, _, values)| values.len() == 2));
+    for (kept, streamed) in kept.iter().zip(&streamed) {
+        assert_eq!(kept.n_draws(), 3);
+        assert_eq!(kept.warmup_stats.len(), 2);
+        assert!(streamed.draws.is_empty() && streamed.stats.is_empty());
+        assert!(streamed.warmup_draws.is_empty() && streamed.warmup_stats.is_empty());
+        assert_eq!(streamed.draws.capacity(), 0);
     }
 }

@@ -1,7 +1,7 @@
 //! The coordinator endpoint: the remotable face of the job coordinator, in the
 //! `coordinator` process group, where clients submit jobs. It decodes each request (fallibly,
 //! bounded in size), checks a submitted job (its model decodes and validates, its settings
-//! are valid, its chain count is sane) and hands it to the local
+//! are valid, it is within this node's [`JobLimits`]) and hands it to the local
 //! [`Coordinator`](super::Coordinator). A malformed, oversized or invalid request gets a typed
 //! [`WireError`] reply, never silence.
 
@@ -14,6 +14,7 @@ use super::CoordinatorMsg;
 use super::job::JobSpec;
 use crate::discovery::COORDINATOR;
 use crate::ids::{NodeName, job_span};
+use crate::limits::{Holder, JobLimits, JobShape};
 use crate::sampling::{DevicePreference, MAX_CHAINS, WarmupMode};
 use crate::wire::{
     self, JobRequest, JobWire, WireDevice, WireError, WireSampleRequest, WireWarmup,
@@ -33,6 +34,8 @@ pub(crate) struct EndpointArgs {
     pub(crate) me: NodeName,
     /// The coordinator requests go to; a new coordinator comes with a new endpoint.
     pub(crate) coordinator: ActorRef<CoordinatorMsg>,
+    /// What one job may ask of this node.
+    pub(crate) limits: JobLimits,
 }
 
 impl Actor for CoordinatorEndpoint {
@@ -63,7 +66,7 @@ impl Actor for CoordinatorEndpoint {
         let _entered = span.enter();
         let (sender, responder) = (call.sender, call.responder);
         let message = match call.body {
-            JobRequest::Submit(submitted) => match check(submitted) {
+            JobRequest::Submit(submitted) => match check(submitted, &state.limits, &state.me) {
                 Ok(spec) => CoordinatorMsg::Submit {
                     client: sender,
                     submission: call.request_id,
@@ -90,8 +93,13 @@ impl Actor for CoordinatorEndpoint {
 }
 
 /// Checks a submitted job: the model decodes and validates here first, so that a bad model
-/// is the client's error at once rather than every worker's later.
-pub(super) fn check(request: WireSampleRequest) -> Result<JobSpec, WireError> {
+/// is the client's error at once rather than every worker's later, and the job is within
+/// `limits` before anything is sized from its numbers.
+pub(super) fn check(
+    request: WireSampleRequest,
+    limits: &JobLimits,
+    me: &NodeName,
+) -> Result<JobSpec, WireError> {
     let invalid = |what: &str, reason: String| WireError::Invalid {
         what: what.to_owned(),
         reason,
@@ -129,6 +137,14 @@ pub(super) fn check(request: WireSampleRequest) -> Result<JobSpec, WireError> {
     };
     let model = CheckedModel::from_msgpack(&request.model, &Limits::default())
         .map_err(|error| invalid("model", error.to_string()))?;
+    let burn_in = match warmup {
+        WarmupMode::Broadcast { burn_in } => burn_in,
+        WarmupMode::Independent => 0,
+    };
+    let shape = JobShape::new(&model, &settings, u64::from(request.n_chains), burn_in);
+    limits
+        .check(&shape, "job", &Holder::Node(me.to_string()))
+        .map_err(|error| error.to_wire())?;
     let fingerprint = fingerprint(&model, &request);
     Ok(JobSpec {
         model_name: model.name().to_owned(),

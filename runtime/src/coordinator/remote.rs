@@ -6,11 +6,18 @@
 //! the same request and task ids (the pool starts nothing new), a poll with the same `ack`
 //! (the pool sends the same events again). An unreachable worker, a refusal, or too many
 //! timeouts in a row end the driver with [`CoordinatorMsg::TaskLost`]; the coordinator runs
-//! the task's unfinished chains elsewhere.
+//! the task's unfinished chains elsewhere. A task over the pool node's limits ends it with
+//! [`CoordinatorMsg::TaskRefused`] instead: the job fails with the pool's message.
+//!
+//! While the job's client is more than [`JOB_BACKLOG_BYTES`] behind (events it has not
+//! acknowledged), a driver fetches nothing: the pool keeps the task's events, and its chains
+//! wait once the pool's own budget is full. It still polls every [`KEEPALIVE`] (discarding
+//! the answer), so that the pool does not take the task for abandoned.
 
 use std::time::Duration;
 
 use ractor::ActorRef;
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::CoordinatorMsg;
@@ -18,7 +25,8 @@ use crate::discovery::{CPU_POOL, GPU_POOL};
 use crate::ids::{JobId, NodeName, RequestId, TaskId};
 use crate::sampling::WorkerKind;
 use crate::wire::{
-    self, CallError, Envelope, PoolReply, PoolRequest, PoolWire, WireError, WireTask, WireTaskEvent,
+    self, CallError, Envelope, MAX_POLL_REPLY_BYTES, PoolReply, PoolRequest, PoolWire, WireError,
+    WireTask, WireTaskEvent,
 };
 
 /// Limit of a status query.
@@ -34,6 +42,12 @@ const POLL_TIMEOUT: Duration = Duration::from_secs(3);
 /// Polls in a row without an answer before the task is given up (a stalled node is marked
 /// down by membership sooner than this).
 const POLL_MISSES: u32 = 3;
+/// Bytes of a job's events not yet acknowledged by its client past which its drivers stop
+/// fetching: a few poll answers' worth, so that the client's next answer is always ready.
+pub(crate) const JOB_BACKLOG_BYTES: usize = 4 * MAX_POLL_REPLY_BYTES;
+/// How often a driver that fetches nothing still polls its pool (well within the pools'
+/// task lease).
+const KEEPALIVE: Duration = Duration::from_secs(5);
 
 /// A worker seen by a scheduling round.
 #[derive(Debug, Clone)]
@@ -107,11 +121,13 @@ pub(crate) struct Driver {
     pub(crate) task: WireTask,
     /// Request ids of this driver: `base`, `base + 1`, ...
     pub(crate) request_base: u64,
+    /// The bytes of the job's events its client has not acknowledged.
+    pub(crate) backlog: watch::Receiver<usize>,
 }
 
 /// Dispatches the task, then polls it until all its chains reported; tells the coordinator
 /// what happens. Cancel safe: aborting it leaves the task to the pool's lease.
-pub(crate) async fn drive(driver: Driver) {
+pub(crate) async fn drive(mut driver: Driver) {
     let job = driver.task.job;
     let task = driver.task.task;
     let n_chains = driver.task.chains.len();
@@ -140,6 +156,16 @@ pub(crate) async fn drive(driver: Driver) {
                 break;
             }
             Err(CallError::Timeout { .. }) if attempt < RUN_ATTEMPTS => continue,
+            Err(CallError::Refused {
+                error: error @ WireError::LimitExceeded(_),
+                ..
+            }) => {
+                let error = error.to_string();
+                let _ = driver
+                    .coordinator
+                    .cast(CoordinatorMsg::TaskRefused { job, task, error });
+                return;
+            }
             Err(error) => {
                 // An answer that says no: the pool ran nothing (a forgotten task is another
                 // matter, see `describe`).
@@ -163,13 +189,14 @@ pub(crate) async fn drive(driver: Driver) {
     let mut misses = 0;
     let mut reported = 0;
     while reported < n_chains {
+        let keepalive = !client_caught_up(&mut driver.backlog).await;
         let poll = Envelope::new(
             RequestId(next_request),
             &driver.me,
             PoolRequest::Poll {
                 task,
                 ack,
-                wait_ms: POLL_WAIT_MS,
+                wait_ms: if keepalive { 0 } else { POLL_WAIT_MS },
             },
         )
         .with_job(job);
@@ -180,6 +207,10 @@ pub(crate) async fn drive(driver: Driver) {
                 ..
             }) => {
                 misses = 0;
+                if keepalive {
+                    // The same events come again with the next poll.
+                    continue;
+                }
                 let Some(last) = events.last().map(|e| e.seq) else {
                     continue;
                 };
@@ -229,6 +260,17 @@ pub(crate) async fn drive(driver: Driver) {
     .await;
 }
 
+/// Waits while the job's client is more than [`JOB_BACKLOG_BYTES`] behind, at most
+/// [`KEEPALIVE`]; whether it caught up (a job that is gone counts as caught up: its driver is
+/// about to be aborted).
+async fn client_caught_up(backlog: &mut watch::Receiver<usize>) -> bool {
+    if *backlog.borrow() <= JOB_BACKLOG_BYTES {
+        return true;
+    }
+    let caught_up = backlog.wait_for(|&bytes| bytes <= JOB_BACKLOG_BYTES);
+    tokio::time::timeout(KEEPALIVE, caught_up).await.is_ok()
+}
+
 /// Tells a worker to drop a task the coordinator gave up on (best effort: the worker may be
 /// gone; its lease would drop the task anyway).
 pub(crate) async fn cancel(
@@ -256,3 +298,6 @@ fn describe(error: &CallError) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -904,11 +904,16 @@ fn request(n_chains: u32, chains: Option<Vec<u32>>) -> crate::wire::WireSampleRe
     request
 }
 
+/// The endpoint's check with no limits in the way.
+fn check(request: crate::wire::WireSampleRequest) -> Result<JobSpec, crate::wire::WireError> {
+    super::endpoint::check(request, &crate::limits::JobLimits::default(), &node("a"))
+}
+
 #[test]
 fn a_subset_of_chains_is_checked_at_the_endpoint() {
-    let spec = super::endpoint::check(request(6, Some(vec![0, 2, 5]))).unwrap();
+    let spec = check(request(6, Some(vec![0, 2, 5]))).unwrap();
     assert_eq!((spec.n_chains, spec.count()), (6, 3));
-    assert_eq!(super::endpoint::check(request(6, None)).unwrap().count(), 6);
+    assert_eq!(check(request(6, None)).unwrap().count(), 6);
     for (chains, expected) in [
         (vec![], "a subset of 0 chains of a job of 6"),
         (
@@ -923,7 +928,7 @@ fn a_subset_of_chains_is_checked_at_the_endpoint() {
         (vec![2, 2], "must increase: 2 comes after 2"),
         (vec![3, 1], "must increase: 1 comes after 3"),
     ] {
-        let error = super::endpoint::check(request(6, Some(chains.clone()))).unwrap_err();
+        let error = check(request(6, Some(chains.clone()))).unwrap_err();
         assert!(
             matches!(&error, crate::wire::WireError::Invalid { what, reason }
                 if what == "request" && reason.contains(expected)),
@@ -931,7 +936,7 @@ fn a_subset_of_chains_is_checked_at_the_endpoint() {
         );
     }
     // The subset is part of what a retried submission must repeat.
-    let whole = super::endpoint::check(request(6, None)).unwrap();
-    let part = super::endpoint::check(request(6, Some(vec![1]))).unwrap();
+    let whole = check(request(6, None)).unwrap();
+    let part = check(request(6, Some(vec![1]))).unwrap();
     assert_ne!(whole.fingerprint, part.fingerprint);
 }

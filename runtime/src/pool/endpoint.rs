@@ -1,8 +1,10 @@
 //! The pool endpoint: the remotable face of a sampler pool, in the `cpu-pool` or `gpu-pool`
 //! process group. It decodes each request (fallibly, bounded in size), decodes and validates the
 //! model of a task (keeping the last few, since a job sends its model with each dispatch),
-//! and hands the checked task to the local [`SamplerPool`](super::SamplerPool). What it cannot read or
-//! accept it answers with a typed [`WireError`].
+//! checks it against this node's [`JobLimits`], and hands the checked task to the local
+//! [`SamplerPool`](super::SamplerPool). What it cannot read or accept it answers with a typed
+//! [`WireError`]; a task over a limit gets [`WireError::LimitExceeded`], which fails the job
+//! rather than sending the chains elsewhere.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use sampler::{ChainSpec, CheckedModel, Limits, Seed};
 use super::{PoolMsg, PreparedTask};
 use crate::discovery::{CPU_POOL, GPU_POOL};
 use crate::ids::{NodeName, job_span};
+use crate::limits::{Holder, JobLimits, JobShape};
 use crate::sampling::{MAX_CHAINS, WorkerKind};
 use crate::wire::{self, PoolRequest, PoolWire, Responder, WireError, WireFault, WireTask};
 
@@ -32,6 +35,8 @@ pub(crate) struct EndpointArgs {
     pub(crate) pool: ActorRef<PoolMsg>,
     /// The pool's kind: its process group, and what it accepts.
     pub(crate) kind: WorkerKind,
+    /// What one task may ask of this node.
+    pub(crate) limits: JobLimits,
 }
 
 /// The endpoint's state.
@@ -40,6 +45,7 @@ pub(crate) struct EndpointState {
     me: NodeName,
     pool: ActorRef<PoolMsg>,
     kind: WorkerKind,
+    limits: JobLimits,
     models: ModelCache,
 }
 
@@ -61,6 +67,7 @@ impl Actor for PoolEndpoint {
             me: args.me,
             pool: args.pool,
             kind: args.kind,
+            limits: args.limits,
             models: ModelCache::default(),
         })
     }
@@ -80,7 +87,13 @@ impl Actor for PoolEndpoint {
         let (sender, responder) = (call.sender, call.responder);
         let message = match call.body {
             PoolRequest::Status => PoolMsg::Status(responder),
-            PoolRequest::Run(task) => match prepare(task, state.kind, &mut state.models) {
+            PoolRequest::Run(task) => match prepare(
+                task,
+                state.kind,
+                &state.limits,
+                &state.me,
+                &mut state.models,
+            ) {
                 Ok(task) => PoolMsg::Run {
                     sender,
                     task,
@@ -133,10 +146,13 @@ impl wire::Answerable<PoolWire> for PoolMsg {
 }
 
 /// Checks a task: its model decodes and validates, its settings are valid, its chains fit
-/// the model.
+/// the model, and it is within this node's limits (counted as if every chain of the task
+/// kept its draws: a GPU batch holds them in host memory).
 fn prepare(
     task: WireTask,
     kind: WorkerKind,
+    limits: &JobLimits,
+    me: &NodeName,
     models: &mut ModelCache,
 ) -> Result<PreparedTask, WireError> {
     let invalid = |what: &str, reason: String| WireError::Invalid {
@@ -163,6 +179,15 @@ fn prepare(
             format!("{} chains (expected 1 to {MAX_CHAINS})", task.chains.len()),
         ));
     }
+    let n_chains = task.chains.len() as u64;
+    let subject = match n_chains {
+        1 => "task of 1 chain".to_owned(),
+        n => format!("task of {n} chains"),
+    };
+    let shape = JobShape::new(&model, &settings, n_chains, task.burn_in);
+    limits
+        .check(&shape, &subject, &Holder::Node(me.to_string()))
+        .map_err(|error| error.to_wire())?;
     let dim = model.dim();
     let chains: Vec<ChainSpec> = task.chains.into_iter().map(ChainSpec::from).collect();
     for spec in &chains {

@@ -7,6 +7,14 @@
 //! device for the whole run). The thread talks to the pool only by casting messages; the pool
 //! stops it through a shared flag the samplers poll before every iteration (every dispatch
 //! on the GPU).
+//!
+//! A run keeps no draws: the samplers hand each to its chain's [`Streamer`] and forget it
+//! (`Observer::keeps_draws`), so a running chain holds one chunk, however long it runs. The
+//! streamer counts what it sent, and the chain's report takes its counts from there. When
+//! the task's events that the coordinator has not acknowledged pass [`TASK_BACKLOG_BYTES`],
+//! the streamer waits for its acknowledgements (or the run's stop flag) before it sends more:
+//! a slow coordinator, or a slow client behind it, slows the chains instead of filling this
+//! node's memory.
 
 use std::collections::HashMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -23,10 +31,17 @@ use sampler::{
 };
 
 use super::{PoolMsg, RunId};
-use crate::wire::{CHUNK_VALUES, WireDraws, WireStats, WireTaskEvent};
+use crate::outbox::Backlog;
+use crate::wire::{
+    CHUNK_VALUES, MAX_POLL_REPLY_BYTES, WireChainDone, WireDraws, WireStats, WireTaskEvent,
+};
 
 /// Longest time between two events of a running chain.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Bytes of a task's streamed events not yet acknowledged by its coordinator past which its
+/// chains wait: a few poll answers' worth, so that the next answer is always ready.
+pub(crate) const TASK_BACKLOG_BYTES: usize = 4 * MAX_POLL_REPLY_BYTES;
 
 /// Everything a run's thread needs.
 pub(crate) struct ChainRun {
@@ -39,6 +54,8 @@ pub(crate) struct ChainRun {
     /// Draws dropped at the start of a warm-started chain (one with a tuning).
     pub(crate) burn_in: u64,
     pub(crate) cancel: Arc<AtomicBool>,
+    /// The task's events not yet acknowledged (shared by its runs).
+    pub(crate) backlog: Arc<Backlog>,
     /// The GPU that runs the batch; `None`: CPU threads.
     pub(crate) device: Option<GpuDevice>,
 }
@@ -46,8 +63,8 @@ pub(crate) struct ChainRun {
 /// How a chain of a run ended.
 #[derive(Debug, Clone)]
 pub(crate) enum RunOutcome {
-    /// Its trace, burn-in removed; its draws were streamed before.
-    Done(Box<ChainTrace>),
+    /// Its report, burn-in removed; its draws were streamed before.
+    Done(Box<WireChainDone>),
     /// It was stopped through its flag.
     Cancelled,
     /// The sampler failed: running the chain again would fail again.
@@ -89,11 +106,11 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
     let burn_in = if warm { run.burn_in } else { 0 };
     let mut settings = (*run.settings).clone();
     settings.threads = run.specs.len().max(1);
-    settings.num_draws += burn_in;
+    settings.num_draws = settings.num_draws.saturating_add(burn_in);
     let total = if warm {
         settings.num_draws
     } else {
-        settings.num_warmup + settings.num_draws
+        settings.num_warmup.saturating_add(settings.num_draws)
     };
     let streamers = Streamers {
         cancel: Arc::clone(&run.cancel),
@@ -113,6 +130,8 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
                 burn_in,
                 save_warmup: settings.save_warmup,
                 total,
+                cancel: Arc::clone(&run.cancel),
+                backlog: Arc::clone(&run.backlog),
                 buffer: Mutex::new(Buffer::new()),
             })
             .collect(),
@@ -156,10 +175,8 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
             })
         }
     }));
-    let outcome = |chain: ChainId, trace: Option<ChainTrace>| match trace {
-        Some(trace) => {
-            RunOutcome::Done(Box::new(drop_burn_in(trace, burn_in, settings.save_warmup)))
-        }
+    let outcome = |chain: ChainId, trace: Option<ChainTrace>, streamer: &Streamer| match trace {
+        Some(trace) => RunOutcome::Done(Box::new(report(&trace, &streamer.counts()))),
         None => RunOutcome::WorkerFailed {
             error: format!("the sampler returned no trace for chain {chain}"),
             device_lost: false,
@@ -175,7 +192,7 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
                 .iter()
                 .zip(&streamers.streamers)
                 .map(|(spec, streamer)| {
-                    let outcome = outcome(spec.chain, traces.remove(&spec.chain));
+                    let outcome = outcome(spec.chain, traces.remove(&spec.chain), streamer);
                     let last = match outcome {
                         RunOutcome::Done(_) => streamer.last_event(),
                         _ => None,
@@ -217,30 +234,38 @@ fn every_chain(specs: &[ChainSpec], outcome: impl Fn(ChainId) -> RunOutcome) -> 
         .collect()
 }
 
-/// Moves the first `burn_in` draws of a warm-started chain out of the kept draws, with their
-/// gradient evaluations and their share of the time. A warm-started chain runs no warmup of
-/// its own, so with `save_warmup` its burn-in draws become its warmup draws (the streamer
-/// sent them as such).
-fn drop_burn_in(mut trace: ChainTrace, burn_in: u64, save_warmup: bool) -> ChainTrace {
-    let burn = (burn_in as usize).min(trace.stats.len());
-    if burn == 0 {
-        return trace;
+/// What a chain's streamer saw: the draws it sent of each phase, and the burn-in of a
+/// warm-started chain.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Counts {
+    /// Kept draws (after the burn-in).
+    kept: u64,
+    /// Warmup draws sent: with `save_warmup`, the warmup's, or a warm-started chain's
+    /// burn-in (it runs no warmup of its own, and its burn-in draws are its warmup draws).
+    warmup: u64,
+    /// Burn-in draws dropped from the kept ones.
+    burned: u64,
+    /// Their gradient evaluations.
+    burned_grads: u64,
+}
+
+/// A finished chain's report (its trace holds no draws: they were streamed): the draw counts
+/// are the streamer's, and the burn-in's gradient evaluations and share of the time move
+/// from sampling to warmup.
+fn report(trace: &ChainTrace, counts: &Counts) -> WireChainDone {
+    let mut done = WireChainDone::from_trace(trace);
+    done.n_draws = counts.kept;
+    done.n_warmup_draws = counts.warmup;
+    if counts.burned > 0 {
+        let burned = counts.burned_grads;
+        let share = burned as f64 / (trace.grad_evals_sampling as f64).max(1.0);
+        let burned_seconds = trace.sampling_seconds * share.min(1.0);
+        done.grad_evals_warmup += burned;
+        done.grad_evals_sampling = trace.grad_evals_sampling.saturating_sub(burned);
+        done.warmup_seconds += burned_seconds;
+        done.sampling_seconds -= burned_seconds;
     }
-    let values = burn * trace.n_columns;
-    let burned_values: Vec<f64> = trace.draws.drain(..values).collect();
-    let burned_stats: Vec<_> = trace.stats.drain(..burn).collect();
-    let burned_grads: u64 = burned_stats.iter().map(|s| u64::from(s.n_leapfrog)).sum();
-    let share = burned_grads as f64 / (trace.grad_evals_sampling as f64).max(1.0);
-    let burned_seconds = trace.sampling_seconds * share.min(1.0);
-    trace.grad_evals_warmup += burned_grads;
-    trace.grad_evals_sampling = trace.grad_evals_sampling.saturating_sub(burned_grads);
-    trace.warmup_seconds += burned_seconds;
-    trace.sampling_seconds -= burned_seconds;
-    if save_warmup {
-        trace.warmup_draws = burned_values;
-        trace.warmup_stats = burned_stats;
-    }
-    trace
+    done
 }
 
 /// Draws waiting to be sent, all of one phase.
@@ -253,6 +278,8 @@ struct Buffer {
     warmup_count: u64,
     iteration: u64,
     last_flush: Instant,
+    /// Every draw seen so far.
+    counts: Counts,
 }
 
 impl Buffer {
@@ -265,6 +292,7 @@ impl Buffer {
             warmup_count: 0,
             iteration: 0,
             last_flush: Instant::now(),
+            counts: Counts::default(),
         }
     }
 
@@ -307,6 +335,10 @@ impl Observer for Streamers {
     fn should_stop(&self) -> bool {
         self.cancel.load(Ordering::Relaxed)
     }
+
+    fn keeps_draws(&self) -> bool {
+        false
+    }
 }
 
 /// One chain's draws: buffered and cast to the pool in chunks of at most [`CHUNK_VALUES`]
@@ -318,6 +350,8 @@ struct Streamer {
     burn_in: u64,
     save_warmup: bool,
     total: u64,
+    cancel: Arc<AtomicBool>,
+    backlog: Arc<Backlog>,
     buffer: Mutex<Buffer>,
 }
 
@@ -332,15 +366,25 @@ impl Streamer {
         }
     }
 
+    /// Sends the buffered draws once the coordinator has acknowledged enough of the task's
+    /// earlier events (or the run stops).
     fn send(&self, buffer: &mut Buffer) {
+        self.backlog.wait_below(TASK_BACKLOG_BYTES, &self.cancel);
         let event = self.event(buffer);
+        self.backlog.add(event.estimated_bytes());
         let _ = self.pool.cast(PoolMsg::ChainProgress {
             run: self.run,
             event,
         });
     }
 
-    /// The draws not sent yet, as the chain's last progress event.
+    /// What the chain's draws added up to.
+    fn counts(&self) -> Counts {
+        self.buffer.lock().unwrap_or_else(|p| p.into_inner()).counts
+    }
+
+    /// The draws not sent yet, as the chain's last progress event. Left out of the backlog:
+    /// the pool may drop it (an injected fault), and a count too low is harmless.
     fn last_event(&self) -> Option<WireTaskEvent> {
         let mut buffer = self.buffer.lock().unwrap_or_else(|p| p.into_inner());
         (!buffer.stats.lp.is_empty()).then(|| self.event(&mut buffer))
@@ -353,7 +397,18 @@ impl Streamer {
         // that holds its trace on the GPU): the lock is never contended.
         let mut buffer = self.buffer.lock().unwrap_or_else(|p| p.into_inner());
         buffer.iteration = event.iteration + 1;
-        let warmup = event.warmup || event.iteration < self.burn_in;
+        let burned = !event.warmup && event.iteration < self.burn_in;
+        let warmup = event.warmup || burned;
+        let counts = &mut buffer.counts;
+        if burned {
+            counts.burned += 1;
+            counts.burned_grads += u64::from(event.stats.n_leapfrog);
+        }
+        if !warmup {
+            counts.kept += 1;
+        } else if self.save_warmup {
+            counts.warmup += 1;
+        }
         if !warmup || self.save_warmup {
             if buffer.warmup != warmup && !buffer.stats.lp.is_empty() {
                 self.send(&mut buffer);

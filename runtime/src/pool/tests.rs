@@ -10,7 +10,7 @@ use sampler::{ChainId, ChainSpec, CheckedModel, Limits, NoObserver, SamplerSetti
 
 use super::*;
 use crate::ids::RequestId;
-use crate::wire::{Envelope, WireEvent};
+use crate::wire::{Envelope, WireChainDone, WireEvent};
 
 const MODEL: &str = r#"{"ir_version": 1, "name": "normal_mean",
   "data": {"y": {"vector": [0.1, -0.3, 0.5, 1.2]}},
@@ -277,4 +277,64 @@ async fn a_warm_start_drops_its_burn_in_and_a_cancelled_task_is_forgotten() {
         .await
         .expect("the pool stops")
         .unwrap();
+}
+
+/// A model whose draws are large (a thousand values): its stream outgrows the pool's budget
+/// of unacknowledged events within a fraction of a second.
+const WIDE: &str = r#"{"ir_version": 1, "name": "wide",
+  "parameters": [{"name": "x", "size": 1000}],
+  "model": [{"sample": {"value": "x", "dist": {"normal": {"mu": 0, "sigma": 1}}}}]}"#;
+
+#[tokio::test]
+async fn a_chain_waits_while_its_coordinator_is_behind_and_loses_nothing() {
+    let (pool, handle) = start(1).await;
+    let model = Arc::new(CheckedModel::from_json(WIDE, &Limits::default()).unwrap());
+    let settings = SamplerSettings {
+        num_warmup: 50,
+        num_draws: 3000,
+        threads: 1,
+        ..SamplerSettings::default()
+    };
+    // About 27 MB of draws: three times the budget of unacknowledged events.
+    let streamed_bytes = 3000 * (9 * 1000 + 47);
+    assert!(streamed_bytes > 3 * runner::TASK_BACKLOG_BYTES);
+    let spec = ChainSpec::new(ChainId(0));
+    let task = PreparedTask {
+        model: Arc::clone(&model),
+        settings: settings.clone(),
+        ..task(4, vec![spec.clone()], 0)
+    };
+    ask(&pool, |responder| PoolMsg::Run {
+        sender: me(),
+        task,
+        responder,
+    })
+    .await
+    .unwrap();
+    // Nobody polls: the chain fills the budget and waits (unchecked, it would be done long
+    // before this: 3000 draws of this model take a fraction of a second).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let status = ask(&pool, PoolMsg::Status).await.unwrap();
+    assert!(
+        matches!(status, PoolReply::Status { running: 1, .. }),
+        "the chain still runs, waiting for acknowledgements: {status:?}"
+    );
+    // Polls acknowledge, the chain goes on, and every draw arrives as the sampler made it.
+    let streamed = collect(&pool, 4, 1).await;
+    let local = sampler::sample_chains(
+        || model.evaluator(),
+        &settings,
+        Seed(11),
+        &[spec],
+        &NoObserver,
+    )
+    .unwrap()
+    .remove(0);
+    let (values, lp, done) = &streamed[0];
+    assert_eq!(done.n_draws, 3000);
+    assert!(values == &local.draws, "the same draws");
+    assert_eq!(lp.len(), 3000);
+    assert_eq!(done.grad_evals_sampling, local.grad_evals_sampling);
+    pool.stop(None);
+    handle.await.unwrap();
 }

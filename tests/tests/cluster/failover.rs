@@ -275,7 +275,7 @@ fn failover_a_draining_node_shows_so_and_a_second_signal_stops_it_at_once() {
         .wait_for_line("retrying chains", EVENT_LIMIT)
         .unwrap();
     assert!(
-        retry.contains(&format!("of {}: {} down: left the cluster", b.name, b.name)),
+        retry.contains(&format!("of {}: node lost: left the cluster", b.name)),
         "{retry}"
     );
 }

@@ -3,7 +3,8 @@
 //! node killed mid-run, a pool that panics, malformed requests, placement, broadcast warmup),
 //! poison jobs (a request that kills the nodes running it), software GPUs used only when
 //! asked, jobs that survive their entry node (killed, stopped, drained) and drained workers,
-//! connections before authentication (limits, deadline, throttling, a name in use) and TLS.
+//! connections before authentication (limits, deadline, throttling, a name in use), TLS,
+//! and the limits on what a job may ask.
 //! Needs the `cluster-cli` binary (`cargo test --workspace --release` builds it; see
 //! `workspace_tests::process::cluster_cli`).
 
@@ -11,6 +12,7 @@ mod cookie;
 mod failover;
 mod faults;
 mod join;
+mod limits;
 mod poison;
 mod preauth;
 mod sampling;

@@ -410,6 +410,7 @@ fn record_synthetic(
         save_warmup: false,
         total: (slots * batches) as u64,
         draws: slots * batches,
+        keep: true,
     };
     let mut seconds = 0.0;
     for b in 0..batches {
