@@ -10,6 +10,8 @@ use crate::process::{self, Finished, Process, wait_until};
 
 /// How long a node may take to start listening.
 pub const START_LIMIT: Duration = Duration::from_secs(15);
+/// How long nodes may take to see each other up.
+pub const MESH_LIMIT: Duration = Duration::from_secs(15);
 /// How long one `cluster-cli join`/`status` may take.
 pub const COMMAND_LIMIT: Duration = Duration::from_secs(20);
 
@@ -181,6 +183,17 @@ impl Cluster {
             return Err(finished.stderr);
         }
         Ok(parse_status(&finished.stdout))
+    }
+
+    /// Waits until every node of `nodes` sees every other one up (within [`MESH_LIMIT`]).
+    pub fn mesh(&self, nodes: &[&NodeProcess]) {
+        for me in nodes {
+            let want: Vec<(&NodeProcess, &str)> = nodes
+                .iter()
+                .map(|n| (*n, if n.name == me.name { "local" } else { "up" }))
+                .collect();
+            self.wait_for_states(me, &want, MESH_LIMIT);
+        }
     }
 
     /// Polls `status` at `at` until every `(node, state)` of `want` holds; returns how long

@@ -10,7 +10,7 @@ use workspace_tests::cluster::{Cluster, NodeProcess};
 use workspace_tests::posterior::{Chain, NormalMean};
 use workspace_tests::process::{self, Process};
 
-use super::sampling::{JOB_LIMIT, finish, mesh, sample};
+use super::sampling::{JOB_LIMIT, finish, sample};
 
 /// Deadline for events that take "a few seconds" (a failover, a drain): generous, as the
 /// machine may be busy; not a timing claim.
@@ -28,7 +28,7 @@ fn three_nodes(
     let a = cluster.node_with("a", &[], adjust);
     let b = cluster.node_with("b", &[&a], adjust);
     let c = cluster.node_with("c", &[&a], adjust);
-    mesh(cluster, &[&a, &b, &c]);
+    cluster.mesh(&[&a, &b, &c]);
     [a, b, c]
 }
 

@@ -16,17 +16,6 @@ const JOB_LIMIT: Duration = Duration::from_secs(90);
 /// A refusal needs no sampling: it comes within the time of a command's start.
 const REFUSAL_LIMIT: Duration = Duration::from_secs(20);
 
-/// Waits until every node sees every other one up.
-fn mesh(cluster: &Cluster, nodes: &[&NodeProcess]) {
-    for me in nodes {
-        let want: Vec<(&NodeProcess, &str)> = nodes
-            .iter()
-            .map(|n| (*n, if n.name == me.name { "local" } else { "up" }))
-            .collect();
-        cluster.wait_for_states(me, &want, MESH_LIMIT);
-    }
-}
-
 /// `cluster-cli sample --cluster AT MODEL ARGS --quiet`, run to its end.
 fn sample(cluster: &Cluster, at: &NodeProcess, model: &str, args: &[&str]) -> Process {
     let address = at.address.to_string();
@@ -56,7 +45,7 @@ fn limits_a_billion_draws_is_refused_and_every_node_stays_up() {
     });
     let b = cluster.node("b", &[&a]);
     let c = cluster.node("c", &[&a]);
-    mesh(&cluster, &[&a, &b, &c]);
+    cluster.mesh(&[&a, &b, &c]);
     let model = NormalMean::new(20);
     let path = model.write(cluster.config_home(), "normal.json");
 
@@ -111,7 +100,7 @@ fn limits_a_billion_draws_is_refused_and_every_node_stays_up() {
     assert!(started.elapsed() < REFUSAL_LIMIT, "{:?}", started.elapsed());
 
     // Every node is up, and a normal job runs.
-    mesh(&cluster, &[&a, &b, &c]);
+    cluster.mesh(&[&a, &b, &c]);
     for node in [&a, &b, &c] {
         assert!(
             !node
@@ -146,7 +135,7 @@ fn limits_a_pool_over_its_nodes_limit_fails_the_job_with_that_limit() {
     let b = cluster.node_opts("b", &[&a], NodeOptions::default(), |command| {
         command.args(["--max-job-bytes", "500kB"]);
     });
-    mesh(&cluster, &[&a, &b]);
+    cluster.mesh(&[&a, &b]);
     b.process
         .wait_for_line("job limits: 500.0 kB", MESH_LIMIT)
         .expect("b logs its limits");
@@ -180,7 +169,7 @@ fn limits_a_pool_over_its_nodes_limit_fails_the_job_with_that_limit() {
         .expect("b refused the task");
 
     // Both nodes are up and a job that fits b's limit runs on both.
-    mesh(&cluster, &[&a, &b]);
+    cluster.mesh(&[&a, &b]);
     let mut client = sample(
         &cluster,
         &a,

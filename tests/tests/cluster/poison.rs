@@ -12,16 +12,6 @@ const MESH_LIMIT: Duration = Duration::from_secs(15);
 /// The whole job: two nodes lost and the error (the machine may be busy).
 const JOB_LIMIT: Duration = Duration::from_secs(60);
 
-fn mesh(cluster: &Cluster, nodes: &[&NodeProcess]) {
-    for me in nodes {
-        let want: Vec<(&NodeProcess, &str)> = nodes
-            .iter()
-            .map(|n| (*n, if n.name == me.name { "local" } else { "up" }))
-            .collect();
-        cluster.wait_for_states(me, &want, MESH_LIMIT);
-    }
-}
-
 #[test]
 fn poison_a_job_that_kills_its_nodes_fails_before_it_takes_the_cluster_down() {
     let cluster = Cluster::new("poison");
@@ -41,7 +31,7 @@ fn poison_a_job_that_kills_its_nodes_fails_before_it_takes_the_cluster_down() {
     ];
     {
         let [b, c, d] = &workers;
-        mesh(&cluster, &[&a, b, c, d]);
+        cluster.mesh(&[&a, b, c, d]);
     }
     for node in &workers {
         let armed = cluster.cli(&[

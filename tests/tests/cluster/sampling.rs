@@ -14,17 +14,6 @@ const MESH_LIMIT: Duration = Duration::from_secs(15);
 /// A whole sampling job, start to summary (small settings; the machine may be busy).
 pub(crate) const JOB_LIMIT: Duration = Duration::from_secs(90);
 
-/// Waits until every node sees every other one up.
-pub(crate) fn mesh(cluster: &Cluster, nodes: &[&NodeProcess]) {
-    for me in nodes {
-        let want: Vec<(&NodeProcess, &str)> = nodes
-            .iter()
-            .map(|n| (*n, if n.name == me.name { "local" } else { "up" }))
-            .collect();
-        cluster.wait_for_states(me, &want, MESH_LIMIT);
-    }
-}
-
 /// `cluster-cli sample --cluster AT MODEL ARGS --output OUT --quiet`, followed while it runs.
 pub(crate) fn sample(
     cluster: &Cluster,
@@ -100,7 +89,7 @@ fn sampling_on_a_remote_gpu_from_a_cpu_only_client() {
         eprintln!("skipped: no GPU adapter (set REQUIRE_GPU=1 to make this a failure)");
         return;
     }
-    mesh(&cluster, &[&a, &g, &b]);
+    cluster.mesh(&[&a, &g, &b]);
     let model = NormalMean::new(20);
     let path = model.write(cluster.config_home(), "normal.json");
     let out = cluster.config_home().join("gpu.csv");
@@ -147,7 +136,7 @@ fn sampling_places_chains_by_capacity_and_broadcasts_one_warmup() {
     let a = cluster.node_opts("a", &[], slots(1), |_| {});
     let b = cluster.node_opts("b", &[&a], slots(2), |_| {});
     let c = cluster.node_opts("c", &[&a], slots(3), |_| {});
-    mesh(&cluster, &[&a, &b, &c]);
+    cluster.mesh(&[&a, &b, &c]);
     let model = NormalMean::new(50);
     let path = model.write(cluster.config_home(), "normal.json");
 
@@ -219,7 +208,7 @@ fn sampling_a_killed_node_s_chains_run_again_with_the_same_draws() {
     let a = cluster.node("a", &[]);
     let b = cluster.node("b", &[&a]);
     let c = cluster.node("c", &[&a]);
-    mesh(&cluster, &[&a, &b, &c]);
+    cluster.mesh(&[&a, &b, &c]);
     // Slow gradients (many observations) so that chains run for seconds.
     let model = NormalMean::new(10_000);
     let path = model.write(cluster.config_home(), "normal.json");
@@ -280,7 +269,7 @@ fn sampling_a_pool_that_panics_is_restarted_and_the_job_completes() {
     let a = cluster.node_with("a", &[], faults);
     let b = cluster.node_with("b", &[&a], faults);
     let c = cluster.node_with("c", &[&a], faults);
-    mesh(&cluster, &[&a, &b, &c]);
+    cluster.mesh(&[&a, &b, &c]);
     let model = NormalMean::new(10_000);
     let path = model.write(cluster.config_home(), "normal.json");
     let out = cluster.config_home().join("remote.csv");
@@ -329,7 +318,7 @@ fn sampling_malformed_requests_get_an_error_reply_and_the_node_serves_on() {
     let a = cluster.node("a", &[]);
     let b = cluster.node("b", &[&a]);
     let c = cluster.node("c", &[&a]);
-    mesh(&cluster, &[&a, &b, &c]);
+    cluster.mesh(&[&a, &b, &c]);
     let address = a.address.to_string();
     for (service, payload, expected) in [
         ("coordinator", "garbage", "malformed message"),
