@@ -124,9 +124,9 @@ pub struct GpuSamplingOptions {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum DrawsOutput {
     /// [`DrawsOutput::Mapped`] for chains split across lanes (each chain's draws are one run
-    /// of neighbouring words there), else [`DrawsOutput::Copied`]. On the H100, logistic at
-    /// 8192 chains (32 lanes) sampled about 10 ms faster mapped, its kernel 1% slower; eight
-    /// schools (a chain per invocation) ran its kernel 25% slower mapped (BENCHMARKS.md).
+    /// of neighbouring words there), else [`DrawsOutput::Copied`]. On the H100, split chains
+    /// sampled a little faster mapped; chains on one invocation each ran their kernel
+    /// markedly slower mapped (measurements in `bench/journal.md`).
     #[default]
     Auto,
     /// Straight into the read-back buffer that the host then maps (wgpu's

@@ -301,8 +301,8 @@ pub fn workgroup_data_bytes(program: &Program, precision: Precision) -> u64 {
 /// kernels of `options`: with [`DataPlacement::Workgroup`] and chains split across lanes,
 /// the matrices stored column-major (`layout.rs`) whose rows are whole `vec4`s from a
 /// `vec4` boundary (offset and columns multiples of 4) and short enough to unroll. A lane
-/// then loads its row of the product in `cols / 4` loads instead of `cols` (logistic at 8192
-/// chains on the H100: NUTS kernel 0.190 s against 0.194 s, BENCHMARKS.md). Where any matrix
+/// then loads its row of the product in `cols / 4` loads instead of `cols` (slightly faster
+/// for logistic on the H100; measurements in `bench/journal.md`). Where any matrix
 /// qualifies, `g_shared_data` is an `array<vec4<T>>` and every other value is read as
 /// `g_shared_data[i / 4][i % 4]`.
 pub(crate) fn shared_rows(program: &Program, options: &ShaderOptions) -> Vec<MatrixRef> {
@@ -336,11 +336,10 @@ impl DataPlacement {
     /// `workgroup_size`: [`DataPlacement::choose`] with one lane, or with split chains in
     /// workgroups of at least [`SPLIT_WORKGROUP_SIZE`]; storage for split chains in smaller
     /// workgroups. A workgroup's copy of the data caps the workgroups resident on a
-    /// multiprocessor: the logistic model's 42 KB per workgroup of 64 left few warps
-    /// resident, and its dispatches ran 1.4x to 1.8x faster reading the matrix through the
-    /// cache (BENCHMARKS.md). A workgroup of 512 split-chain invocations already fills a
-    /// multiprocessor's registers alone; there workgroup memory was the faster (on the H100,
-    /// logistic at 8192 chains: NUTS kernel 0.230 s against 0.249 s from storage).
+    /// multiprocessor: the logistic model's copy per workgroup of 64 left few warps
+    /// resident, and its dispatches ran faster reading the matrix through the cache. A
+    /// workgroup of 512 split-chain invocations already fills a multiprocessor's registers
+    /// alone; there workgroup memory was the faster (measurements in `bench/journal.md`).
     pub fn choose_for_lanes(
         program: &Program,
         precision: Precision,
@@ -433,9 +432,9 @@ pub struct ShaderOptions {
 pub const DEFAULT_WORKGROUP_SIZE: u32 = 64;
 
 /// The workgroup size of split chains (more than one invocation per chain) when there are
-/// enough of them: on an H100, logistic at 8192 chains of 32 lanes ran its NUTS kernel 12%
-/// faster in workgroups of 512 than of 64 (BENCHMARKS.md); chains on one invocation ran
-/// slower in larger workgroups.
+/// enough of them: on an H100, logistic's split chains ran their NUTS kernel faster in
+/// workgroups of 512 than of 64; chains on one invocation ran slower in larger workgroups
+/// (measurements in `bench/journal.md`).
 pub const SPLIT_WORKGROUP_SIZE: u32 = 512;
 
 /// The fewest workgroups [`default_workgroup_size`] leaves a dispatch of chains split across
@@ -480,12 +479,12 @@ pub const MANY_CHAINS_COORDINATES_PER_LANE: usize = 3;
 /// [`SPLIT_MIN_PER_LANE`] elements each, and its coordinates take at most
 /// [`MANY_CHAINS_COORDINATES_PER_LANE`] per lane. Every lane of a chain runs the NUTS state
 /// machine: on 8 lanes a subgroup runs it for four chains at once instead of one. With few
-/// chains fewer lanes leave multiprocessors idle. On an H100 (BENCHMARKS.md), logistic's NUTS
-/// kernel took 0.162 s on 8 lanes against 0.173 s on 32 at 8192 chains and 1.21 against
-/// 1.33 s at 65536, but 0.135 against 0.050 s at 1024; the stochastic-volatility model (not
-/// fused, 102 coordinates) ran twice as long on 8. Models on one invocation per chain keep
-/// it: on 8 lanes their kernels ran 1.6x faster, but eight_schools_noncentered's sampling,
-/// bound by the host's recording, gained nothing.
+/// chains fewer lanes leave multiprocessors idle. On an H100, logistic's NUTS kernel was
+/// faster on 8 lanes than on 32 at 8192 chains and more, slower at 1024; the
+/// stochastic-volatility model (not fused, 102 coordinates) was slower on 8. Models on one
+/// invocation per chain keep it: their kernels ran faster on 8 lanes, but
+/// eight_schools_noncentered's sampling, bound by the host's recording, gained nothing
+/// (measurements in `bench/journal.md`).
 pub fn lanes_for_chains(program: &Program, lanes: u32, n_chains: usize) -> u32 {
     let few = MANY_CHAINS_LANES;
     let fits =
@@ -521,8 +520,8 @@ impl ShaderOptions {
 pub const MAX_LANES: u32 = 32;
 
 /// A split vector must have at least this many elements per lane for [`choose_lanes`] to
-/// split a chain: on an H100, sv's 100 log-volatilities (3.1 per lane) sampled 8192 chains
-/// in 5.7 s on 32 lanes, 15.9 s on 16 and 29.5 s on 8 (88 s on one; BENCHMARKS.md).
+/// split a chain: on an H100, sv's 100 log-volatilities (3.1 per lane) sampled fastest on 32
+/// lanes, several times slower on fewer (measurements in `bench/journal.md`).
 pub const SPLIT_MIN_PER_LANE: u32 = 3;
 
 /// The default invocations per chain for `program`: the adapter's smallest subgroup size

@@ -69,12 +69,10 @@ pub(crate) fn empty_traces(
 /// statistics), allocated and written once (zeros, past the vectors' length) on threads of
 /// their own while the device runs warmup. Thousands of chains' traces are gigabytes: one
 /// thread before warmup kept the device waiting for them, and the recording tasks,
-/// allocating in parallel with the first batch, took longer still (65536 chains of
-/// eight_schools_noncentered on the H100: that batch's recording took 250 ms instead of 55;
-/// BENCHMARKS.md). Allocation alone leaves the pages to the first write, so that every
-/// sampling batch's recording still faulted its part of them in: in a scratch program on a
-/// 2-core machine, writing 8192 chains' 400 draws of 18 values into fresh room took 0.097 s,
-/// into room written once before 0.032 s.
+/// allocating in parallel with the first batch, took longer still. Allocation alone leaves
+/// the pages to the first write, so that every sampling batch's recording still faulted its
+/// part of them in; writing into room written once before is several times faster than into
+/// fresh room (measurements in `bench/journal.md`).
 pub(crate) struct Room {
     thread: std::thread::JoinHandle<Vec<(Vec<f64>, Vec<DrawStats>)>>,
 }

@@ -96,8 +96,8 @@ impl Tape {
     /// branch: a lane past the end runs it on the last element (`i = min(li * L + g_lane,
     /// len - 1)`), which adds nothing because the terms that start every adjoint and add to
     /// the log density are gated ([`Tape::each_term`]). A branch around every instruction cut
-    /// the trip into blocks the compiler could not schedule across (logistic's NUTS kernel on
-    /// the H100: 0.191 s with branches, 0.173 s without; BENCHMARKS.md).
+    /// the trip into blocks the compiler could not schedule across (logistic's NUTS kernel
+    /// was slower with them; measurements in `bench/journal.md`).
     pub(crate) fn each(&self, split: bool, var: &Ident, len: u32, body: Vec<Stmt>) -> Stmt {
         if !split {
             return Stmt::for_(var, Expr::U32(len), body);
