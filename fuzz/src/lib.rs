@@ -1,5 +1,8 @@
-//! What both fuzz targets do once an input has decoded: check invariants of a valid model and
-//! evaluate its log density and gradient at a point derived from the input.
+//! What the model targets do once an input has decoded: check invariants of a valid model and
+//! evaluate its log density and gradient at a point derived from the input; and what the wire
+//! target does (`wire`).
+
+pub mod wire;
 
 use sampler::{CheckedModel, Limits, LoadError, LogDensity, Model};
 

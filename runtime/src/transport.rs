@@ -479,6 +479,24 @@ fn penalty_note(ip: IpAddr, penalty: Duration) -> String {
     }
 }
 
+/// The guard's check of one frame an unauthenticated peer sent (`inbound`: to this node; else
+/// to a dialler), the peer's preamble having announced `peer`: `Err` says why the connection
+/// would end. For the fuzz target (`fuzz/`), which reaches no private item.
+#[doc(hidden)]
+pub fn inspect_preauth_frame(frame: &[u8], inbound: bool, peer: &NodeName) -> Result<(), String> {
+    let connection = Connection {
+        id: 0,
+        peer: SocketAddr::from(([127, 0, 0, 1], 0)),
+        inbound,
+        peer_name: peer.clone(),
+        peer_incarnation: 0,
+        authenticated: AtomicBool::new(false),
+        progress: Mutex::new(Progress::default()),
+        shared: Weak::new(),
+    };
+    guard::inspect(frame, &connection)
+}
+
 /// The socket address in a connection label (`"{address}#{id}"`), or a label that is a bare
 /// address.
 pub(crate) fn label_address(label: &str) -> Option<SocketAddr> {

@@ -309,7 +309,9 @@ impl MemberStatus {
         }
     }
 
-    pub(crate) fn from_wire(wire: WireMemberStatus) -> Result<Self, WireError> {
+    /// Decodes a member status as a peer sent it; public for the fuzz target.
+    #[doc(hidden)]
+    pub fn from_wire(wire: WireMemberStatus) -> Result<Self, WireError> {
         Ok(Self {
             name: wire.name.parse().map_err(|e| malformed("node name", e))?,
             address: parse_address(&wire.address)?,
