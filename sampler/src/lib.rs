@@ -16,6 +16,7 @@ mod lower;
 mod metric;
 pub mod nuts;
 mod program;
+pub mod reference;
 mod rng;
 mod sample;
 mod special;
