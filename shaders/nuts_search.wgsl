@@ -8,6 +8,8 @@
 // * nutpie's (search_kind 1): from 0.1, one momentum for every try; double or halve until
 //   min(1, exp(-dH)) crosses the target; at most 100 tries; a non-finite or divergent try gives
 //   0.1. Then a fresh dual average at the step found.
+// On a device that caps loop iterations (wgsl/cost.rs) the host gives each dispatch a budget
+// of tries; a search that runs out goes on in the next dispatch, with the same result.
 // Both mirror sampler's adapt.rs; each try's momentum is Philox's (chain, iteration,
 // NS_RNG_SEARCH + 256 * try, block), so a search draws nothing a transition draws.
 
@@ -44,24 +46,53 @@ fn ns_search_purpose(attempt: u32) -> u32 {
     return NS_RNG_SEARCH + 256u * attempt;
 }
 
-// Stan's init_stepsize. Returns the step size; sets ns.error on failure.
+// Whether this dispatch may make another try (NsParams.search_budget); a search that may not
+// stops with its state in `ns` (ns.search_attempt, ns.search_dir, the step reached in
+// ns.step) and the next dispatch goes on from there: the tries, their momenta and the result
+// are the same whatever the budget.
+fn ns_search_may_try(tries: u32) -> bool {
+    return ns_params.search_budget == 0u || tries < ns_params.search_budget;
+}
+
+// Ends a search: nothing is under way any more.
+fn ns_search_done(eps: T) -> T {
+    ns.search_attempt = 0u;
+    ns.search_dir = 0u;
+    return eps;
+}
+
+// Stan's init_stepsize. Returns the step size reached; sets ns.error on failure, and leaves
+// ns.search_dir non-zero when the budget ran out first.
 fn ns_search_stan() -> T {
     // ln 0.8, hard-coded in Stan's init_stepsize whatever the target.
     let log_target: T = -0.2231435513142097;
     var eps = ns.step;
-    if (eps == 0.0 || eps > 1e7 || !(eps == eps)) {
-        return eps;
+    var tries = 0u;
+    if (ns.search_dir == 0u) {
+        if (eps == 0.0 || eps > 1e7 || !(eps == eps)) {
+            return ns_search_done(eps);
+        }
+        _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(0u));
+        ns.search_attempt = 1u;
+        tries = 1u;
+        if (ns_search_try(eps, NS_V_P1) > log_target) {
+            ns.search_dir = 1u;
+        } else {
+            ns.search_dir = 2u;
+        }
     }
-    var attempt = 0u;
-    _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(attempt));
-    attempt = attempt + 1u;
-    let forward = ns_search_try(eps, NS_V_P1) > log_target;
-    for (var k = 0u; k < 2000u; k = k + 1u) {
+    let forward = ns.search_dir == 1u;
+    // Tries 1 to 2000 after the first, as Stan's loop.
+    for (var attempt = ns.search_attempt; attempt <= 2000u; attempt = attempt + 1u) {
+        if (!ns_search_may_try(tries)) {
+            ns.search_attempt = attempt;
+            return eps;
+        }
+        tries = tries + 1u;
         _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(attempt));
-        attempt = attempt + 1u;
         let delta = ns_search_try(eps, NS_V_P1);
         if ((forward && !(delta > log_target)) || (!forward && !(delta < log_target))) {
-            break;
+            return ns_search_done(eps);
         }
         if (forward) {
             eps = 2.0 * eps;
@@ -70,14 +101,14 @@ fn ns_search_stan() -> T {
         }
         if (eps > 1e7) {
             ns.error = NS_ERROR_STEP_TOO_LARGE;
-            return eps;
+            return ns_search_done(eps);
         }
         if (eps == 0.0) {
             ns.error = NS_ERROR_STEP_ZERO;
-            return eps;
+            return ns_search_done(eps);
         }
     }
-    return eps;
+    return ns_search_done(eps);
 }
 
 // nutpie's acceptance of one try: min(1, exp(dH)), or -1 when the try is non-finite or
@@ -90,21 +121,38 @@ fn ns_search_accept(eps: T) -> T {
     return sf_exp(min(delta, 0.0));
 }
 
-// nutpie's search. Returns the step size.
+// nutpie's search. Returns the step size reached, leaving ns.search_dir non-zero when the
+// budget ran out first; its one momentum stays in NS_V_P1 meanwhile.
 fn ns_search_nutpie() -> T {
     let initial: T = 0.1;
     let target_accept = ns_const(NS_C_DA_TARGET);
-    _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(0u));
-    var eps = initial;
-    let first = ns_search_accept(eps);
-    if (first < 0.0) {
-        return initial;
+    var eps = ns.step;
+    var tries = 0u;
+    if (ns.search_dir == 0u) {
+        _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(0u));
+        eps = initial;
+        tries = 1u;
+        let first = ns_search_accept(eps);
+        if (first < 0.0) {
+            return ns_search_done(initial);
+        }
+        ns.search_attempt = 0u;
+        if (first > target_accept) {
+            ns.search_dir = 1u;
+        } else {
+            ns.search_dir = 2u;
+        }
     }
-    let forward = first > target_accept;
-    for (var k = 0u; k < 100u; k = k + 1u) {
+    let forward = ns.search_dir == 1u;
+    for (var k = ns.search_attempt; k < 100u; k = k + 1u) {
+        if (!ns_search_may_try(tries)) {
+            ns.search_attempt = k;
+            return eps;
+        }
+        tries = tries + 1u;
         let stat = ns_search_accept(eps);
         if (stat < 0.0) {
-            return initial;
+            return ns_search_done(initial);
         }
         var done = false;
         if (forward) {
@@ -113,7 +161,7 @@ fn ns_search_nutpie() -> T {
             done = stat >= target_accept || eps < 1e-10;
         }
         if (done) {
-            return eps;
+            return ns_search_done(eps);
         }
         if (forward) {
             eps = 2.0 * eps;
@@ -121,7 +169,7 @@ fn ns_search_nutpie() -> T {
             eps = 0.5 * eps;
         }
     }
-    return initial;
+    return ns_search_done(initial);
 }
 
 @compute @workgroup_size(G_WORKGROUP_SIZE)
@@ -145,6 +193,10 @@ fn nuts_search_main(
     if (ns_params.search_kind == 0u) {
         let eps = ns_search_stan();
         ns.step = eps;
+        if (ns.search_dir != 0u) {
+            ns_store();
+            return;
+        }
         ns.da_mu = sf_log(10.0 * eps);
         if ((ns_params.flags & NS_FLAG_SEARCH_MU) != 0u) {
             // Start of warmup: a fresh dual average, with Stan's mu from the user's step size.
@@ -158,6 +210,10 @@ fn nuts_search_main(
     } else {
         let eps = ns_search_nutpie();
         ns.step = eps;
+        if (ns.search_dir != 0u) {
+            ns_store();
+            return;
+        }
         ns.da_mu = sf_log(10.0 * eps);
         ns.da_x = sf_log(eps);
         ns.da_xbar = ns.da_x;

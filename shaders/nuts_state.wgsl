@@ -16,8 +16,8 @@
 // after the vectors. gpu-actor's `kernels/layout.rs` holds the same numbers
 // (`NsSizes::vec_at`); a unit test compares the constants with this file.
 //
-// Memory per chain: 14 vectors and 18 scalars here, 3 vectors per tree depth in the
-// checkpoint buffer (the O(max_depth * d) of iterative NUTS), and the output slots.
+// Memory per chain: 14 vectors, 18 real and 17 integer scalars here, 3 vectors per tree depth
+// in the checkpoint buffer (the O(max_depth * d) of iterative NUTS), and the output slots.
 
 struct NsParams {
     n_chains: u32,
@@ -39,7 +39,9 @@ struct NsParams {
     late_from_iter: u32,
     // Step-size search: 0 Stan's, 1 nutpie's.
     search_kind: u32,
-    pad0: u32,
+    // ... and its tries per dispatch (0: no limit); a search that runs out goes on in the
+    // next dispatch from where it stopped (NS_U_SEARCH_ATTEMPT, NS_U_SEARCH_DIR).
+    search_budget: u32,
     pad1: u32,
     pad2: u32,
     pad3: u32,
@@ -138,7 +140,11 @@ const NS_U_DRAWS: u32 = 11u;
 const NS_U_STEPS: u32 = 12u;
 const NS_U_ERROR: u32 = 13u;
 const NS_U_SEARCH_EVALS: u32 = 14u;
-const NS_U_COUNT: u32 = 15u;
+// A step-size search under way across dispatches: its next try's number, and its direction
+// (0: none under way, 1: growing, 2: shrinking). The step it has reached is NS_S_STEP.
+const NS_U_SEARCH_ATTEMPT: u32 = 15u;
+const NS_U_SEARCH_DIR: u32 = 16u;
+const NS_U_COUNT: u32 = 17u;
 
 // Real statistics per output slot, after the draws in ns_out.
 const NS_O_LP: u32 = 0u;
@@ -206,6 +212,8 @@ struct NsChain {
     steps: u32,
     error: u32,
     search_evals: u32,
+    search_attempt: u32,
+    search_dir: u32,
 }
 
 var<private> ns: NsChain;
@@ -413,6 +421,8 @@ fn ns_load() {
     ns.steps = ns_uint[ns_u(NS_U_STEPS)];
     ns.error = ns_uint[ns_u(NS_U_ERROR)];
     ns.search_evals = ns_uint[ns_u(NS_U_SEARCH_EVALS)];
+    ns.search_attempt = ns_uint[ns_u(NS_U_SEARCH_ATTEMPT)];
+    ns.search_dir = ns_uint[ns_u(NS_U_SEARCH_DIR)];
 }
 
 fn ns_store() {
@@ -449,6 +459,8 @@ fn ns_store() {
     ns_uint[ns_u(NS_U_STEPS)] = ns.steps;
     ns_uint[ns_u(NS_U_ERROR)] = ns.error;
     ns_uint[ns_u(NS_U_SEARCH_EVALS)] = ns.search_evals;
+    ns_uint[ns_u(NS_U_SEARCH_ATTEMPT)] = ns.search_attempt;
+    ns_uint[ns_u(NS_U_SEARCH_DIR)] = ns.search_dir;
 }
 
 // One leapfrog step of signed size `eps` from ns_q, ns_p, ns_g (Stan's `expl_leapfrog`): half

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::device::{ModelKey, PipelineKey};
-use crate::wgsl::CodegenError;
+use crate::wgsl::{CodegenError, LoopLimitExceeded};
 
 /// Why a GPU operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +135,28 @@ pub enum GpuError {
     /// cancellation).
     #[error(transparent)]
     Sampler(#[from] sampler::SampleError),
+    /// The model needs more loop iterations per leapfrog step than the adapter runs per
+    /// invocation (lavapipe's cap, `wgsl/cost.rs`): it cannot run there correctly.
+    #[error("GPU adapter {adapter} cannot run this model: {exceeded} (the CPU sampler runs it)")]
+    LoopLimit {
+        /// The adapter's name.
+        adapter: String,
+        /// The estimate and the limit.
+        exceeded: LoopLimitExceeded,
+    },
+    /// The GPU's log density or gradient at a chain's first point disagrees with the CPU's:
+    /// the device computes this model wrongly, and sampling stops before it starts.
+    #[error(
+        "GPU adapter {adapter} computes this model's log density wrongly: at chain {chain}'s          first point {what} (checked against the CPU before sampling); sample it on the CPU          (`--device cpu`) and report the model"
+    )]
+    FirstPointMismatch {
+        /// The adapter's name.
+        adapter: String,
+        /// The chain (index in the request).
+        chain: usize,
+        /// What differs, with both values and the tolerance.
+        what: String,
+    },
     /// A reply did not arrive in time ([`crate::Pending::wait_timeout`]); the request may
     /// still complete.
     #[error("no reply from the GPU worker within {waited:?}")]
@@ -142,4 +164,12 @@ pub enum GpuError {
         /// How long the caller waited.
         waited: Duration,
     },
+}
+
+impl GpuError {
+    /// Whether the model cannot run on this adapter, though it runs on the CPU: a caller that
+    /// may choose runs it there instead, with this error's message as the reason.
+    pub fn model_unsupported(&self) -> bool {
+        matches!(self, GpuError::LoopLimit { .. })
+    }
 }

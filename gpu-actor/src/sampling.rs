@@ -23,6 +23,7 @@
 //! and calls `observer.on_draw` for every draw, from several threads.
 
 mod adapt;
+mod check;
 mod dual;
 mod fused_driver;
 mod init;
@@ -46,7 +47,7 @@ pub use steps::{FusedLeapfrog, LeapfrogStart, LeapfrogSteps};
 
 use crate::device::{GpuDevice, ShaderChoice};
 use crate::error::GpuError;
-use crate::wgsl::{DataPlacement, IndexChecks, Precision, TapePlacement};
+use crate::wgsl::{DataPlacement, IndexChecks, LoopBudget, Precision, TapePlacement};
 
 /// Which GPU kernel runs the chains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +117,10 @@ pub struct GpuSamplingOptions {
     /// Which array accesses the kernels check (`wgsl::IndexChecks`); `None` for the
     /// backend's default.
     pub checks: Option<IndexChecks>,
+    /// Run as on a device that stops loops after this many iterations per invocation (the
+    /// budgets of `wgsl::LoopBudget`, for tests of them on any device), where that is lower
+    /// than the device's own cap; `None` for the device's own.
+    pub loop_limit: Option<u64>,
     /// Where the NUTS kernel writes the draws of sampling dispatches.
     pub draws: DrawsOutput,
 }
@@ -320,6 +325,13 @@ pub fn sample_on_device_with(
             queued_warmup_dispatches: 0,
         });
     }
+    // A model the device cannot run is refused before anything is compiled.
+    loop_budget(
+        device,
+        request.model.program(),
+        request.settings.max_depth,
+        options,
+    )?;
     let key = device
         .upload_model(&request.model, request.precision)
         .wait()?;
@@ -361,6 +373,30 @@ pub fn sample_on_device_with(
             observer,
         ),
     }
+}
+
+/// What one dispatch may do on `device` for `program` (NUTS trees up to `max_depth`): `None`
+/// where the device does not cap loop iterations, the error where one leapfrog step of the
+/// model does not fit under the cap (`wgsl/cost.rs`).
+pub(crate) fn loop_budget(
+    device: &GpuDevice,
+    program: &sampler::Program,
+    max_depth: u32,
+    options: &GpuSamplingOptions,
+) -> Result<Option<LoopBudget>, GpuError> {
+    let limit = match (device.report().loop_limit(), options.loop_limit) {
+        (Some(own), Some(asked)) => own.min(asked),
+        (own, asked) => match own.or(asked) {
+            Some(limit) => limit,
+            None => return Ok(None),
+        },
+    };
+    LoopBudget::of(program, max_depth, limit)
+        .map(Some)
+        .map_err(|exceeded| GpuError::LoopLimit {
+            adapter: device.report().name.clone(),
+            exceeded,
+        })
 }
 
 /// A run's iteration counts, which both drivers bound the same way.

@@ -132,7 +132,7 @@ use std::fmt;
 
 use sampler::{MatrixRef, Program};
 
-pub use cost::{SOFTWARE_LOOP_LIMIT, model_loop_iterations};
+pub use cost::{LoopBudget, LoopLimitExceeded, SOFTWARE_LOOP_LIMIT, model_loop_iterations};
 pub use split::SplitRefusal;
 
 use ast::{

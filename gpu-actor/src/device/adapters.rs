@@ -209,6 +209,13 @@ impl AdapterReport {
     pub fn is_software(&self) -> bool {
         self.kind == DeviceKind::Software
     }
+
+    /// The loop iterations one invocation may take before the driver stops its loops
+    /// (`wgsl::SOFTWARE_LOOP_LIMIT` on lavapipe, the software device we know), or `None`.
+    pub fn loop_limit(&self) -> Option<u64> {
+        self.is_software()
+            .then_some(crate::wgsl::SOFTWARE_LOOP_LIMIT)
+    }
 }
 
 /// Bytes in GiB, or MiB below 1 GiB.

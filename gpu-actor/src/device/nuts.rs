@@ -15,8 +15,8 @@ use super::worker::Worker;
 use super::{ModelKey, ShaderChoice};
 use crate::error::GpuError;
 use crate::kernels::layout::{
-    NM_CHUNK, NS_O_COUNT, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_EVALS,
-    NS_V_GSAMP, NS_V_QSAMP, NmParams, NsParams, NsSizes,
+    NM_CHUNK, NS_O_COUNT, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_DIR,
+    NS_U_SEARCH_EVALS, NS_V_GSAMP, NS_V_QSAMP, NmParams, NsParams, NsSizes,
 };
 use crate::sampling::DrawsOutput;
 use crate::wgsl::{KernelKind, Precision};
@@ -259,6 +259,12 @@ impl NutsSnapshot {
 
     pub(crate) fn search_evals(&self, c: usize) -> u32 {
         self.state(NS_U_SEARCH_EVALS, c)
+    }
+
+    /// Whether chain `c`'s step-size search ran out of its dispatch's tries and goes on in
+    /// the next.
+    pub(crate) fn search_under_way(&self, c: usize) -> bool {
+        self.state(NS_U_SEARCH_DIR, c) != 0
     }
 }
 

@@ -471,6 +471,14 @@ impl Worker {
             return Err(GpuError::BadPoints { len, dim });
         }
         let n_chains = len / dim;
+        if let Some(limit) = self.report.loop_limit() {
+            crate::wgsl::LoopBudget::check_logp_grad(&program, limit).map_err(|exceeded| {
+                GpuError::LoopLimit {
+                    adapter: self.report.name.clone(),
+                    exceeded,
+                }
+            })?;
+        }
         let precision = request.model.precision;
         let key = PipelineKey {
             model: request.model.hash,

@@ -20,7 +20,9 @@ pub(crate) struct NsParams {
     pub da_final_iter: u32,
     pub late_from_iter: u32,
     pub search_kind: u32,
-    pub pad: [u32; 4],
+    /// Step-size search tries per dispatch (0: no limit); see nuts_search.wgsl.
+    pub search_budget: u32,
+    pub pad: [u32; 3],
 }
 
 /// `NmParams` of nuts_moments.wgsl.
@@ -83,7 +85,8 @@ pub(crate) const NS_U_DRAWS: usize = 11;
 pub(crate) const NS_U_STEPS: usize = 12;
 pub(crate) const NS_U_ERROR: usize = 13;
 pub(crate) const NS_U_SEARCH_EVALS: usize = 14;
-pub(crate) const NS_U_COUNT: usize = 15;
+pub(crate) const NS_U_SEARCH_DIR: usize = 16;
+pub(crate) const NS_U_COUNT: usize = 17;
 
 pub(crate) const NS_O_LP: usize = 0;
 pub(crate) const NS_O_ACCEPT: usize = 1;
@@ -132,6 +135,7 @@ pub(crate) fn wgsl_constants() -> Vec<(&'static str, usize)> {
         ("NS_U_STEPS", NS_U_STEPS),
         ("NS_U_ERROR", NS_U_ERROR),
         ("NS_U_SEARCH_EVALS", NS_U_SEARCH_EVALS),
+        ("NS_U_SEARCH_DIR", NS_U_SEARCH_DIR),
         ("NS_U_COUNT", NS_U_COUNT),
         ("NS_O_LP", NS_O_LP),
         ("NS_O_ACCEPT", NS_O_ACCEPT),

@@ -508,14 +508,10 @@ pub(super) fn run(
         total,
     } = Iterations::of(request)?;
     let adapt = n_warm > 0;
-    // A software device stops loops after SOFTWARE_LOOP_LIMIT iterations per invocation:
-    // fewer steps per dispatch there.
-    let per_step = crate::wgsl::model_loop_iterations(program) + 4 * dim as u64 + 32;
-    let k = if device.report().is_software() {
-        let fits = (crate::wgsl::SOFTWARE_LOOP_LIMIT * 3 / 4 / per_step).max(1);
-        (steps_per_dispatch as usize).min(fits as usize)
-    } else {
-        steps_per_dispatch as usize
+    // A device that caps loop iterations per invocation runs fewer steps per dispatch.
+    let k = match super::loop_budget(device, program, settings.max_depth, options)? {
+        Some(budget) => (steps_per_dispatch as usize).min(budget.fused_steps as usize),
+        None => steps_per_dispatch as usize,
     };
     let warmup_started = Instant::now();
     let init = initial_points(

@@ -297,6 +297,8 @@ struct Run<'a> {
     record: RecordSettings,
     dispatches: Vec<DispatchStats>,
     search_time: Duration,
+    /// Step-size search tries per dispatch on a device that caps loop iterations.
+    search_budget: Option<u32>,
     /// Each chain's next iteration (warmup included).
     next_iteration: Vec<u64>,
 }
@@ -325,14 +327,23 @@ impl Run<'_> {
             Search::Nutpie => 1,
         };
         params.flags = if first { NS_FLAG_SEARCH_MU } else { 0 };
+        params.search_budget = self.search_budget.unwrap_or(0);
         let started = Instant::now();
-        let snapshot = expect_snapshot(
-            self.send(NutsCommand::Search(
-                self.session,
-                NutsDispatch::plain(params, consts),
-            ))
-            .wait()?,
-        )?;
+        let mut consts = consts;
+        // Under a budget of tries per dispatch, a search goes on over dispatches until every
+        // chain's has ended (each dispatch makes at least one try per unfinished chain).
+        let snapshot = loop {
+            let snapshot = expect_snapshot(
+                self.send(NutsCommand::Search(
+                    self.session,
+                    NutsDispatch::plain(params, consts.take()),
+                ))
+                .wait()?,
+            )?;
+            if !(0..self.request.chains.len()).any(|c| snapshot.search_under_way(c)) {
+                break snapshot;
+            }
+        };
         self.search_time += started.elapsed();
         for (c, spec) in self.request.chains.iter().enumerate() {
             let message = match snapshot.state(NS_U_ERROR, c) {
@@ -352,6 +363,37 @@ impl Run<'_> {
             .into());
         }
         Ok(snapshot)
+    }
+
+    /// Checks the first draw of the first few chains that have one in this sampling batch
+    /// against the CPU's log density (`check.rs`) before any is recorded; whether any was.
+    fn check_first_draws(&self, counted: &Counted) -> Result<bool, GpuError> {
+        let batch = &counted.batch;
+        if !batch.has_values() {
+            return Ok(false);
+        }
+        let program = self.request.model.program();
+        let mut q = vec![0.0; self.dim];
+        let mut reals = [0.0; NS_O_COUNT];
+        let chains = (0..self.request.chains.len())
+            .filter(|&c| counted.draws[c] > 0)
+            .take(super::check::CHECKED_CHAINS);
+        let mut checked = false;
+        for c in chains {
+            batch.chain_values(0, c, &mut q);
+            batch.chain_stats(0, c, &mut reals);
+            super::check::check_point(
+                &self.device.report().name,
+                program,
+                self.request.precision,
+                c,
+                &q,
+                reals[NS_O_LP],
+                None,
+            )?;
+            checked = true;
+        }
+        Ok(checked)
     }
 
     /// Records the draws of `batch` (warmup or sampling), each chain's from its own next
@@ -388,17 +430,6 @@ impl Run<'_> {
             self.next_iteration[c] += draws[c] as u64;
         }
     }
-}
-
-/// The leapfrog steps per dispatch that keep a software device under its loop limit
-/// (`crate::wgsl::SOFTWARE_LOOP_LIMIT`): a leaf costs the model's loops plus the kernel's
-/// own passes over the coordinates (leapfrog, kicks, checkpoints, merges up to the tree
-/// depth, a transition's start and end).
-pub(super) fn software_step_budget(program: &sampler::Program, max_depth: u32) -> u32 {
-    let dim = program.dim as u64;
-    let per_leaf =
-        crate::wgsl::model_loop_iterations(program) + (25 + u64::from(max_depth)) * dim + 300;
-    ((crate::wgsl::SOFTWARE_LOOP_LIMIT * 3 / 4) / per_leaf).clamp(1, u64::from(u32::MAX)) as u32
 }
 
 pub(super) fn run(
@@ -481,13 +512,13 @@ pub(super) fn run(
         record,
         dispatches: Vec::new(),
         search_time: Duration::ZERO,
+        search_budget: None,
         next_iteration: vec![0; n],
     };
-    // On a software device a dispatch may only run so many steps (see software_step_budget).
-    let soft_budget = device
-        .report()
-        .is_software()
-        .then(|| software_step_budget(program, settings.max_depth));
+    // On a device that caps loop iterations a dispatch may only run so many steps and tries.
+    let budget = super::loop_budget(device, program, settings.max_depth, options)?;
+    let soft_budget = budget.map(|budget| budget.nuts_steps);
+    run.search_budget = budget.map(|budget| budget.search_tries);
 
     let (mut warmup, mut metric) = match (&request.chains[0].tuning, adapt) {
         (Some(tuning), _) => (None, tuning.inv_metric.clone()),
@@ -733,6 +764,7 @@ pub(super) fn run(
     // planned from the draws known so far less those the one in flight should make.
     let mut in_flight: Option<Vec<u64>> = None;
     let mut unrecorded: Option<Counted> = None;
+    let mut first_draws_checked = false;
     loop {
         let estimate: Vec<u64> = match &in_flight {
             Some(expected) => remaining
@@ -774,6 +806,9 @@ pub(super) fn run(
         in_flight = next.map(|params| expected_draws(&estimate, &params, m));
         let Some(batch) = batch else { continue };
         let counted = Counted::new(batch);
+        if !first_draws_checked {
+            first_draws_checked = run.check_first_draws(&counted)?;
+        }
         for (left, made) in remaining.iter_mut().zip(&counted.draws) {
             *left = left.saturating_sub(*made as u64);
         }

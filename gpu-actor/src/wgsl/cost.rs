@@ -1,14 +1,16 @@
-//! An upper bound on the loop iterations of one evaluation of the generated model, for
-//! devices that cap them.
+//! Upper bounds on the loop iterations of the generated kernels, for devices that cap them.
 //!
 //! lavapipe (llvmpipe's gallivm) stops every loop of an invocation once 65,535 back edges
 //! have been taken in total, counting all loops together ("Maximum iterations before loop
 //! termination, shared between every loop in a TGSI shader", `LP_MAX_TGSI_LOOP_ITERATIONS`
-//! in Mesa's lp_bld_limits.h); from then on loops exit early and results are silently wrong.
-//! The sampling kernels loop over leapfrog steps around the model's own loops, so on such a
-//! device their drivers bound the steps per dispatch by this estimate.
+//! in Mesa's lp_bld_limits.h, applied by `lp_exec_endloop` to NIR loops as well); from then
+//! on every loop exits after its current iteration and results are silently wrong. A model
+//! whose one gradient evaluation takes more than that (a 178 x 178 matrix-vector product,
+//! forward and backward, is nearly all of it) cannot run there at all; the sampling kernels
+//! loop over leapfrog steps and step-size tries around the model's own loops, so on such a
+//! device their drivers bound both per dispatch ([`LoopBudget`]).
 
-use sampler::{Inst, Operand, Program};
+use sampler::{DensityKind, Inst, Operand, Program};
 
 /// The loop budget of one invocation on lavapipe.
 pub const SOFTWARE_LOOP_LIMIT: u64 = 65_535;
@@ -17,9 +19,23 @@ fn len(program: &Program, operand: Operand) -> u64 {
     program.len_of(operand) as u64
 }
 
+/// Loop iterations of the library's special functions per element of a density, forward and
+/// backward: `sf_lgamma` and `sf_digamma` shift their argument up to 10 one step at a time,
+/// and the normalisers call them two (gamma), four (Student-t) or six (beta) times.
+fn density_special_loops(kind: DensityKind) -> u64 {
+    let calls = match kind {
+        DensityKind::Gamma | DensityKind::InverseGamma => 2,
+        DensityKind::StudentT => 4,
+        DensityKind::Beta => 6,
+        _ => 0,
+    };
+    2 * 10 * calls
+}
+
 /// At least the loop iterations one call of the generated `g_logp_grad` takes: every
 /// instruction's element loops (forward and backward sweeps, at most four passes over its
-/// longest operand) and a matrix-vector product's rows times columns, twice.
+/// longest operand), a matrix-vector product's rows times columns, twice, and the special
+/// functions' loops of the densities that call them.
 pub fn model_loop_iterations(program: &Program) -> u64 {
     let slot_len = |id: sampler::SlotId| u64::from(program.slot(id).len);
     program
@@ -40,9 +56,88 @@ pub fn model_loop_iterations(program: &Program) -> u64 {
                 2 * rows * cols + 4 * rows + 4 * cols
             }
             Inst::Gather { idx, .. } => 4 * u64::from(idx.len),
-            Inst::Density { x, len: n, .. } => 4 * len(program, x).max(u64::from(n)),
+            Inst::Density {
+                kind, x, len: n, ..
+            } => (4 + density_special_loops(kind)) * len(program, x).max(u64::from(n)),
             Inst::RandomWalk { x, .. } => 4 * len(program, x),
         })
         .sum::<u64>()
         + 16
+}
+
+/// What one invocation of each kernel may do on a device that stops loops after `limit`
+/// iterations, keeping a quarter of it in reserve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoopBudget {
+    /// Leapfrog steps per dispatch of the NUTS kernel (`NsParams.step_budget`).
+    pub nuts_steps: u32,
+    /// Step-size search tries per dispatch (`NsParams.search_budget`).
+    pub search_tries: u32,
+    /// Leapfrog steps per dispatch of the fused kernel.
+    pub fused_steps: u32,
+}
+
+/// A model whose one leapfrog step needs more loop iterations than a device runs per
+/// invocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "one leapfrog step of this model takes about {needed} loop iterations, over the {usable} \
+     that this device runs per invocation (it stops loops after {limit})"
+)]
+pub struct LoopLimitExceeded {
+    /// The estimate for one leapfrog step of the NUTS kernel.
+    pub needed: u64,
+    /// Three quarters of the limit: what a dispatch may use.
+    pub usable: u64,
+    /// The device's limit.
+    pub limit: u64,
+}
+
+impl LoopBudget {
+    /// The budget of `program` (NUTS trees up to `max_depth`) under `limit`, or why one
+    /// leapfrog step does not fit: a leaf costs the model's loops plus the kernel's own passes
+    /// over the coordinates (leapfrog, kicks, checkpoints, merges up to the tree depth, a
+    /// transition's start and end); a search try the model, a momentum draw and a leapfrog
+    /// step; a fused step the model and a few passes over the coordinates.
+    pub fn of(
+        program: &Program,
+        max_depth: u32,
+        limit: u64,
+    ) -> Result<LoopBudget, LoopLimitExceeded> {
+        let dim = program.dim as u64;
+        let model = model_loop_iterations(program);
+        let per_leaf = model + (25 + u64::from(max_depth)) * dim + 300;
+        let per_try = model + 30 * dim + 300;
+        let per_fused = model + 4 * dim + 32;
+        let usable = limit * 3 / 4;
+        let needed = per_leaf.max(per_try);
+        if needed > usable {
+            return Err(LoopLimitExceeded {
+                needed,
+                usable,
+                limit,
+            });
+        }
+        let fit = |cost: u64| (usable / cost).min(u64::from(u32::MAX)) as u32;
+        Ok(LoopBudget {
+            nuts_steps: fit(per_leaf),
+            search_tries: fit(per_try),
+            fused_steps: fit(per_fused),
+        })
+    }
+
+    /// Whether one evaluation of the model's log density and gradient (the `logp_grad`
+    /// kernel) fits under `limit`.
+    pub fn check_logp_grad(program: &Program, limit: u64) -> Result<(), LoopLimitExceeded> {
+        let needed = model_loop_iterations(program) + 4 * program.dim as u64 + 32;
+        let usable = limit * 3 / 4;
+        if needed > usable {
+            return Err(LoopLimitExceeded {
+                needed,
+                usable,
+                limit,
+            });
+        }
+        Ok(())
+    }
 }
