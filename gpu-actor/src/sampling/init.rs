@@ -1,7 +1,8 @@
 //! Initial points: the chains' own, or uniform draws in `(-init_radius, init_radius)` from
 //! each chain's `sampler::ChainRng` (so a seed gives the CPU sampler's starting points), kept
 //! when the log density and gradient the GPU computes there are finite; up to 100 attempts
-//! per chain, as Stan. All chains are evaluated together, one batch per attempt.
+//! per chain, as Stan. All chains are evaluated together, one batch per attempt. The first
+//! few chains' points are then checked against the CPU (`check.rs`).
 
 use rayon::prelude::*;
 use sampler::{ChainRng, ChainSpec, CheckedModel, LogDensity, SampleError, SamplerSettings, Seed};
@@ -131,6 +132,17 @@ pub(crate) fn initial_points(
         if pending.is_empty() {
             break;
         }
+    }
+    for c in 0..n.min(super::check::CHECKED_CHAINS) {
+        super::check::check_point(
+            &device.report().name,
+            model.program(),
+            key.precision,
+            c,
+            &points.q[c],
+            points.logp[c],
+            Some(&points.g[c]),
+        )?;
     }
     Ok(points)
 }
