@@ -211,7 +211,12 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
                     kernel_name(args.gpu.kernel()),
                     args.gpu.precision()
                 ),
-                RanOn::Cpu { .. } => format!(" on {}", output.ran_on),
+                RanOn::Cpu { reason, refused } => {
+                    if *refused {
+                        errln!("warning: {reason}; sampled on the CPU instead");
+                    }
+                    format!(" on {}", output.ran_on)
+                }
             };
             (output.traces, on)
         }

@@ -88,10 +88,14 @@ pub enum RanOn {
         /// Its adapter's name.
         adapter: String,
     },
-    /// On CPU threads ([`sampler::sample_chains`]), because the node has no usable GPU.
+    /// On CPU threads ([`sampler::sample_chains`]), because the node has no usable GPU or
+    /// because the GPU refused the model.
     Cpu {
-        /// The supervisor's fallback line: why there is no usable GPU.
+        /// The supervisor's fallback line (why there is no usable GPU), or why the GPU
+        /// refused the model ([`crate::GpuError::model_unsupported`]).
         reason: String,
+        /// Whether a GPU worker refused the model (the node has a usable GPU).
+        refused: bool,
     },
 }
 
@@ -99,7 +103,8 @@ impl fmt::Display for RanOn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RanOn::Gpu { worker, adapter } => write!(f, "GPU {worker} ({adapter})"),
-            RanOn::Cpu { .. } => f.write_str("CPU (no usable GPU)"),
+            RanOn::Cpu { refused: false, .. } => f.write_str("CPU (no usable GPU)"),
+            RanOn::Cpu { refused: true, .. } => f.write_str("CPU (the GPU refused the model)"),
         }
     }
 }

@@ -113,6 +113,14 @@ pub(super) enum SupervisorEvent {
         elapsed: Duration,
         failing: bool,
     },
+    /// A worker handed a job back untouched: its device cannot run the model
+    /// ([`crate::GpuError::model_unsupported`]). The job runs on the CPU, saying why.
+    JobRefused {
+        worker: WorkerId,
+        job: JobId,
+        sample_job: Box<SampleJob>,
+        reason: String,
+    },
     /// A worker fails next (an injected fault took): it must get no other job.
     Failing(WorkerId),
     /// A CPU fallback job finished.
@@ -238,6 +246,9 @@ enum Place {
     Cpu {
         abort: CancelToken,
         thread: JoinHandle<()>,
+        /// Why this job runs on the CPU, where it is not the supervisor's fallback line (a
+        /// worker refused its model).
+        reason: Option<String>,
     },
 }
 
@@ -347,6 +358,15 @@ impl Actor for GpuSupervisor {
                     failing,
                 } => {
                     job_done(state, worker, job, result, elapsed, failing);
+                    dispatch(&myself, state);
+                }
+                SupervisorEvent::JobRefused {
+                    worker,
+                    job,
+                    sample_job,
+                    reason,
+                } => {
+                    job_refused(&myself, state, worker, job, sample_job, reason);
                     dispatch(&myself, state);
                 }
                 SupervisorEvent::Failing(worker) => failing(state, worker),
@@ -514,7 +534,7 @@ fn dispatch(myself: &ActorRef<GpuSupervisorMsg>, state: &mut GpuSupervisorState)
                 state.queue.push_front(queued);
                 return;
             }
-            start_on_cpu(myself, state, queued);
+            start_on_cpu(myself, state, queued, None);
             continue;
         }
         let idle = state.workers.iter_mut().find(|slot| {
@@ -580,6 +600,7 @@ fn start_on_cpu(
     myself: &ActorRef<GpuSupervisorMsg>,
     state: &mut GpuSupervisorState,
     queued: Queued,
+    reason: Option<String>,
 ) {
     let Queued { id, job, reply } = queued;
     let abort = CancelToken::new();
@@ -602,7 +623,11 @@ fn start_on_cpu(
         Running {
             reply,
             cancel,
-            place: Place::Cpu { abort, thread },
+            place: Place::Cpu {
+                abort,
+                thread,
+                reason,
+            },
         },
     );
 }
@@ -661,6 +686,35 @@ fn job_done(
     let _ = running.reply.send(outcome);
 }
 
+/// A worker handed back a job whose model its device cannot run: the worker is free again,
+/// and the job runs on the CPU (the node's cores, as the fallback without GPUs) with `reason`.
+fn job_refused(
+    myself: &ActorRef<GpuSupervisorMsg>,
+    state: &mut GpuSupervisorState,
+    worker: WorkerId,
+    job: JobId,
+    sample_job: Box<SampleJob>,
+    reason: String,
+) {
+    if let Some(slot) = state.workers.iter_mut().find(|slot| slot.id == worker)
+        && let SlotState::Running { job: current, .. } = &mut slot.state
+        && *current == Some(job)
+    {
+        *current = None;
+    }
+    // Absent when the worker's exit was seen first and answered the caller.
+    let Some(running) = state.running.remove(&job) else {
+        return;
+    };
+    tracing::info!(%job, %reason, "sampling on the CPU instead");
+    let queued = Queued {
+        id: job,
+        job: sample_job,
+        reply: running.reply,
+    };
+    start_on_cpu(myself, state, queued, Some(reason));
+}
+
 /// A worker announced its failure: no job goes to it until it is restarted.
 fn failing(state: &mut GpuSupervisorState, worker: WorkerId) {
     if let Some(slot) = state.workers.iter_mut().find(|slot| slot.id == worker)
@@ -679,8 +733,18 @@ fn cpu_job_done(
     let Some(running) = state.running.remove(&job) else {
         return;
     };
-    let ran_on = RanOn::Cpu {
-        reason: state.fallback.clone().unwrap_or_default(),
+    let ran_on = match &running.place {
+        Place::Cpu {
+            reason: Some(reason),
+            ..
+        } => RanOn::Cpu {
+            reason: reason.clone(),
+            refused: true,
+        },
+        _ => RanOn::Cpu {
+            reason: state.fallback.clone().unwrap_or_default(),
+            refused: false,
+        },
     };
     let outcome = outcome(&running.cancel, result, ran_on, elapsed);
     let _ = running.reply.send(outcome);
@@ -866,7 +930,7 @@ async fn stop_everything(state: &mut GpuSupervisorState, reason: &str) {
     }
     let mut threads = Vec::new();
     for (_, running) in state.running.drain() {
-        if let Place::Cpu { abort, thread } = running.place {
+        if let Place::Cpu { abort, thread, .. } = running.place {
             abort.cancel();
             threads.push(thread);
         }

@@ -99,6 +99,9 @@ pub(super) struct WorkerReport {
 pub(super) enum JobFailure {
     Device(GpuError),
     Panicked(String),
+    /// The model cannot run on this device ([`GpuError::model_unsupported`]): the job, handed
+    /// back untouched.
+    Unsupported(GpuError, Box<SampleJob>),
 }
 
 /// The worker's own failure: the reason its supervisor logs and gives the caller.
@@ -234,6 +237,8 @@ fn start_next(myself: &ActorRef<GpuWorkerMsg>, state: &mut GpuWorkerState) {
             sample_on_device(&device, &job.request, &observer)
         }));
         let result = match result {
+            // Nothing was drawn: the job goes back to the supervisor, for the CPU.
+            Ok(Err(error)) if error.model_unsupported() => Err(JobFailure::Unsupported(error, job)),
             Ok(traces) => traces.map_err(JobFailure::Device),
             Err(panic) => Err(JobFailure::Panicked(panic_message(panic.as_ref()))),
         };
@@ -262,6 +267,18 @@ fn finished(
     let elapsed = running.started.elapsed();
     drop(running);
     let adapter = adapter_name(state);
+    if let Err(JobFailure::Unsupported(error, job)) = result {
+        let event = SupervisorEvent::JobRefused {
+            worker: state.id,
+            job: id,
+            sample_job: job,
+            reason: error.to_string(),
+        };
+        let _ = state
+            .supervisor
+            .cast(GpuSupervisorMsg::Internal(Internal(event)));
+        return Ok(());
+    }
     let (result, failure) = match result {
         Ok(traces) => (Ok(traces), None),
         Err(JobFailure::Device(error)) if is_fatal(&error) => {
@@ -283,6 +300,7 @@ fn finished(
             }),
             None,
         ),
+        Err(JobFailure::Unsupported(..)) => unreachable!("handed back above"),
         Err(JobFailure::Panicked(message)) => {
             let reason = format!("the sampling driver panicked: {message}");
             (

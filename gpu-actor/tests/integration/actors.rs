@@ -410,7 +410,13 @@ async fn actors_fall_back_to_the_cpu_without_a_usable_adapter() {
     let output = sample(&supervisor, job)
         .await
         .expect("the job runs on the CPU");
-    assert_eq!(output.ran_on, RanOn::Cpu { reason: line });
+    assert_eq!(
+        output.ran_on,
+        RanOn::Cpu {
+            reason: line,
+            refused: false
+        }
+    );
     assert_eq!(output.traces.len(), expected.len());
     for (cpu, fallback) in expected.iter().zip(&output.traces) {
         // Everything but the timings.
