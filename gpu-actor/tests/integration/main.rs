@@ -16,6 +16,7 @@
 mod actors;
 mod codegen;
 mod device;
+mod loop_limit;
 mod models;
 mod parity;
 mod posterior;
