@@ -84,6 +84,10 @@ pub struct SamplerArgs {
     /// Maximum tree depth.
     #[arg(long, default_value_t = 10)]
     max_depth: u32,
+    /// Step-size jitter J in [0, 1): each transition draws its step size uniformly from
+    /// step size x (1 - J, 1 + J) [default: 0, no jitter, as Stan; nutpie uses 0.1].
+    #[arg(long, value_name = "J")]
+    stepsize_jitter: Option<f64>,
     /// Keep warmup draws in the output files.
     #[arg(long)]
     save_warmup: bool,
@@ -118,6 +122,7 @@ impl SamplerArgs {
             },
             target_accept: self.target_accept,
             max_depth: self.max_depth,
+            step_size_jitter: self.stepsize_jitter,
             save_warmup: self.save_warmup,
             threads,
             ..SamplerSettings::default()

@@ -91,6 +91,29 @@ fn data_rows(csv: &str) -> Vec<&str> {
     csv.lines().filter(|line| !line.starts_with('#')).collect()
 }
 
+/// The file has one timing block and ends with it, as CmdStan's do (its exact text is
+/// `sampler::stan_csv`'s unit test).
+fn assert_one_timing_block(csv: &str) {
+    assert_eq!(csv.matches("Elapsed Time").count(), 1, "{csv}");
+    assert!(csv.ends_with(" seconds (Total)\n# \n"), "{csv}");
+}
+
+/// The `stepsize__` column's values, and the `# Step size = X` comment's.
+fn step_sizes(csv: &str) -> (Vec<f64>, f64) {
+    let (header, rows) = parse_csv(csv);
+    let column = header
+        .iter()
+        .position(|h| h == "stepsize__")
+        .expect("a stepsize__ column");
+    let tuned = csv
+        .lines()
+        .find_map(|line| line.strip_prefix("# Step size = "))
+        .expect("a step size comment")
+        .parse()
+        .expect("a number");
+    (rows.iter().map(|row| row[column]).collect(), tuned)
+}
+
 #[test]
 fn same_seed_gives_identical_draws_whatever_the_thread_count() {
     let one = sample_to_csv(
@@ -155,7 +178,54 @@ fn stan_csv_has_cmdstan_columns_and_every_draw() {
         );
         assert!(csv.contains("# Adaptation terminated") && csv.contains("# Step size = "));
         assert!(csv.contains("#     num_samples = 300") && csv.contains("#     num_warmup = 200"));
+        assert_one_timing_block(csv);
     }
+}
+
+/// No step-size jitter unless asked for, as Stan: every draw uses the tuned step size, and
+/// the header says so; `--stepsize-jitter J` draws it from (1 ± J) x the tuned one.
+#[test]
+fn stepsize_jitter_is_off_unless_asked_for() {
+    for adaptation in ["nutpie", "stan"] {
+        let common = [
+            "--chains",
+            "2",
+            "--draws",
+            "200",
+            "--warmup",
+            "150",
+            "--adaptation",
+            adaptation,
+        ];
+        for csv in sample_to_csv(&scratch_dir(&format!("jitter-off-{adaptation}")), &common) {
+            assert!(csv.contains("\n#         stepsize_jitter = 0.0\n"), "{csv}");
+            let (steps, tuned) = step_sizes(&csv);
+            assert!(steps.iter().all(|&s| s == tuned), "{adaptation}: {steps:?}");
+        }
+        let jittered = [&common[..], &["--stepsize-jitter", "0.1"]].concat();
+        for csv in sample_to_csv(&scratch_dir(&format!("jitter-on-{adaptation}")), &jittered) {
+            assert!(csv.contains("\n#         stepsize_jitter = 0.1\n"), "{csv}");
+            let (steps, tuned) = step_sizes(&csv);
+            assert!(
+                steps.iter().all(|s| (s / tuned - 1.0).abs() <= 0.1 + 1e-12),
+                "{adaptation}: {steps:?} around {tuned}"
+            );
+            assert!(steps.iter().any(|&s| s != tuned), "{adaptation}: {steps:?}");
+        }
+    }
+    let output = cli(&[
+        "sample",
+        "models/eight_schools_noncentered.json",
+        "--quiet",
+        "--stepsize-jitter",
+        "1.5",
+    ]);
+    assert!(!output.status.success());
+    assert!(
+        stderr(&output).contains("step_size_jitter must be in [0, 1), found 1.5"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// With `ARVIZ_PYTHON` pointing at a Python with ArviZ (`.ci/run` installs one), ArviZ's
@@ -408,7 +478,14 @@ fn sample_on_the_gpu_gives_a_sane_summary_for_many_chains() {
         "no line for all chains in:\n{text}"
     );
     assert!(!text.contains("chain 5: step size"), "{text}");
-    assert!(dir.join("draws_64.csv").exists(), "{text}");
+    for chain in 1..=64 {
+        let file = dir.join(format!("draws_{chain}.csv"));
+        let csv = std::fs::read_to_string(&file).expect("the chain's file");
+        assert_one_timing_block(&csv);
+        // No jitter by default on the GPU either: one step size per chain.
+        let (steps, _) = step_sizes(&csv);
+        assert!(steps.iter().all(|&s| s == steps[0]), "{steps:?}");
+    }
 }
 
 /// Refusing software devices leaves a lavapipe-only machine (CI) without a usable GPU: one

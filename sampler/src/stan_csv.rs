@@ -146,24 +146,27 @@ pub fn write_chain(
         write_row(out, stats, values)?;
     }
 
+    write_timing(out, trace.warmup_seconds, trace.sampling_seconds)
+}
+
+/// The timing block that ends the file, once, as Stan's `mcmc_writer::write_timing` writes
+/// it: an empty comment, the three times under `Elapsed Time:`, an empty comment.
+fn write_timing(
+    out: &mut impl Write,
+    warmup_seconds: f64,
+    sampling_seconds: f64,
+) -> io::Result<()> {
+    const TITLE: &str = " Elapsed Time: ";
+    let indent = " ".repeat(TITLE.len());
     writeln!(out, "# ")?;
+    writeln!(out, "# {TITLE}{warmup_seconds:.6} seconds (Warm-up)")?;
+    writeln!(out, "# {indent}{sampling_seconds:.6} seconds (Sampling)")?;
     writeln!(
         out,
-        "#  Elapsed Time: {:.6} seconds (Warm-up)",
-        trace.warmup_seconds
+        "# {indent}{:.6} seconds (Total)",
+        warmup_seconds + sampling_seconds
     )?;
-    writeln!(
-        out,
-        "#                {:.6} seconds (Sampling)",
-        trace.sampling_seconds
-    )?;
-    writeln!(
-        out,
-        "#                {:.6} seconds (Total)",
-        trace.warmup_seconds + trace.sampling_seconds
-    )?;
-    writeln!(out, "# ")?;
-    Ok(())
+    writeln!(out, "# ")
 }
 
 fn join(values: &[f64]) -> String {
@@ -190,19 +193,4 @@ pub fn chain_file_names(path: &str, n_chains: usize) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn file_names_follow_cmdstan() {
-        assert_eq!(chain_file_names("out/draws.csv", 1), vec!["out/draws.csv"]);
-        assert_eq!(
-            chain_file_names("out/draws.csv", 2),
-            vec!["out/draws_1.csv", "out/draws_2.csv"]
-        );
-        assert_eq!(
-            chain_file_names("a.b/draws", 2),
-            vec!["a.b/draws_1", "a.b/draws_2"]
-        );
-    }
-}
+mod tests;

@@ -97,9 +97,10 @@ pub struct Chain {
 }
 
 impl Chain {
-    /// Reads one file.
+    /// Reads one file, and checks that it ends as CmdStan's do: with one timing block.
     pub fn read(path: &str) -> Self {
         let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        check_timing_block(path, &text);
         let mut comments = Vec::new();
         let mut body = Vec::new();
         for line in text.lines() {
@@ -150,4 +151,36 @@ impl Chain {
             .iter()
             .find_map(|c| c.split_once("Step size = ")?.1.trim().parse().ok())
     }
+}
+
+/// A Stan CSV file has one `Elapsed Time` block (Stan's `mcmc_writer::write_timing`), at its
+/// end: an empty comment, warmup, sampling and total seconds, an empty comment.
+fn check_timing_block(path: &str, text: &str) {
+    let blocks = text.matches("Elapsed Time").count();
+    assert_eq!(blocks, 1, "{path}: {blocks} timing blocks, want one");
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = &lines[lines.len().saturating_sub(5)..];
+    let shape = [
+        ("# ", ""),
+        ("#  Elapsed Time: ", " seconds (Warm-up)"),
+        ("#                ", " seconds (Sampling)"),
+        ("#                ", " seconds (Total)"),
+        ("# ", ""),
+    ];
+    let matches = tail.len() == 5
+        && tail.iter().zip(shape).all(|(line, (start, end))| {
+            let number = line
+                .strip_prefix(start)
+                .and_then(|rest| rest.strip_suffix(end));
+            match number {
+                Some("") => end.is_empty(),
+                Some(number) => number.parse::<f64>().is_ok_and(|s| s >= 0.0),
+                None => false,
+            }
+        });
+    assert!(
+        matches,
+        "{path} does not end with CmdStan's timing block:\n{}",
+        tail.join("\n")
+    );
 }

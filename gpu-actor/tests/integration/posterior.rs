@@ -3,7 +3,8 @@
 //! standard errors (`sampler::diagnostics::{mcse_mean, mcse_sd}`, Vehtari et al. 2021), for
 //! kernel (b) in f32 and f64 and for kernel (a). The models and truths are
 //! `sampler::diagnostics::known`'s, as the CPU path's; the checker is
-//! `sampler::diagnostics::truth`.
+//! `sampler::diagnostics::truth`. Every run also checks its draws' step sizes: the tuned one
+//! (no jitter, Stan's default), or spread over `(1 ± jitter)` where a configuration sets one.
 //!
 //! lavapipe runs every kernel on two shared CPU cores, so runs are smaller than on the CPU
 //! path (16 chains of 400 + 500 iterations: 8,000 draws, as many as the CPU tests' 4 x 2,000);
@@ -42,6 +43,9 @@ struct Config {
     split: bool,
     /// The deepest tree, when not the default.
     max_depth: Option<u32>,
+    /// A step-size jitter, when not the default (none): the configurations that set one keep
+    /// the kernels' jitter paths under test.
+    step_size_jitter: Option<f64>,
 }
 
 const NUTS_F32: Config = Config {
@@ -53,6 +57,7 @@ const NUTS_F32: Config = Config {
     adaptation: AdaptationKind::Nutpie,
     split: false,
     max_depth: None,
+    step_size_jitter: None,
 };
 const NUTS_F32_SPLIT: Config = Config {
     label: "nuts/f32/nutpie/split",
@@ -68,9 +73,10 @@ const NUTS_F64: Config = Config {
     adaptation: AdaptationKind::Stan,
     split: false,
     max_depth: None,
+    step_size_jitter: None,
 };
 const FUSED_F32: Config = Config {
-    label: "fused/f32/stan",
+    label: "fused/f32/stan/jitter 0.1",
     kernel: GpuKernel::Fused {
         steps_per_dispatch: 32,
     },
@@ -78,6 +84,7 @@ const FUSED_F32: Config = Config {
     adaptation: AdaptationKind::Stan,
     split: false,
     max_depth: None,
+    step_size_jitter: Some(0.1),
 };
 const CONFIGS: [Config; 4] = [NUTS_F32, NUTS_F32_SPLIT, NUTS_F64, FUSED_F32];
 /// Short dispatches of shallow trees: every warmup block fits lavapipe's step budget, so the
@@ -85,11 +92,12 @@ const CONFIGS: [Config; 4] = [NUTS_F32, NUTS_F32_SPLIT, NUTS_F64, FUSED_F32];
 /// GPU runs at every depth), under both schedules.
 const QUEUED: [Config; 2] = [
     Config {
-        label: "nuts/f32/nutpie/queued warmup",
+        label: "nuts/f32/nutpie/queued warmup/jitter 0.1",
         kernel: GpuKernel::Nuts {
             transitions_per_dispatch: 4,
         },
         max_depth: Some(4),
+        step_size_jitter: Some(0.1),
         ..NUTS_F32
     },
     Config {
@@ -114,6 +122,7 @@ fn request(model: &CheckedModel, config: Config, seed: Seed) -> GpuSampleRequest
             max_depth: config
                 .max_depth
                 .unwrap_or(SamplerSettings::default().max_depth),
+            step_size_jitter: config.step_size_jitter,
             ..SamplerSettings::default()
         },
         seed,
@@ -203,6 +212,7 @@ fn check_configs(model: &CheckedModel, seed: u64, truths: &[Truth], configs: &[C
             );
         }
         let traces = run.traces;
+        check_step_sizes(&traces, config);
         let comparisons: Vec<Comparison> = truths.iter().map(|t| compare(&traces, t)).collect();
         let divergent: usize = traces.iter().map(ChainTrace::n_divergent).sum();
         let max_abs_z = comparisons
@@ -245,6 +255,36 @@ fn check_configs(model: &CheckedModel, seed: u64, truths: &[Truth], configs: &[C
             comparisons.len(),
             failures.join("\n")
         );
+    }
+}
+
+/// Without a jitter every draw of a chain has the tuned step size (Stan's default); with one,
+/// they spread over `(1 ± jitter)` times it (up to f32 rounding).
+fn check_step_sizes(traces: &[ChainTrace], config: Config) {
+    for trace in traces {
+        let tuned = trace.tuning.step_size;
+        let ratios: Vec<f64> = trace.stats.iter().map(|s| s.step_size / tuned).collect();
+        match config.step_size_jitter {
+            None => assert!(
+                ratios.iter().all(|r| (r - 1.0).abs() <= 1e-6),
+                "{}: step sizes vary without a jitter: {ratios:?}",
+                config.label
+            ),
+            Some(jitter) => {
+                assert!(
+                    ratios.iter().all(|r| (r - 1.0).abs() <= jitter + 1e-6),
+                    "{}: step sizes outside (1 ± {jitter}): {ratios:?}",
+                    config.label
+                );
+                // 500 uniform draws: each outer half of the interval is reached.
+                assert!(
+                    ratios.iter().any(|r| *r < 1.0 - jitter / 2.0)
+                        && ratios.iter().any(|r| *r > 1.0 + jitter / 2.0),
+                    "{}: the jitter did not spread the step sizes: {ratios:?}",
+                    config.label
+                );
+            }
+        }
     }
 }
 
@@ -355,6 +395,7 @@ fn gpu_save_warmup_keeps_warmup_draws_and_changes_nothing_else() {
                 adaptation: AdaptationKind::Nutpie,
                 split: false,
                 max_depth: None,
+                step_size_jitter: None,
             },
             Seed(9),
         );

@@ -28,7 +28,7 @@ pub struct WireSettings {
     pub max_energy_error: f64,
     /// The step size the adaptation starts from.
     pub initial_step_size: f64,
-    /// Relative step-size jitter; `None` for the adaptation's default.
+    /// Relative step-size jitter; `None` for the default (none).
     pub step_size_jitter: Option<f64>,
     /// Radius of random initial points (unconstrained).
     pub init_radius: f64,

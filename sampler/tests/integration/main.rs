@@ -1,6 +1,6 @@
 //! Integration tests of the `sampler` crate: Stan parity of the benchmark models, posterior
-//! correctness of the whole sampler, decode robustness, allocation-free evaluation, and
-//! chains whose draws are streamed rather than kept.
+//! correctness of the whole sampler, decode robustness, allocation-free evaluation, chains
+//! whose draws are streamed rather than kept, and the step size of each transition.
 
 // The counting allocator below is the only unsafe code, and it only forwards to `System`.
 #![allow(unsafe_code)]
@@ -15,6 +15,7 @@ mod decode_robustness;
 mod posterior;
 mod sbc;
 mod stan_parity;
+mod step_size;
 mod streaming;
 
 thread_local! {
