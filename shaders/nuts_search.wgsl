@@ -189,6 +189,9 @@ fn nuts_search_main(
     g_chain = chain;
     ns_n = ns_params.n_chains;
     ns_load();
+    if ((ns_params.flags & NS_FLAG_SEARCH_CONTINUE) != 0u && ns.search_dir == 0u) {
+        return;
+    }
     ns.error = 0u;
     if (ns_params.search_kind == 0u) {
         let eps = ns_search_stan();

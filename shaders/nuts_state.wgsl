@@ -62,6 +62,9 @@ struct NsParams {
 // Flags.
 const NS_FLAG_ADAPT: u32 = 1u;
 const NS_FLAG_SEARCH_MU: u32 = 2u;
+// A step-size search dispatch after the first of a search: only chains whose search is under
+// way go on; the others (ended, or failed) are left as they are.
+const NS_FLAG_SEARCH_CONTINUE: u32 = 4u;
 
 // Real settings in ns_consts.
 const NS_C_MAX_ENERGY_ERROR: u32 = 0u;

@@ -55,6 +55,7 @@ pub(crate) struct FuParams {
 
 pub(crate) const NS_FLAG_ADAPT: u32 = 1;
 pub(crate) const NS_FLAG_SEARCH_MU: u32 = 2;
+pub(crate) const NS_FLAG_SEARCH_CONTINUE: u32 = 4;
 
 pub(crate) const NS_C_MAX_ENERGY_ERROR: usize = 0;
 pub(crate) const NS_C_JITTER: usize = 1;
@@ -112,6 +113,7 @@ pub(crate) fn wgsl_constants() -> Vec<(&'static str, usize)> {
     vec![
         ("NS_FLAG_ADAPT", NS_FLAG_ADAPT as usize),
         ("NS_FLAG_SEARCH_MU", NS_FLAG_SEARCH_MU as usize),
+        ("NS_FLAG_SEARCH_CONTINUE", NS_FLAG_SEARCH_CONTINUE as usize),
         ("NS_C_MAX_ENERGY_ERROR", NS_C_MAX_ENERGY_ERROR),
         ("NS_C_JITTER", NS_C_JITTER),
         ("NS_C_DA_TARGET", NS_C_DA_TARGET),

@@ -37,9 +37,9 @@ use crate::error::GpuError;
 use crate::kernels::layout::{
     NS_C_COUNT, NS_C_DA_GAMMA, NS_C_DA_KAPPA, NS_C_DA_MAX_LOG_STEP, NS_C_DA_T0, NS_C_DA_TARGET,
     NS_C_JITTER, NS_C_MAX_ENERGY_ERROR, NS_C_SEARCH_MU, NS_ERROR_STEP_TOO_LARGE,
-    NS_ERROR_STEP_ZERO, NS_FLAG_ADAPT, NS_FLAG_SEARCH_MU, NS_O_ACCEPT, NS_O_COUNT, NS_O_ENERGY,
-    NS_O_LP, NS_O_STEP, NS_OU_DEPTH, NS_OU_DIVERGENT, NS_OU_NLEAP, NS_U_DRAWS, NS_U_ERROR,
-    NS_U_STEPS, NsParams,
+    NS_ERROR_STEP_ZERO, NS_FLAG_ADAPT, NS_FLAG_SEARCH_CONTINUE, NS_FLAG_SEARCH_MU, NS_O_ACCEPT,
+    NS_O_COUNT, NS_O_ENERGY, NS_O_LP, NS_O_STEP, NS_OU_DEPTH, NS_OU_DIVERGENT, NS_OU_NLEAP,
+    NS_U_DRAWS, NS_U_ERROR, NS_U_STEPS, NsParams,
 };
 
 /// The pooled moments of each of the `len` iterations of a warmup block in `batch`, from the
@@ -343,6 +343,7 @@ impl Run<'_> {
             if !(0..self.request.chains.len()).any(|c| snapshot.search_under_way(c)) {
                 break snapshot;
             }
+            params.flags |= NS_FLAG_SEARCH_CONTINUE;
         };
         self.search_time += started.elapsed();
         for (c, spec) in self.request.chains.iter().enumerate() {
