@@ -42,7 +42,7 @@ struct NmParams {
 
 const NS_U_ITER: u32 = 1u;
 const NS_U_DRAWS: u32 = 11u;
-const NS_U_COUNT: u32 = 15u;
+const NS_U_COUNT: u32 = 17u;
 const NS_OU_DIVERGENT: u32 = 2u;
 const NS_OU_INDEX: u32 = 3u;
 const NS_OU_COUNT: u32 = 4u;
