@@ -147,7 +147,7 @@ pub enum GpuError {
     /// The GPU's log density or gradient at a chain's first point disagrees with the CPU's:
     /// the device computes this model wrongly, and sampling stops before it starts.
     #[error(
-        "GPU adapter {adapter} computes this model's log density wrongly: at chain {chain}'s          first point {what} (checked against the CPU before sampling); sample it on the CPU          (`--device cpu`) and report the model"
+        "GPU adapter {adapter} computes this model's log density wrongly: at chain {chain}'s first point {what} (checked against the CPU before sampling); sample it on the CPU (`--device cpu`) and report the model"
     )]
     FirstPointMismatch {
         /// The adapter's name.

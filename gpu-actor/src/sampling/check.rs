@@ -1,7 +1,6 @@
-//! The checks that keep a device from sampling a model it computes wrongly: the log density
+//! The check that keeps a device from sampling a model it computes wrongly: the log density
 //! and gradient the device computed at a few chains' first points (the initial points, from
-//! the `logp_grad` kernel), and the log density of a few chains' first draws (from the
-//! sampling kernel), against the CPU evaluator's at the same points.
+//! the `logp_grad` kernel), against the CPU evaluator's at the same points.
 //!
 //! A few CPU evaluations per run (each one per statement of the model, for the rounding
 //! scale: `sampler::reference`). The tolerances are ten times the parity tests' (which hold at
@@ -14,7 +13,7 @@ use sampler::reference::{compare, reference};
 use crate::error::GpuError;
 use crate::wgsl::Precision;
 
-/// Chains whose first point and first draw are checked.
+/// Chains whose first point is checked.
 pub(crate) const CHECKED_CHAINS: usize = 4;
 
 /// The largest error allowed, relative to the rounding scale.

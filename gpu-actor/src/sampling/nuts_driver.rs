@@ -366,37 +366,6 @@ impl Run<'_> {
         Ok(snapshot)
     }
 
-    /// Checks the first draw of the first few chains that have one in this sampling batch
-    /// against the CPU's log density (`check.rs`) before any is recorded; whether any was.
-    fn check_first_draws(&self, counted: &Counted) -> Result<bool, GpuError> {
-        let batch = &counted.batch;
-        if !batch.has_values() {
-            return Ok(false);
-        }
-        let program = self.request.model.program();
-        let mut q = vec![0.0; self.dim];
-        let mut reals = [0.0; NS_O_COUNT];
-        let chains = (0..self.request.chains.len())
-            .filter(|&c| counted.draws[c] > 0)
-            .take(super::check::CHECKED_CHAINS);
-        let mut checked = false;
-        for c in chains {
-            batch.chain_values(0, c, &mut q);
-            batch.chain_stats(0, c, &mut reals);
-            super::check::check_point(
-                &self.device.report().name,
-                program,
-                self.request.precision,
-                c,
-                &q,
-                reals[NS_O_LP],
-                None,
-            )?;
-            checked = true;
-        }
-        Ok(checked)
-    }
-
     /// Records the draws of `batch` (warmup or sampling), each chain's from its own next
     /// iteration, and moves the counters on. A warmup batch without values has statistics
     /// only (warmup draws not saved).
@@ -765,7 +734,6 @@ pub(super) fn run(
     // planned from the draws known so far less those the one in flight should make.
     let mut in_flight: Option<Vec<u64>> = None;
     let mut unrecorded: Option<Counted> = None;
-    let mut first_draws_checked = false;
     loop {
         let estimate: Vec<u64> = match &in_flight {
             Some(expected) => remaining
@@ -807,9 +775,7 @@ pub(super) fn run(
         in_flight = next.map(|params| expected_draws(&estimate, &params, m));
         let Some(batch) = batch else { continue };
         let counted = Counted::new(batch);
-        if !first_draws_checked {
-            first_draws_checked = run.check_first_draws(&counted)?;
-        }
+
         for (left, made) in remaining.iter_mut().zip(&counted.draws) {
             *left = left.saturating_sub(*made as u64);
         }
