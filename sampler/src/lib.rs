@@ -10,6 +10,7 @@ mod chain;
 pub mod diagnostics;
 mod dist;
 mod eval;
+pub mod growing;
 pub mod ir;
 mod linalg;
 mod lower;
