@@ -9,12 +9,27 @@
 //!    `g_chain` (below);
 //! 2. the hand-written library of `shaders/` (`math_f32.wgsl` or `math_f64.wgsl`,
 //!    `special.wgsl`, `density.wgsl`), loaded by `wgsl/library.rs` only;
-//! 3. the generated model, `fn g_logp_grad() -> T`: the CPU evaluator's forward and backward
-//!    sweeps, instruction by instruction (`wgsl/model.rs`, `wgsl/density.rs`), built with the
-//!    typed emitter of `wgsl/ast.rs`. It computes the same function as the CPU: the same
+//! 3. the model, `fn g_logp_grad() -> T`: the CPU evaluator's forward and backward sweeps.
+//!    With a private tape it is generated instruction by instruction (`wgsl/model.rs`,
+//!    `wgsl/density.rs`), built with the typed emitter of `wgsl/ast.rs`; with a storage tape
+//!    it calls the interpreter of `shaders/interp.wgsl`, which runs the program as a table
+//!    (`wgsl/interp.rs`). Either way it computes the same function as the CPU: the same
 //!    terms are dropped (dist.rs's rules), the same branches are taken, scalars broadcast the
 //!    same way. Only rounding differs;
 //! 4. the kernel, hand-written in `shaders/` (`logp_grad.wgsl` for [`KernelKind::LogpGrad`]).
+//!
+//! # Size
+//!
+//! What a driver compiles must stay small whatever the model: compile time grows faster than
+//! code (lavapipe took minutes for a few hundred instructions of straight-line code over a
+//! storage tape, and Mesa and LLVM unroll short loops of their own accord; measurements in
+//! `bench/journal.md`, 2026-11-28). So generated code is only for programs of at most
+//! [`PRIVATE_MAX_INSTS`] instructions, whose loops are unrolled up to a fixed number of
+//! statements (`wgsl/unroll.rs`), and beyond that every loop bound is made opaque to the driver
+//! (`+ g_zero`, a zero read from the index buffer); longer programs take a storage tape and the
+//! interpreter, whose WGSL is the same for every program. The module's size is thus bounded by
+//! a constant, and a compile-time budget ([`crate::DeviceOptions::compile_budget`]) guards the
+//! rest.
 //!
 //! Every generated identifier starts with `g_` (library ones with `sf_`, `dt_`, `dk_`, `lg_`),
 //! so none can be a WGSL reserved word. No name from the model is ever emitted. Programs are
@@ -30,9 +45,11 @@
 //!   offset: u32) -> T` and `fn g_set_grad_split(k: u32, offset: u32, len: u32, value: T)`,
 //!   which every lane of a chain calls together for its element `k` of a parameter vector
 //!   split across the lanes (see "Lanes"; `wgsl/ast.rs`'s `Hook` says exactly what they do);
-//! * set the private variable `g_chain` (which chain this invocation evaluates) before the
-//!   call: a storage tape is indexed by it;
-//! * bind group 0 to the model's data ([`DATA_BINDING`], [`INDEX_BINDING`]) and binding 0 of
+//! * call `g_stage_data(local)` first, in uniform control flow (it may stage the data in
+//!   workgroup memory, and it sets `g_zero`), and set the private variable `g_chain` (which
+//!   chain this invocation evaluates) before the call: a storage tape is indexed by it;
+//! * bind group 0 to the model's data ([`DATA_BINDING`], [`INDEX_BINDING`], as
+//!   [`device_data`] and [`device_indices`] lay them out) and binding 0 of
 //!   group 1 to a scratch buffer of [`storage_tape_values`] values when the tape is in
 //!   storage ([`SCRATCH_BINDING`]); its own bindings are group 1, bindings 1 and up.
 //!
@@ -59,16 +76,18 @@
 //! * [`TapePlacement::Storage`]: `2 * tape_len` values per chain in the scratch buffer, in
 //!   blocks of [`TAPE_BLOCK`] chains (value `k` of chain `c` at
 //!   `(c / 32) * 2 * tape_len * 32 + k * 32 + c % 32`, adjoints at `k >= tape_len`), so a
-//!   warp's accesses coalesce and each is a base plus a constant. Each adjoint is cleared when
-//!   its value is written, so there is no clearing pass. Any tape size, bounded by the device's
+//!   warp's accesses coalesce. The interpreter (`shaders/interp.wgsl`) runs these. Each
+//!   adjoint is cleared when its value is written, so there is no clearing pass. One
+//!   invocation per chain. Any tape size, bounded by the device's
 //!   largest storage binding: `storage_tape_values(program, n) * size_of::<T>()` bytes
 //!   (logistic, 1021 values: 65536 chains need 535 MB in f32, 1.07 GB in f64; the H100 binds
 //!   2 GiB, lavapipe 128 MiB).
 //!
-//! [`TapePlacement::choose`] picks private up to [`PRIVATE_TAPE_LEN_THRESHOLD`] values
-//! (eight schools, sv) and storage beyond (logistic, whose two 500-vectors make its tape long).
-//! On lavapipe a storage tape makes large programs slow to compile (every access is a
-//! per-lane gather): 20 to 30 s, once, for a program of 130 instructions, against 2 s private.
+//! [`TapePlacement::choose`] picks private up to [`PRIVATE_TAPE_LEN_THRESHOLD`] values and
+//! [`PRIVATE_MAX_INSTS`] instructions (eight schools, sv) and storage beyond (logistic, whose
+//! two 500-vectors make its tape long, and long programs). Generated code over a storage
+//! tape took lavapipe's LLVM time that grew faster than the program (every access is a
+//! per-lane gather); the interpreter's is the same for every program.
 //!
 //! # Model data
 //!
@@ -116,6 +135,7 @@ mod ast;
 mod check;
 mod cost;
 mod density;
+mod interp;
 mod layout;
 pub(crate) mod library;
 mod model;
@@ -123,7 +143,7 @@ mod split;
 mod tape;
 mod unroll;
 
-pub use layout::device_data;
+pub use interp::{device_data, device_indices};
 
 #[cfg(test)]
 mod tests;
@@ -181,6 +201,12 @@ pub enum TapePlacement {
 /// Tapes up to this many values go to [`TapePlacement::Private`] by default.
 pub const PRIVATE_TAPE_LEN_THRESHOLD: usize = 256;
 
+/// Programs of more instructions than this go to [`TapePlacement::Storage`] by default, and
+/// so to the interpreter, whatever their tape: generated code grows with the program, and the
+/// time drivers take to compile it faster (`bench/journal.md`, 2026-11-28). Below it, a
+/// private tape's generated code is the faster to run and, on lavapipe, to compile.
+pub const PRIVATE_MAX_INSTS: usize = 256;
+
 /// Chains per block of the storage tape layout: value `k` of chain `c` is at
 /// `(c / B) * (2 * tape_len * B) + k * B + c % B`, so the 32 chains of a warp touch 32
 /// neighbouring words, and every access of a chain is one base plus a compile-time constant
@@ -208,9 +234,13 @@ pub fn scratch_bytes(program: &Program, options: &ShaderOptions, n_chains: usize
 pub const MAX_PRIVATE_TAPE_LEN: usize = 1024;
 
 impl TapePlacement {
-    /// The default placement for `program`.
+    /// The default placement for `program`: private for a tape of at most
+    /// [`PRIVATE_TAPE_LEN_THRESHOLD`] values and at most [`PRIVATE_MAX_INSTS`] instructions,
+    /// else storage (interpreted: its kernels are the same size whatever the program).
     pub fn choose(program: &Program) -> TapePlacement {
-        if program.tape_len <= PRIVATE_TAPE_LEN_THRESHOLD {
+        if program.tape_len <= PRIVATE_TAPE_LEN_THRESHOLD
+            && program.insts.len() <= PRIVATE_MAX_INSTS
+        {
             TapePlacement::Private
         } else {
             TapePlacement::Storage
@@ -528,10 +558,17 @@ pub const SPLIT_MIN_PER_LANE: u32 = 3;
 /// (at most [`MAX_LANES`]), or half of it, whichever first splits a vector into at least
 /// [`SPLIT_MIN_PER_LANE`] elements per lane (the logistic model's 500 observations and the
 /// stochastic-volatility model's 100 log-volatilities take a whole NVIDIA subgroup), when
-/// the adapter has subgroup operations; else 1.
+/// the adapter has subgroup operations and the program has at most [`PRIVATE_MAX_INSTS`]
+/// instructions; else 1.
 pub fn choose_lanes(program: &Program, subgroup: bool, min_subgroup_size: u32) -> u32 {
     let largest = min_subgroup_size.min(MAX_LANES);
-    if !subgroup || largest < 2 || !largest.is_power_of_two() || check::check(program).is_err() {
+    // Split chains need a private tape, and so generated code: not for long programs.
+    if !subgroup
+        || largest < 2
+        || !largest.is_power_of_two()
+        || program.insts.len() > PRIVATE_MAX_INSTS
+        || check::check(program).is_err()
+    {
         return 1;
     }
     [largest, largest / 2]
@@ -847,6 +884,9 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
         Item::ConstU32(ModuleConst::TapeBlock, TAPE_BLOCK),
         Item::ConstU32(ModuleConst::Lanes, lanes),
         Item::ConstU32(ModuleConst::SplitTrips, plan.trips),
+        Item::ConstU32(ModuleConst::ZeroAt, interp::zero_at(program)),
+        Item::ConstU32(ModuleConst::CodeAt, interp::code_at(program)),
+        Item::ConstU32(ModuleConst::CodeLen, program.insts.len() as u32),
         storage(DATA_BINDING, Global::Data, Access::Read, Element::Real),
         storage(INDEX_BINDING, Global::Index, Access::Read, Element::U32),
         storage(
@@ -857,6 +897,7 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
         ),
         Item::PrivateU32(Global::Chain),
         Item::PrivateU32(Global::Lane),
+        Item::PrivateU32(Global::Zero),
         Item::Function(chain_of_function()),
         Item::Function(lane_sum_function(lanes)),
         Item::Function(lane_get_function(lanes)),
@@ -881,6 +922,21 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
     items.push(Item::Function(stage_data_function(
         program, options, &rows,
     )?));
+    if options.placement == TapePlacement::Storage {
+        // The interpreter: the same code for every program (`interp.rs`).
+        items.push(Item::Source(library::interp_library()));
+        items.push(Item::Function(Function {
+            name: Hook::LogpGrad,
+            params: Vec::new(),
+            ret: Some(Ty::Real),
+            body: vec![Stmt::Return(Expr::lib(
+                library::LibFn::InterpLogpGrad,
+                Vec::new(),
+            ))],
+        }));
+        return Ok(Module { items });
+    }
+    let split_trips = plan.trips;
     let tape = Tape::new(
         options.placement,
         options.data,
@@ -889,9 +945,7 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
         (!rows.is_empty()).then_some(rows),
     );
     let mut logp_grad = model::logp_grad_function(program, &tape);
-    if options.placement == TapePlacement::Private {
-        logp_grad.body = unroll::unroll(logp_grad.body);
-    }
+    logp_grad.body = unroll::bound(unroll::unroll(logp_grad.body), split_trips);
     items.push(Item::Function(logp_grad));
     Ok(Module { items })
 }
@@ -905,18 +959,22 @@ fn data_len(program: &Program) -> Result<u32, CodegenError> {
     })
 }
 
-/// `g_stage_data(local)`: with [`DataPlacement::Workgroup`], invocation `local` copies every
-/// `G_WORKGROUP_SIZE`-th value of `g_data` into `g_shared_data`, then all wait at a barrier.
-/// The loop runs the same rounds in every invocation (the bound is a constant), so the
-/// barrier stays in uniform control flow. Empty with [`DataPlacement::Storage`]. `rows`:
-/// the matrices staged row-major as `vec4`s ([`shared_rows`]).
+/// `g_stage_data(local)`: sets `g_zero` from the index buffer; with
+/// [`DataPlacement::Workgroup`], invocation `local` then copies every `G_WORKGROUP_SIZE`-th
+/// value of `g_data` into `g_shared_data`, and all wait at a barrier. The loop runs the same
+/// rounds in every invocation (the bound is a constant), so the barrier stays in uniform
+/// control flow. `rows`: the matrices staged row-major as `vec4`s ([`shared_rows`]).
 fn stage_data_function(
     program: &Program,
     options: &ShaderOptions,
     rows: &[MatrixRef],
 ) -> Result<Function, CodegenError> {
     let local = Ident::new("local");
-    let mut body = Vec::new();
+    // Before anything else: the zero that keeps loops from being unrolled (`unroll::bound`).
+    let mut body = vec![Stmt::Assign(
+        Expr::Global(Global::Zero),
+        Expr::Global(Global::Index).index(Expr::Const(ModuleConst::ZeroAt)),
+    )];
     if !rows.is_empty() {
         body.push(stage_quads(program, options, rows, &local)?);
         body.push(Stmt::Call(Expr::builtin(

@@ -262,7 +262,9 @@ impl ModelResources {
         precision: Precision,
     ) -> Result<ModelResources, GpuError> {
         let data = encode(crate::wgsl::device_data(&program).into_iter(), precision);
-        let index: &[u8] = bytemuck::cast_slice(&program.index);
+        // The `Gather` indices, then what the generated code reads besides (wgsl's interp.rs).
+        let indices = crate::wgsl::device_indices(&program);
+        let index: &[u8] = bytemuck::cast_slice(&indices);
         check_storage("the model's data", data.len() as u64, limits)?;
         check_storage("the model's indices", index.len() as u64, limits)?;
         scoped(device, "model upload", || {

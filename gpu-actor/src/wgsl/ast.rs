@@ -53,6 +53,9 @@ pub(crate) enum Global {
     /// This invocation's lane within its chain's group (`var<private> u32`, 0 with one
     /// invocation per chain), set by `g_chain_of`.
     Lane,
+    /// Zero, read from the index buffer by `g_stage_data` (`var<private> u32`): added to a
+    /// loop bound, it keeps drivers from unrolling the loop (`unroll.rs`'s `bound`).
+    Zero,
 }
 
 impl Global {
@@ -64,6 +67,7 @@ impl Global {
             Global::SharedData => "g_shared_data",
             Global::Chain => "g_chain",
             Global::Lane => "g_lane",
+            Global::Zero => "g_zero",
         }
     }
 }
@@ -83,6 +87,12 @@ pub(crate) enum ModuleConst {
     Lanes,
     /// Trips of the loop over each lane's elements of a fused split program (`split.rs`).
     SplitTrips,
+    /// Position in the index buffer of the zero word read into `g_zero` (`interp.rs`).
+    ZeroAt,
+    /// Position in the index buffer of the interpreter's table (`interp.rs`).
+    CodeAt,
+    /// Instructions in that table.
+    CodeLen,
 }
 
 impl ModuleConst {
@@ -94,6 +104,9 @@ impl ModuleConst {
             ModuleConst::TapeBlock => "G_TAPE_BLOCK",
             ModuleConst::Lanes => "G_LANES",
             ModuleConst::SplitTrips => "G_SPLIT_TRIPS",
+            ModuleConst::ZeroAt => "G_ZERO_AT",
+            ModuleConst::CodeAt => "G_CODE_AT",
+            ModuleConst::CodeLen => "G_CODE_LEN",
         }
     }
 }

@@ -10,7 +10,7 @@
 //! loop over leapfrog steps and step-size tries around the model's own loops, so on such a
 //! device their drivers bound both per dispatch ([`LoopBudget`]).
 
-use sampler::{DensityKind, Inst, Operand, Program};
+use sampler::{Inst, Operand, Program};
 
 /// The loop budget of one invocation on lavapipe.
 pub const SOFTWARE_LOOP_LIMIT: u64 = 65_535;
@@ -19,23 +19,13 @@ fn len(program: &Program, operand: Operand) -> u64 {
     program.len_of(operand) as u64
 }
 
-/// Loop iterations of the library's special functions per element of a density, forward and
-/// backward: `sf_lgamma` and `sf_digamma` shift their argument up to 10 one step at a time,
-/// and the normalisers call them two (gamma), four (Student-t) or six (beta) times.
-fn density_special_loops(kind: DensityKind) -> u64 {
-    let calls = match kind {
-        DensityKind::Gamma | DensityKind::InverseGamma => 2,
-        DensityKind::StudentT => 4,
-        DensityKind::Beta => 6,
-        _ => 0,
-    };
-    2 * 10 * calls
-}
-
 /// At least the loop iterations one call of the generated `g_logp_grad` takes: every
 /// instruction's element loops (forward and backward sweeps, at most four passes over its
-/// longest operand), a matrix-vector product's rows times columns, twice, and the special
-/// functions' loops of the densities that call them.
+/// longest operand) and a matrix-vector product's rows times columns, twice; and for the
+/// interpreter of a storage tape (`shaders/interp.wgsl`), four more per instruction: lavapipe
+/// counts a loop's exit as an iteration, and the interpreter passes one loop over the
+/// instructions and one over each instruction's elements in each sweep. The special
+/// functions (`sf_lgamma`, `sf_digamma`) have no loops: their shifts are written out.
 pub fn model_loop_iterations(program: &Program) -> u64 {
     let slot_len = |id: sampler::SlotId| u64::from(program.slot(id).len);
     program
@@ -56,12 +46,11 @@ pub fn model_loop_iterations(program: &Program) -> u64 {
                 2 * rows * cols + 4 * rows + 4 * cols
             }
             Inst::Gather { idx, .. } => 4 * u64::from(idx.len),
-            Inst::Density {
-                kind, x, len: n, ..
-            } => (4 + density_special_loops(kind)) * len(program, x).max(u64::from(n)),
+            Inst::Density { x, len: n, .. } => 4 * len(program, x).max(u64::from(n)),
             Inst::RandomWalk { x, .. } => 4 * len(program, x),
         })
         .sum::<u64>()
+        + 4 * program.insts.len() as u64
         + 16
 }
 

@@ -15,7 +15,7 @@ use super::tape::{Accumulator, Arg, Tape, accumulate};
 
 /// Which operand a part reads.
 #[derive(Clone, Copy, Debug)]
-enum Pos {
+pub(crate) enum Pos {
     X,
     P0,
     P1,
@@ -24,14 +24,14 @@ enum Pos {
 
 /// One part of a density.
 #[derive(Clone, Copy, Debug)]
-enum Part {
+pub(crate) enum Part {
     One(Pos, TermFn),
     Two(Pos, Pos, TermFn),
     Kernel,
 }
 
 /// The parts of each density, in dist.rs's order.
-fn parts(kind: DensityKind) -> &'static [Part] {
+pub(crate) fn parts(kind: DensityKind) -> &'static [Part] {
     use Part::{Kernel, One, Two};
     use Pos::{P0, P1, P2, X};
     use TermFn::*;

@@ -23,6 +23,7 @@ const NUTS: &str = include_str!("../../../shaders/nuts.wgsl");
 const NUTS_SEARCH: &str = include_str!("../../../shaders/nuts_search.wgsl");
 const FUSED: &str = include_str!("../../../shaders/fused.wgsl");
 const NUTS_MOMENTS: &str = include_str!("../../../shaders/nuts_moments.wgsl");
+const INTERP: &str = include_str!("../../../shaders/interp.wgsl");
 
 /// The library a generated model needs, in `precision`.
 pub(crate) fn model_library(precision: Precision) -> [&'static str; 3] {
@@ -31,6 +32,12 @@ pub(crate) fn model_library(precision: Precision) -> [&'static str; 3] {
         Precision::F64 => MATH_F64,
     };
     [math, SPECIAL, DENSITY]
+}
+
+/// The interpreter of programs whose tape lives in storage (`interp.rs`), after the model
+/// library.
+pub(crate) fn interp_library() -> &'static str {
+    INTERP
 }
 
 /// The hand-written files of `kernel`, after the model.
@@ -70,8 +77,9 @@ pub(crate) fn f64_builtins_source() -> &'static str {
 
 /// Every library file, for tests that check names against the text.
 #[cfg(test)]
-pub(crate) fn all_sources() -> [&'static str; 12] {
+pub(crate) fn all_sources() -> [&'static str; 13] {
     [
+        INTERP,
         MATH_F32,
         MATH_F64,
         SPECIAL,
@@ -102,6 +110,8 @@ pub(crate) enum LibFn {
     Nan,
     Term(TermFn),
     Kernel(DensityKind),
+    /// The interpreter's model function (`shaders/interp.wgsl`).
+    InterpLogpGrad,
 }
 
 /// The one- and two-parameter terms of the densities (`term1`/`term2` in dist.rs).
@@ -146,6 +156,7 @@ impl LibFn {
             LibFn::SignOrZero => "sf_sign_or_zero",
             LibFn::Inf => "sf_inf",
             LibFn::Nan => "sf_nan",
+            LibFn::InterpLogpGrad => "it_logp_grad",
             LibFn::Term(term) => match term {
                 TermFn::NegLogScale => "dt_neg_log_scale",
                 TermFn::LogRate => "dt_log_rate",

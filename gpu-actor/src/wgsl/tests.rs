@@ -8,6 +8,8 @@ use super::ast::real_literal;
 use super::library::{LibFn, TermFn, all_sources};
 use super::*;
 
+mod size;
+
 fn program() -> Program {
     let mut m = ModelBuilder::new("small");
     let y = m.data_vector("y", vec![0.5, -1.0, 2.0]);
@@ -117,11 +119,28 @@ fn every_term_function_is_used_by_some_density() {
     }
 }
 
-/// Names declared by the generated function (not the library): all prefixed `g_`.
+/// Names declared by the generated function (not the library): all prefixed `g_`. With a
+/// storage tape the function only calls the interpreter, whose names start with `it_`.
 #[test]
 fn generated_names_are_prefixed() {
     let program = program();
-    for placement in [TapePlacement::Private, TapePlacement::Storage] {
+    let text =
+        source(&program, &options(Precision::F32, TapePlacement::Storage)).expect("generates");
+    let start = text.find("fn g_logp_grad").expect("the model function");
+    assert!(text[start..].starts_with("fn g_logp_grad() -> T {\n    return it_logp_grad();\n}"));
+    for line in super::library::interp_library().lines() {
+        for keyword in ["fn ", "var<private> ", "const ", "struct "] {
+            if let Some(name) = line.strip_prefix(keyword) {
+                assert!(
+                    ["it_", "IT_", "It"]
+                        .iter()
+                        .any(|prefix| name.starts_with(prefix)),
+                    "unprefixed interpreter name: {line}"
+                );
+            }
+        }
+    }
+    for placement in [TapePlacement::Private] {
         let text = source(&program, &options(Precision::F32, placement)).expect("generates");
         let start = text.find("fn g_logp_grad").expect("the model function");
         let end = start + text[start..].find("\n}\n").expect("its end");
@@ -611,8 +630,9 @@ fn device_data_holds_product_matrices_column_major_and_the_rest_as_is() {
         _ => panic!("the regression has a product"),
     };
     assert_eq!(layout::column_major(&program), vec![matrix]);
+    // The program's data, then the interpreter's constants (interp.rs).
     let data = device_data(&program);
-    assert_eq!(data.len(), program.data.len());
+    assert!(data.len() >= program.data.len());
     let (rows, cols, offset) = (matrix.rows, matrix.cols, matrix.offset);
     for k in 0..program.data.len() as u32 {
         let inside = (offset..offset + rows * cols).contains(&k);
@@ -636,7 +656,7 @@ fn device_data_holds_product_matrices_column_major_and_the_rest_as_is() {
         }
     }
     assert!(layout::column_major(&shared).is_empty());
-    assert_eq!(device_data(&shared), shared.data);
+    assert_eq!(device_data(&shared)[..shared.data.len()], shared.data[..]);
 }
 
 #[test]

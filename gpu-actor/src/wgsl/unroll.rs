@@ -1,8 +1,15 @@
 //! Unrolling of the generated model's short loops: each iteration becomes a block with the
 //! loop index replaced by a literal, so that every index into a private tape is a constant
 //! and a GPU compiler can keep the tape in registers instead of per-thread memory.
+//!
+//! And the other side of it, [`bound`]: the loops left are unrolled by drivers too (Mesa's
+//! NIR unrolls every loop of up to 32 trips that indexes a function-local array, nested loops
+//! included; LLVM unrolls others), which put back the code the cap kept out: a model with two
+//! 20 x 20 products compiled for minutes on lavapipe. Where that could happen, every loop
+//! bound gets `g_zero` added, a zero read from a buffer that no compiler can fold, so the
+//! driver compiles the loops as written.
 
-use super::ast::{BinOp, Expr, Ident, Stmt};
+use super::ast::{BinOp, Expr, Global, Ident, ModuleConst, Stmt};
 
 /// Loops of at most this many iterations (a literal bound) are unrolled.
 pub(crate) const MAX_TRIP: u32 = 32;
@@ -42,6 +49,66 @@ fn unroll_one(stmt: &Stmt) -> Vec<Stmt> {
         )],
         Stmt::Block(body) => vec![Stmt::Block(unroll_all(body))],
         other => vec![other.clone()],
+    }
+}
+
+/// `body` as [`unroll`] left it, with `+ g_zero` added to every loop bound that a driver
+/// could unroll (a literal, or the fused loop's trips `split_trips`) when unrolling them all
+/// would give more than [`MAX_STATEMENTS`] statements; else `body` itself. So the driver
+/// compiles at most about [`MAX_STATEMENTS`] statements, or the loops as they are.
+pub(crate) fn bound(body: Vec<Stmt>, split_trips: u32) -> Vec<Stmt> {
+    if driver_count(&body, split_trips) <= MAX_STATEMENTS {
+        body
+    } else {
+        opaque_all(body)
+    }
+}
+
+/// The trips of a loop whose bound a compiler knows.
+fn known_trips(end: &Expr, split_trips: u32) -> Option<u32> {
+    match end {
+        Expr::U32(trips) => Some(*trips),
+        Expr::Const(ModuleConst::SplitTrips) => Some(split_trips),
+        _ => None,
+    }
+}
+
+/// Statements, nested ones included, with every loop of known trips unrolled.
+fn driver_count(stmts: &[Stmt], split_trips: u32) -> usize {
+    stmts
+        .iter()
+        .map(|stmt| match stmt {
+            Stmt::For(_, end, body) => {
+                let inner = driver_count(body, split_trips);
+                let trips = known_trips(end, split_trips).map_or(1, |t| t as usize);
+                1usize.saturating_add(trips.saturating_mul(inner))
+            }
+            Stmt::Block(body) => 1usize.saturating_add(driver_count(body, split_trips)),
+            Stmt::If(_, then, otherwise) => 1usize
+                .saturating_add(driver_count(then, split_trips))
+                .saturating_add(driver_count(otherwise, split_trips)),
+            _ => 1,
+        })
+        .fold(0usize, usize::saturating_add)
+}
+
+fn opaque_all(stmts: Vec<Stmt>) -> Vec<Stmt> {
+    stmts.into_iter().map(opaque_one).collect()
+}
+
+fn opaque_one(stmt: Stmt) -> Stmt {
+    match stmt {
+        Stmt::For(var, end, body) => {
+            let end = if known_trips(&end, 0).is_some() {
+                end + Expr::Global(Global::Zero)
+            } else {
+                end
+            };
+            Stmt::For(var, end, opaque_all(body))
+        }
+        Stmt::If(cond, then, otherwise) => Stmt::If(cond, opaque_all(then), opaque_all(otherwise)),
+        Stmt::Block(body) => Stmt::Block(opaque_all(body)),
+        other => other,
     }
 }
 
@@ -180,6 +247,36 @@ mod tests {
         let out = substitute_all(&body, &i(), 5);
         assert_eq!(out[0], Stmt::let_(&x, Expr::U32(5)));
         assert_eq!(out[2], Stmt::let_(&x, Expr::local(&i())));
+    }
+
+    #[test]
+    fn loops_that_would_unroll_past_the_cap_get_opaque_bounds() {
+        let zero = || Expr::Global(Global::Zero);
+        // 20 x 300 trips of one statement: over the cap once unrolled, so every literal bound
+        // gets g_zero; a bound already opaque is left alone.
+        let inner = Stmt::for_(&Ident::new("c"), Expr::U32(20), vec![loop_of(300)]);
+        let dynamic = Stmt::For(i(), Expr::local(&Ident::new("n")), Vec::new());
+        let out = bound(vec![inner, dynamic.clone()], 0);
+        let Stmt::For(_, end, body) = &out[0] else {
+            panic!("not a loop: {:?}", out[0]);
+        };
+        assert_eq!(*end, Expr::U32(20) + zero());
+        let Stmt::For(_, end, _) = &body[0] else {
+            panic!("not a loop: {body:?}");
+        };
+        assert_eq!(*end, Expr::U32(300) + zero());
+        assert_eq!(out[1], dynamic);
+        // Small enough to unroll whole: left to the driver.
+        let small = vec![loop_of(40)];
+        assert_eq!(bound(small.clone(), 0), small);
+        // The fused loop's trips count too.
+        let fused = vec![Stmt::For(
+            i(),
+            Expr::Const(ModuleConst::SplitTrips),
+            vec![loop_of(100)],
+        )];
+        assert_eq!(bound(fused.clone(), 2), fused);
+        assert_ne!(bound(fused.clone(), 100), fused);
     }
 
     #[test]
