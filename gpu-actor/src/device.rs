@@ -47,7 +47,7 @@ use worker::{Command, Worker};
 pub use adapters::{
     AdapterFeatures, AdapterLimits, AdapterReport, DeviceKind, DeviceMemory, enumerate_adapters,
 };
-pub use pipelines::PipelineKey;
+pub use pipelines::{CompileStage, PipelineKey};
 pub use probe::F64BuiltinCheck;
 pub use rng_check::RngSamples;
 
@@ -75,7 +75,15 @@ pub struct DeviceOptions {
     /// [`GpuError::Timeout`] (a watchdog: the device stays usable). lavapipe compiles each new
     /// pipeline on its first dispatch, which can take a second or more.
     pub poll_timeout: Duration,
+    /// Longest time a new kernel may take to build, creation and first dispatch together
+    /// (drivers compile at either), before the request fails with
+    /// [`GpuError::CompileBudget`]. Generated code is bounded in size, so this only catches
+    /// a driver that is slow beyond reason; `Duration::MAX` waits for ever.
+    pub compile_budget: Duration,
 }
+
+/// [`DeviceOptions::compile_budget`] by default.
+pub const DEFAULT_COMPILE_BUDGET: Duration = Duration::from_secs(20);
 
 impl Default for DeviceOptions {
     fn default() -> DeviceOptions {
@@ -83,6 +91,7 @@ impl Default for DeviceOptions {
             adapter: AdapterChoice::Best,
             allow_software: true,
             poll_timeout: Duration::from_secs(60),
+            compile_budget: DEFAULT_COMPILE_BUDGET,
         }
     }
 }

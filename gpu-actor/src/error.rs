@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::device::{ModelKey, PipelineKey};
+use crate::device::{CompileStage, ModelKey, PipelineKey};
 use crate::wgsl::{CodegenError, LoopLimitExceeded};
 
 /// Why a GPU operation failed.
@@ -61,6 +61,21 @@ pub enum GpuError {
         key: PipelineKey,
         /// wgpu's message.
         message: String,
+    },
+    /// Building a kernel took longer than [`crate::DeviceOptions::compile_budget`]. The
+    /// request fails; the compilation goes on in the background (see [`CompileStage`] for
+    /// what that leaves behind). The model runs on the CPU instead
+    /// ([`GpuError::model_unsupported`]).
+    #[error(
+        "compiling GPU kernel {key} took longer than the compile budget of {budget:?} ({stage})"
+    )]
+    CompileBudget {
+        /// The pipeline: its model, kernel and shader options.
+        key: PipelineKey,
+        /// The budget it outlasted.
+        budget: Duration,
+        /// Where it was when the budget ran out.
+        stage: CompileStage,
     },
     /// A request names a model that was not uploaded to this device.
     #[error("model {model} is not loaded on this GPU device; upload it first")]
@@ -168,8 +183,12 @@ pub enum GpuError {
 
 impl GpuError {
     /// Whether the model cannot run on this adapter, though it runs on the CPU: a caller that
-    /// may choose runs it there instead, with this error's message as the reason.
+    /// may choose runs it there instead, with this error's message as the reason. So does a
+    /// model whose kernels this adapter did not compile within the budget.
     pub fn model_unsupported(&self) -> bool {
-        matches!(self, GpuError::LoopLimit { .. })
+        matches!(
+            self,
+            GpuError::LoopLimit { .. } | GpuError::CompileBudget { .. }
+        )
     }
 }

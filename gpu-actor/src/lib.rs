@@ -22,9 +22,10 @@ pub use actor::{
     SampleOutput, SupervisorReport, WorkerId, WorkerState, WorkerStatus,
 };
 pub use device::{
-    AdapterChoice, AdapterFeatures, AdapterLimits, AdapterReport, DeviceKind, DeviceMemory,
-    DeviceOptions, DeviceStats, F64BuiltinCheck, Fault, GpuDevice, LogpGradBatch, LogpGradRequest,
-    ModelKey, PipelineKey, RngSamples, enumerate_adapters,
+    AdapterChoice, AdapterFeatures, AdapterLimits, AdapterReport, CompileStage,
+    DEFAULT_COMPILE_BUDGET, DeviceKind, DeviceMemory, DeviceOptions, DeviceStats, F64BuiltinCheck,
+    Fault, GpuDevice, LogpGradBatch, LogpGradRequest, ModelKey, PipelineKey, RngSamples,
+    enumerate_adapters,
 };
 pub use error::GpuError;
 pub use kernels::{normal_pair, philox4x32_10, uniform24, uniform53};

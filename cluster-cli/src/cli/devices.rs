@@ -90,6 +90,7 @@ fn open(adapter: &AdapterReport) -> anyhow::Result<GpuDevice> {
         adapter: AdapterChoice::Index(adapter.index),
         allow_software: true,
         poll_timeout: Duration::from_secs(300),
+        ..DeviceOptions::default()
     })?)
 }
 

@@ -4,7 +4,8 @@
 //! With `--device gpu` the command starts a [`GpuSupervisor`] (one worker per usable
 //! adapter) on a tokio runtime and sends it one job with every chain; without a usable
 //! adapter the supervisor samples on the CPU, and the command says so in one warning line.
-//! Ctrl-C cancels the job (a second one exits at once).
+//! So does a model whose GPU kernel does not compile within `--compile-budget`
+//! (`GpuError::CompileBudget`). Ctrl-C cancels the job (a second one exits at once).
 
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -92,6 +93,10 @@ struct GpuArgs {
     /// sample on the CPU.
     #[arg(long)]
     no_software_gpu: bool,
+    /// Longest time in seconds one GPU kernel may take to compile; past it the chains run on
+    /// the CPU [default: 20].
+    #[arg(long, value_name = "SECONDS")]
+    compile_budget: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -112,6 +117,19 @@ impl GpuArgs {
             || self.per_dispatch.is_some()
             || self.precision.is_some()
             || self.no_software_gpu
+            || self.compile_budget.is_some()
+    }
+
+    /// `--compile-budget`, checked.
+    fn compile_budget(&self) -> anyhow::Result<Duration> {
+        match self.compile_budget {
+            None => Ok(gpu_actor::DEFAULT_COMPILE_BUDGET),
+            Some(seconds) => Duration::try_from_secs_f64(seconds).map_err(|_| {
+                anyhow::anyhow!(
+                    "--compile-budget must be a number of seconds, at least 0, not {seconds}"
+                )
+            }),
+        }
     }
 
     fn kernel(&self) -> GpuKernel {
@@ -162,7 +180,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     anyhow::ensure!(args.chains > 0, "--chains must be at least 1");
     anyhow::ensure!(
         args.device == Some(Device::Gpu) || !args.gpu.given(),
-        "--kernel, --per-dispatch, --precision and --no-software-gpu need --device gpu"
+        "--kernel, --per-dispatch, --precision, --no-software-gpu and --compile-budget need --device gpu"
     );
     anyhow::ensure!(
         args.gpu.per_dispatch != Some(0),
@@ -265,6 +283,7 @@ fn sample_on_gpu(
     };
     let supervisor_args = GpuSupervisorArgs {
         allow_software: !args.gpu.no_software_gpu,
+        compile_budget: args.gpu.compile_budget()?,
         ..GpuSupervisorArgs::default()
     };
     let name = model.name().to_owned();

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::error::GpuActorError;
 use super::job::{CancelToken, JobId, RanOn, SampleJob, SampleOutput};
 use super::policy::{RestartHistory, RestartPolicy};
-use super::worker::{GpuWorker, GpuWorkerArgs, GpuWorkerMsg};
+use super::worker::{GpuWorker, GpuWorkerArgs, GpuWorkerMsg, WorkerFailure};
 use super::{WorkerId, cpu};
 use crate::device::{AdapterReport, DeviceStats, Fault, enumerate_adapters};
 use crate::error::GpuError;
@@ -57,6 +57,8 @@ pub struct GpuSupervisorArgs {
     pub allow_software: bool,
     /// Longest wait for one GPU submission ([`crate::DeviceOptions::poll_timeout`]).
     pub poll_timeout: Duration,
+    /// Longest build of a kernel ([`crate::DeviceOptions::compile_budget`]).
+    pub compile_budget: Duration,
     /// Longest wait for the adapter list and for a device to open.
     pub open_timeout: Duration,
     /// Restarts and backoff.
@@ -69,6 +71,7 @@ impl Default for GpuSupervisorArgs {
             adapters: AdapterSelection::All,
             allow_software: true,
             poll_timeout: crate::DeviceOptions::default().poll_timeout,
+            compile_budget: crate::DeviceOptions::default().compile_budget,
             open_timeout: Duration::from_secs(30),
             policy: RestartPolicy::default(),
         }
@@ -392,11 +395,21 @@ impl Actor for GpuSupervisor {
     ) -> Result<(), ActorProcessingErr> {
         match event {
             SupervisionEvent::ActorFailed(cell, error) => {
-                worker_exited(&myself, state, cell.get_id(), error.to_string()).await
+                let handed_back = error
+                    .downcast_ref::<WorkerFailure>()
+                    .is_some_and(|failure| failure.handed_back);
+                worker_exited(
+                    &myself,
+                    state,
+                    cell.get_id(),
+                    error.to_string(),
+                    handed_back,
+                )
+                .await
             }
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
                 let reason = reason.unwrap_or_else(|| "stopped".to_owned());
-                worker_exited(&myself, state, cell.get_id(), reason).await
+                worker_exited(&myself, state, cell.get_id(), reason, false).await
             }
             _ => Ok(()),
         }
@@ -482,6 +495,7 @@ async fn start_worker(
             adapter.index,
             args.allow_software,
             args.poll_timeout,
+            args.compile_budget,
         ),
         open_timeout: args.open_timeout,
         supervisor: myself.clone(),
@@ -824,13 +838,15 @@ fn inject_fault(
     let _ = reply.send(Err(GpuActorError::NoWorker { worker }));
 }
 
-/// A worker exited: its caller gets an error, and it is restarted after its backoff (or the
-/// supervisor gives up).
+/// A worker exited: its caller gets an error, unless the worker `handed_back` its job first
+/// (the job then waits for its `JobRefused`, which runs it on the CPU), and it is restarted
+/// after its backoff (or the supervisor gives up).
 async fn worker_exited(
     myself: &ActorRef<GpuSupervisorMsg>,
     state: &mut GpuSupervisorState,
     actor: ActorId,
     reason: String,
+    handed_back: bool,
 ) -> Result<(), ActorProcessingErr> {
     let Some(index) = state
         .workers
@@ -846,7 +862,10 @@ async fn worker_exited(
         _ => None,
     };
     slot.last_failure = Some(reason.clone());
-    if let Some(running) = job.and_then(|job| state.running.remove(&job)) {
+    if let Some(running) = job
+        .filter(|_| !handed_back)
+        .and_then(|job| state.running.remove(&job))
+    {
         let _ = running.reply.send(Err(GpuActorError::WorkerFailed {
             worker: slot.id,
             adapter: slot.adapter.name.clone(),

@@ -2,9 +2,11 @@
 //! a time on a blocking thread so that it keeps answering messages meanwhile.
 //!
 //! A worker fails (and its supervisor restarts it with a new device) when it sees that its
-//! device is unusable: [`GpuError::WorkerGone`] (the device thread panicked) or
-//! [`GpuError::DeviceLost`], from a job or from an injected fault, or when the driver panics
-//! on the job's thread. Any other error fails the job only.
+//! device is unusable: [`GpuError::WorkerGone`] (the device thread panicked),
+//! [`GpuError::DeviceLost`], or a [`GpuError::CompileBudget`] spent in a first dispatch (the
+//! device's queue is busy compiling until the driver is done: see [`CompileStage`]), from a
+//! job or from an injected fault, or when the driver panics on the job's thread. Any other
+//! error fails the job only.
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -20,7 +22,7 @@ use super::WorkerId;
 use super::error::GpuActorError;
 use super::job::{CancelToken, JobId, JobObserver, SampleJob};
 use super::supervisor::{GpuSupervisorMsg, Internal, SupervisorEvent};
-use crate::device::{AdapterChoice, DeviceOptions, DeviceStats, Fault, GpuDevice};
+use crate::device::{AdapterChoice, CompileStage, DeviceOptions, DeviceStats, Fault, GpuDevice};
 use crate::error::GpuError;
 use crate::sampling::sample_on_device;
 
@@ -104,14 +106,36 @@ pub(super) enum JobFailure {
     Unsupported(GpuError, Box<SampleJob>),
 }
 
-/// The worker's own failure: the reason its supervisor logs and gives the caller.
+/// The worker's own failure: the reason its supervisor logs and gives the caller, unless
+/// the worker handed its job back before failing (the supervisor may see the failure before
+/// the job, and must leave the job to it then).
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct WorkerFailure(String);
+#[error("{reason}")]
+pub(super) struct WorkerFailure {
+    reason: String,
+    pub(super) handed_back: bool,
+}
+
+impl WorkerFailure {
+    fn new(reason: String) -> WorkerFailure {
+        WorkerFailure {
+            reason,
+            handed_back: false,
+        }
+    }
+}
 
 /// Whether the device can no longer be used after `error`.
 fn is_fatal(error: &GpuError) -> bool {
-    matches!(error, GpuError::WorkerGone | GpuError::DeviceLost { .. })
+    matches!(
+        error,
+        GpuError::WorkerGone
+            | GpuError::DeviceLost { .. }
+            | GpuError::CompileBudget {
+                stage: CompileStage::FirstDispatch,
+                ..
+            }
+    )
 }
 
 impl Actor for GpuWorker {
@@ -202,11 +226,13 @@ impl GpuWorkerArgs {
         index: usize,
         allow_software: bool,
         poll_timeout: Duration,
+        compile_budget: Duration,
     ) -> DeviceOptions {
         DeviceOptions {
             adapter: AdapterChoice::Index(index),
             allow_software,
             poll_timeout,
+            compile_budget,
         }
     }
 }
@@ -268,15 +294,31 @@ fn finished(
     drop(running);
     let adapter = adapter_name(state);
     if let Err(JobFailure::Unsupported(error, job)) = result {
+        let reason = error.to_string();
+        if is_fatal(&error) {
+            // Before the job comes back, so that no other job is sent here meanwhile.
+            let failing = SupervisorEvent::Failing(state.id);
+            let _ = state
+                .supervisor
+                .cast(GpuSupervisorMsg::Internal(Internal(failing)));
+        }
         let event = SupervisorEvent::JobRefused {
             worker: state.id,
             job: id,
             sample_job: job,
-            reason: error.to_string(),
+            reason: reason.clone(),
         };
         let _ = state
             .supervisor
             .cast(GpuSupervisorMsg::Internal(Internal(event)));
+        // A compile budget spent in a first dispatch leaves the device busy compiling.
+        if is_fatal(&error) {
+            return Err(WorkerFailure {
+                reason,
+                handed_back: true,
+            }
+            .into());
+        }
         return Ok(());
     }
     let (result, failure) = match result {
@@ -325,7 +367,7 @@ fn finished(
         .supervisor
         .cast(GpuSupervisorMsg::Internal(Internal(event)));
     match failure {
-        Some(reason) => Err(WorkerFailure(reason).into()),
+        Some(reason) => Err(WorkerFailure::new(reason).into()),
         None => Ok(()),
     }
 }
@@ -373,7 +415,7 @@ async fn inject_fault(
                 Some(reason) => reason,
                 None => format!("injected fault {fault:?}"),
             };
-            Err(WorkerFailure(reason).into())
+            Err(WorkerFailure::new(reason).into())
         }
         Err(error) => {
             let _ = reply.send(Err(error));

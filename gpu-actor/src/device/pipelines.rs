@@ -1,9 +1,22 @@
-//! The pipeline cache: compiled kernels under a typed [`PipelineKey`], built on a miss, and the
-//! bind group layouts every kernel of a kind shares.
+//! The pipeline cache: compiled kernels under a typed [`PipelineKey`], built on a miss within
+//! a compile budget, and the bind group layouts every kernel of a kind shares.
+//!
+//! # The compile budget
+//!
+//! `wgpu::Device::create_compute_pipeline` blocks until the driver has compiled the kernel, and
+//! cannot be interrupted. So a build runs on a thread of its own, and the device thread waits
+//! for it at most the budget ([`crate::DeviceOptions::compile_budget`]); past it the request
+//! fails with [`GpuError::CompileBudget`] and the device thread goes on serving requests. The
+//! build is not abandoned: it goes on and its result is kept for the next request of the
+//! same pipeline, which waits for it again within its own budget instead of compiling twice.
+//! Drivers that compile at a pipeline's first dispatch instead (lavapipe) are caught by the
+//! worker's first dispatch of every new pipeline (`Worker::pipeline`), which has what is
+//! left of the budget ([`CompileStage`]).
 
 use std::collections::HashMap;
-use std::collections::hash_map::Entry;
 use std::fmt;
+use std::sync::mpsc;
+use std::time::Duration;
 
 use sampler::{ModelHash, Program};
 
@@ -75,45 +88,51 @@ fn storage(binding: Binding, read_only: bool) -> wgpu::BindGroupLayoutEntry {
     buffer_entry(binding, wgpu::BufferBindingType::Storage { read_only })
 }
 
+/// Group 1 of each kernel kind.
+fn kernel_group_entries(kernel: KernelKind) -> Vec<wgpu::BindGroupLayoutEntry> {
+    let uniform = |binding| buffer_entry(binding, wgpu::BufferBindingType::Uniform);
+    match kernel {
+        KernelKind::LogpGrad => vec![
+            storage(SCRATCH_BINDING, false),
+            uniform(LOGP_GRAD_PARAMS_BINDING),
+            storage(LOGP_GRAD_THETA_BINDING, true),
+            storage(LOGP_GRAD_LOGP_BINDING, false),
+            storage(LOGP_GRAD_GRAD_BINDING, false),
+        ],
+        KernelKind::Nuts | KernelKind::NutsSearch => vec![
+            storage(SCRATCH_BINDING, false),
+            uniform(NUTS_PARAMS_BINDING),
+            storage(NUTS_CONSTS_BINDING, true),
+            storage(NUTS_VEC_BINDING, false),
+            storage(NUTS_CKPT_BINDING, false),
+            storage(NUTS_UINT_BINDING, false),
+            storage(NUTS_OUT_BINDING, false),
+        ],
+        KernelKind::Fused => vec![
+            storage(SCRATCH_BINDING, false),
+            uniform(FUSED_PARAMS_BINDING),
+            storage(FUSED_CONSTS_BINDING, true),
+            storage(FUSED_STATE_BINDING, false),
+            storage(FUSED_OUT_BINDING, false),
+        ],
+    }
+}
+
 impl Layouts {
     pub(crate) fn new(device: &wgpu::Device) -> Layouts {
         let model = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("model data"),
             entries: &[storage(DATA_BINDING, true), storage(INDEX_BINDING, true)],
         });
-        let logp_grad = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("logp_grad batch"),
-            entries: &[
-                storage(SCRATCH_BINDING, false),
-                buffer_entry(LOGP_GRAD_PARAMS_BINDING, wgpu::BufferBindingType::Uniform),
-                storage(LOGP_GRAD_THETA_BINDING, true),
-                storage(LOGP_GRAD_LOGP_BINDING, false),
-                storage(LOGP_GRAD_GRAD_BINDING, false),
-            ],
-        });
-        let uniform = |binding| buffer_entry(binding, wgpu::BufferBindingType::Uniform);
-        let nuts = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("nuts chains"),
-            entries: &[
-                storage(SCRATCH_BINDING, false),
-                uniform(NUTS_PARAMS_BINDING),
-                storage(NUTS_CONSTS_BINDING, true),
-                storage(NUTS_VEC_BINDING, false),
-                storage(NUTS_CKPT_BINDING, false),
-                storage(NUTS_UINT_BINDING, false),
-                storage(NUTS_OUT_BINDING, false),
-            ],
-        });
-        let fused = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("fused chains"),
-            entries: &[
-                storage(SCRATCH_BINDING, false),
-                uniform(FUSED_PARAMS_BINDING),
-                storage(FUSED_CONSTS_BINDING, true),
-                storage(FUSED_STATE_BINDING, false),
-                storage(FUSED_OUT_BINDING, false),
-            ],
-        });
+        let group = |label, kernel| {
+            device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(label),
+                entries: &kernel_group_entries(kernel),
+            })
+        };
+        let logp_grad = group("logp_grad batch", KernelKind::LogpGrad);
+        let nuts = group("nuts chains", KernelKind::Nuts);
+        let fused = group("fused chains", KernelKind::Fused);
         let pipeline_layout = |label, kernel_group: &wgpu::BindGroupLayout| {
             device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
                 label: Some(label),
@@ -135,6 +154,15 @@ impl Layouts {
         }
     }
 
+    /// Group 1's layout of `kernel`.
+    fn kernel_group(&self, kernel: KernelKind) -> &wgpu::BindGroupLayout {
+        match kernel {
+            KernelKind::LogpGrad => &self.logp_grad,
+            KernelKind::Nuts | KernelKind::NutsSearch => &self.nuts,
+            KernelKind::Fused => &self.fused,
+        }
+    }
+
     fn pipeline_layout(&self, kernel: KernelKind) -> &wgpu::PipelineLayout {
         match kernel {
             KernelKind::LogpGrad => &self.logp_grad_pipeline,
@@ -144,58 +172,141 @@ impl Layouts {
     }
 }
 
+/// Where a kernel's build was when the compile budget ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompileStage {
+    /// In `create_compute_pipeline`, on a thread of its own: the device and its queue stay
+    /// usable, the compilation goes on in the background, and a later request of the same
+    /// pipeline takes its result.
+    Creation,
+    /// In the pipeline's first dispatch, which drivers that compile lazily (lavapipe) spend
+    /// compiling: the device's queue is busy until the compilation ends, so the device is
+    /// treated as lost (its worker restarts with a new one; the old one is left to finish).
+    FirstDispatch,
+}
+
+impl fmt::Display for CompileStage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CompileStage::Creation => "creating the pipeline",
+            CompileStage::FirstDispatch => "compiling at the first dispatch",
+        })
+    }
+}
+
+/// A build's outcome, sent by its thread.
+type BuildResult = Result<wgpu::ComputePipeline, GpuError>;
+
 /// Compiled pipelines by key, with hit and miss counts.
 #[derive(Default)]
 pub(crate) struct PipelineCache {
     pipelines: HashMap<PipelineKey, wgpu::ComputePipeline>,
+    /// Builds that outlasted the budget, still running on their threads.
+    pending: HashMap<PipelineKey, mpsc::Receiver<BuildResult>>,
     pub compiled: u64,
     pub hits: u64,
 }
 
 impl PipelineCache {
-    /// The pipeline for `key`, generating and compiling it on a miss. Shader and pipeline
-    /// creation run inside error scopes, so a bad shader is an error value, never a panic.
+    /// The pipeline for `key` and whether it was built now, generating and compiling it on a
+    /// miss (or waiting for a build that outlasted an earlier budget), for at most `budget`.
+    /// Shader and pipeline creation run inside error scopes, so a bad shader is an error
+    /// value, never a panic.
     pub(crate) fn get_or_build(
         &mut self,
         device: &wgpu::Device,
         layouts: &Layouts,
         program: &Program,
         key: PipelineKey,
-    ) -> Result<&wgpu::ComputePipeline, GpuError> {
-        match self.pipelines.entry(key) {
-            Entry::Occupied(entry) => {
-                self.hits += 1;
-                Ok(entry.into_mut())
-            }
-            Entry::Vacant(entry) => {
-                let pipeline = build(device, layouts, program, key)?;
+        budget: Duration,
+    ) -> Result<(wgpu::ComputePipeline, bool), GpuError> {
+        if let Some(pipeline) = self.pipelines.get(&key) {
+            self.hits += 1;
+            return Ok((pipeline.clone(), false));
+        }
+        let build = match self.pending.remove(&key) {
+            Some(build) => build,
+            None => spawn_build(device, layouts, program, key)?,
+        };
+        // A zero budget waits for nothing: only a build already done is taken.
+        let received = if budget.is_zero() {
+            build.try_recv().map_err(|err| match err {
+                mpsc::TryRecvError::Empty => mpsc::RecvTimeoutError::Timeout,
+                mpsc::TryRecvError::Disconnected => mpsc::RecvTimeoutError::Disconnected,
+            })
+        } else {
+            build.recv_timeout(budget)
+        };
+        match received {
+            Ok(result) => {
+                let pipeline = result?;
                 self.compiled += 1;
-                Ok(entry.insert(pipeline))
+                self.pipelines.insert(key, pipeline.clone());
+                Ok((pipeline, true))
             }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                tracing::warn!(pipeline = %key, ?budget, "a pipeline outlasted the compile budget; it goes on compiling in the background");
+                self.pending.insert(key, build);
+                Err(GpuError::CompileBudget {
+                    key,
+                    budget,
+                    stage: CompileStage::Creation,
+                })
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(GpuError::Pipeline {
+                key,
+                message: "the thread that compiled it panicked".into(),
+            }),
         }
     }
 
-    /// Drops every pipeline of `model` in `precision`.
+    /// Drops every pipeline of `model` in `precision` (builds still running finish on their
+    /// own and are dropped).
     pub(crate) fn remove_model(&mut self, model: ModelHash, precision: Precision) {
-        self.pipelines
-            .retain(|key, _| key.model != model || key.options.precision != precision);
+        let other = |key: &PipelineKey| key.model != model || key.options.precision != precision;
+        self.pipelines.retain(|key, _| other(key));
+        self.pending.retain(|key, _| other(key));
     }
 }
 
-fn build(
+/// Generates `key`'s WGSL here and compiles it on a new thread, which sends the result.
+fn spawn_build(
     device: &wgpu::Device,
     layouts: &Layouts,
     program: &Program,
     key: PipelineKey,
-) -> Result<wgpu::ComputePipeline, GpuError> {
+) -> Result<mpsc::Receiver<BuildResult>, GpuError> {
     let source = wgsl::kernel_source(program, key.kernel, &key.options)?;
+    let device = device.clone();
+    let layout = layouts.pipeline_layout(key.kernel).clone();
+    let (sender, receiver) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("gpu-compile".into())
+        .spawn(move || {
+            // The receiver may be gone (the device thread stopped): nothing to do then.
+            let _ = sender.send(build(&device, &layout, source, key));
+        })
+        .map_err(|err| GpuError::Spawn {
+            message: err.to_string(),
+        })?;
+    Ok(receiver)
+}
+
+/// Creates `key`'s pipeline from `source`. Runs on a build thread; error scopes belong to the
+/// thread that pushes them, so the device thread's requests see none of its errors.
+fn build(
+    device: &wgpu::Device,
+    layout: &wgpu::PipelineLayout,
+    source: String,
+    key: PipelineKey,
+) -> BuildResult {
     let started = std::time::Instant::now();
     let label = key.to_string();
     let pipeline = scoped(device, "pipeline creation", || {
         let module = shader_module(device, &label, source, key.options.checks);
         device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
             label: Some(&label),
-            layout: Some(layouts.pipeline_layout(key.kernel)),
+            layout: Some(layout),
             module: &module,
             entry_point: Some(key.kernel.entry_point()),
             compilation_options: wgpu::PipelineCompilationOptions::default(),
@@ -208,6 +319,43 @@ fn build(
     })?;
     tracing::debug!(pipeline = %key, elapsed = ?started.elapsed(), "compiled a pipeline");
     Ok(pipeline)
+}
+
+/// Bytes of each buffer of [`probe_group`]: more than any kernel's uniform parameters.
+const PROBE_BUFFER_BYTES: u64 = 4096;
+
+/// Group 1 for a dispatch of `kernel` over no chains: zeroed buffers (so `n_chains` is 0 and
+/// every invocation returns after `g_stage_data`), one per binding.
+pub(crate) fn probe_group(
+    device: &wgpu::Device,
+    layouts: &Layouts,
+    kernel: KernelKind,
+) -> wgpu::BindGroup {
+    let entries = kernel_group_entries(kernel);
+    let buffers: Vec<wgpu::Buffer> = entries
+        .iter()
+        .map(|_| {
+            device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("first dispatch"),
+                size: PROBE_BUFFER_BYTES,
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::UNIFORM,
+                mapped_at_creation: false,
+            })
+        })
+        .collect();
+    let bindings: Vec<wgpu::BindGroupEntry> = entries
+        .iter()
+        .zip(&buffers)
+        .map(|(entry, buffer)| wgpu::BindGroupEntry {
+            binding: entry.binding,
+            resource: buffer.as_entire_binding(),
+        })
+        .collect();
+    device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("first dispatch"),
+        layout: layouts.kernel_group(kernel),
+        entries: &bindings,
+    })
 }
 
 /// The warmup moments kernel in `precision` (`shaders/nuts_moments.wgsl`): one per worker and

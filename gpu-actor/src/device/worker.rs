@@ -9,7 +9,7 @@ use sampler::CheckedModel;
 use super::adapters::{AdapterReport, sorted_adapters, vulkan_instance};
 use super::fused::{FusedCommand, FusedReply, FusedSession};
 use super::nuts::{NutsCommand, NutsReply, NutsSession, SessionId};
-use super::pipelines::{Layouts, PipelineCache, PipelineKey};
+use super::pipelines::{self, CompileStage, Layouts, PipelineCache, PipelineKey};
 use super::probe::{self, F64BuiltinCheck};
 use super::resources::{LogpGradWorkspace, ModelResources, StagingPool, decode, encode};
 use super::rng_check::{self, RngSamples};
@@ -97,6 +97,10 @@ pub(crate) struct Worker {
     default_checks: IndexChecks,
     pub(super) limits: wgpu::Limits,
     poll_timeout: Duration,
+    compile_budget: Duration,
+    /// A first dispatch outlasted the compile budget: the driver's queue is still compiling
+    /// it, so dropping the device would wait for that (see `run`).
+    compiling: bool,
     events: mpsc::Receiver<DeviceEvent>,
     lost: Option<String>,
     pub(super) stats: DeviceStats,
@@ -169,7 +173,10 @@ impl Worker {
         Ok((program, options))
     }
 
-    /// The cached pipeline of `kernel` over a loaded model's `program`, built on first use.
+    /// The cached pipeline of `kernel` over a loaded model's `program`, built on first use
+    /// within the compile budget: its creation (`PipelineCache::get_or_build`), then a
+    /// dispatch over no chains, which drivers that compile at a pipeline's first dispatch
+    /// (lavapipe) spend compiling, with what is left of the budget.
     pub(super) fn pipeline(
         &mut self,
         model: ModelKey,
@@ -182,10 +189,80 @@ impl Worker {
             kernel,
             options,
         };
-        Ok(self
-            .pipelines
-            .get_or_build(&self.device, &self.layouts, program, key)?
-            .clone())
+        let started = Instant::now();
+        let (pipeline, built) = self.pipelines.get_or_build(
+            &self.device,
+            &self.layouts,
+            program,
+            key,
+            self.compile_budget,
+        )?;
+        if built {
+            let created = started.elapsed();
+            self.first_dispatch(
+                model,
+                key,
+                &pipeline,
+                self.compile_budget.saturating_sub(created),
+            )?;
+            tracing::debug!(pipeline = %key, ?created, first_dispatch = ?(started.elapsed() - created), "built a pipeline");
+        }
+        Ok(pipeline)
+    }
+
+    /// Runs `pipeline` over no chains (one workgroup whose invocations all return at once)
+    /// and waits for it at most `left`. Past that, the device's queue is still compiling, and
+    /// the error's stage says so ([`CompileStage::FirstDispatch`]).
+    fn first_dispatch(
+        &mut self,
+        model: ModelKey,
+        key: PipelineKey,
+        pipeline: &wgpu::ComputePipeline,
+        left: Duration,
+    ) -> Result<(), GpuError> {
+        let model_group = &self
+            .models
+            .get(&model)
+            .ok_or(GpuError::ModelNotLoaded { model })?
+            .bind_group;
+        let kernel_group = pipelines::probe_group(&self.device, &self.layouts, key.kernel);
+        let submission = scoped(&self.device, "first dispatch", || {
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("first dispatch"),
+                });
+            {
+                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some("first dispatch"),
+                    timestamp_writes: None,
+                });
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, model_group, &[]);
+                pass.set_bind_group(1, &kernel_group, &[]);
+                pass.dispatch_workgroups(1, 1, 1);
+            }
+            self.queue.submit([encoder.finish()])
+        })?;
+        match self.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(submission),
+            timeout: Some(left),
+        }) {
+            Ok(_) => Ok(()),
+            Err(wgpu::PollError::Timeout) => {
+                tracing::warn!(pipeline = %key, budget = ?self.compile_budget, "a pipeline's first dispatch outlasted the compile budget");
+                self.compiling = true;
+                Err(GpuError::CompileBudget {
+                    key,
+                    budget: self.compile_budget,
+                    stage: CompileStage::FirstDispatch,
+                })
+            }
+            Err(err) => Err(GpuError::Device {
+                operation: "poll",
+                message: err.to_string(),
+            }),
+        }
     }
 
     /// The dispatch grid of `n_chains` chains of kernels built with `options`
@@ -265,6 +342,8 @@ impl Worker {
             default_checks,
             limits,
             poll_timeout: options.poll_timeout,
+            compile_budget: options.compile_budget,
+            compiling: false,
             events,
             lost: None,
             stats: DeviceStats::default(),
@@ -321,8 +400,16 @@ impl Worker {
                     )
                 })),
                 Command::Shutdown { reply } => {
-                    // Release every wgpu object before answering.
-                    drop(self);
+                    // Release every wgpu object before answering; but a device whose queue
+                    // is still compiling an abandoned first dispatch is leaked instead:
+                    // dropping it waits for the compilation (lavapipe joins its queue
+                    // thread), which is what the budget was for. It ends with the process.
+                    if self.compiling {
+                        tracing::warn!("leaving a GPU device behind that is still compiling");
+                        std::mem::forget(self);
+                    } else {
+                        drop(self);
+                    }
                     reply.send(Ok(()));
                     return;
                 }

@@ -495,3 +495,32 @@ async fn actors_answer_for_unknown_workers_and_stopped_supervisors() {
         "{after:?}"
     );
 }
+
+/// A job whose kernel does not compile within the budget runs on the CPU instead, and the
+/// answer says why; the worker serves the next job (which goes the same way here: a zero
+/// budget compiles nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actors_run_a_job_over_the_compile_budget_on_the_cpu() {
+    let args = GpuSupervisorArgs {
+        compile_budget: Duration::ZERO,
+        policy: fast_restarts(),
+        ..GpuSupervisorArgs::default()
+    };
+    let Some(supervisor) = start(args).await else {
+        return;
+    };
+    for _ in 0..2 {
+        let output = sample(&supervisor, SampleJob::new(request(2, 50)))
+            .await
+            .expect("the job runs on the CPU");
+        assert_eq!(output.traces.len(), 2);
+        match &output.ran_on {
+            RanOn::Cpu {
+                reason,
+                refused: true,
+            } => assert!(reason.contains("compile budget"), "{reason}"),
+            other => panic!("not refused: {other:?}"),
+        }
+    }
+    supervisor.stop(None);
+}

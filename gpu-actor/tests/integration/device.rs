@@ -257,3 +257,53 @@ fn device_f64_builtin_check_reports_or_fails_cleanly() {
         }
     }
 }
+
+/// A kernel that does not compile within the budget fails its request with the typed error
+/// naming its model, its kernel and the budget (a zero budget: no slow compilation needed);
+/// the device thread goes on serving requests, and shuts down without waiting for the
+/// compilation it left running.
+#[test]
+fn device_a_kernel_over_the_compile_budget_fails_with_a_typed_error() {
+    let options = gpu_actor::DeviceOptions {
+        compile_budget: Duration::ZERO,
+        ..gpu_actor::DeviceOptions::default()
+    };
+    let device = match GpuDevice::open(&options) {
+        Ok(device) => device,
+        Err(GpuError::NoAdapter) if !support::gpu_required() => return,
+        Err(err) => panic!("cannot open a GPU device: {err}"),
+    };
+    let key = upload(&device);
+    let error = device
+        .logp_grad(points(key, vec![0.1; 10]))
+        .wait()
+        .expect_err("nothing compiles in no time");
+    let GpuError::CompileBudget {
+        key: pipeline,
+        budget,
+        stage,
+    } = &error
+    else {
+        panic!("not a compile budget error: {error}");
+    };
+    assert_eq!(pipeline.model, key.hash);
+    assert_eq!(pipeline.kernel, gpu_actor::KernelKind::LogpGrad);
+    assert_eq!(*budget, Duration::ZERO);
+    assert_eq!(*stage, gpu_actor::CompileStage::Creation);
+    let text = error.to_string();
+    for part in ["logp_grad", &key.hash.to_string(), "compile budget of 0ns"] {
+        assert!(text.contains(part), "{part} not in: {text}");
+    }
+    // Asked again, the build still running is waited for, not started again.
+    let again = device.logp_grad(points(key, vec![0.1; 10])).wait();
+    assert!(
+        matches!(again, Err(GpuError::CompileBudget { .. })),
+        "{again:?}"
+    );
+    let stats = device
+        .stats()
+        .wait()
+        .expect("the device thread still answers");
+    assert_eq!(stats.pipelines_compiled, 0);
+    device.shutdown().expect("shuts down");
+}

@@ -8,7 +8,7 @@ pub use sampler::reference::{Errors, compare, reference};
 use sampler::{ChainId, ChainRng, Seed};
 
 /// Whether a missing GPU fails the tests (CI) instead of skipping them.
-fn gpu_required() -> bool {
+pub fn gpu_required() -> bool {
     std::env::var("REQUIRE_GPU").is_ok_and(|value| value == "1")
 }
 
