@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_cluster;
+mod bench_compile;
 mod bench_gpu;
 mod cluster;
 mod debug;
@@ -44,6 +45,8 @@ enum Command {
     Status(status::StatusArgs),
     /// Measure a cluster: remote-call overhead, and ESS/s scaling over node processes.
     BenchCluster(bench_cluster::BenchClusterArgs),
+    /// Measure GPU shader size and compile time against model size and print a table.
+    BenchCompile(bench_compile::BenchCompileArgs),
     /// TLS for a cluster: `tls init DIR` makes a private CA and node and client certificates.
     Tls(tls::TlsArgs),
     /// Test tools: raw requests, fault injection (hidden).
@@ -156,6 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Join(args) => join::run(args),
         Command::Status(args) => status::run(args),
         Command::BenchCluster(args) => bench_cluster::run(args),
+        Command::BenchCompile(args) => bench_compile::run(args),
         Command::Tls(args) => tls::run(args),
         Command::Debug(args) => debug::run(args),
     }

@@ -189,6 +189,9 @@ pub struct DeviceStats {
     pub model_upload_hits: u64,
     /// Pipelines compiled.
     pub pipelines_compiled: u64,
+    /// Time spent building them: creation and first dispatch (where lavapipe compiles), the
+    /// builds that outlasted the compile budget included up to the budget.
+    pub pipeline_build_time: Duration,
     /// Requests served by an already compiled pipeline.
     pub pipeline_hits: u64,
     /// Batches dispatched.

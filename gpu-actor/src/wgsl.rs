@@ -84,10 +84,12 @@
 //!   2 GiB, lavapipe 128 MiB).
 //!
 //! [`TapePlacement::choose`] picks private up to [`PRIVATE_TAPE_LEN_THRESHOLD`] values and
-//! [`PRIVATE_MAX_INSTS`] instructions (eight schools, sv) and storage beyond (logistic, whose
-//! two 500-vectors make its tape long, and long programs). Generated code over a storage
-//! tape took lavapipe's LLVM time that grew faster than the program (every access is a
-//! per-lane gather); the interpreter's is the same for every program.
+//! [`PRIVATE_MAX_INSTS`] instructions where the unrolled code indexes the tape only with
+//! constants (eight schools), and storage otherwise (logistic, whose two 500-vectors make its
+//! tape long; sv on one lane, whose walk's loop indexes the tape; long programs). Generated
+//! code over a storage tape took lavapipe's LLVM time that grew faster than the program
+//! (every access is a per-lane gather); the interpreter's is the same for every program.
+//! Chains split across lanes keep the private tape whatever its indices.
 //!
 //! # Model data
 //!
@@ -235,11 +237,17 @@ pub const MAX_PRIVATE_TAPE_LEN: usize = 1024;
 
 impl TapePlacement {
     /// The default placement for `program`: private for a tape of at most
-    /// [`PRIVATE_TAPE_LEN_THRESHOLD`] values and at most [`PRIVATE_MAX_INSTS`] instructions,
-    /// else storage (interpreted: its kernels are the same size whatever the program).
+    /// [`PRIVATE_TAPE_LEN_THRESHOLD`] values and at most [`PRIVATE_MAX_INSTS`] instructions
+    /// that its generated code, loops unrolled, indexes only with constants (so that a
+    /// compiler keeps it in registers); else storage (interpreted: its kernels are the same
+    /// size whatever the program). A private tape indexed at run time is the slow case of
+    /// both: per-thread local memory on NVIDIA, and on lavapipe a chain of selects at every
+    /// access, whose compile time grows with the tape times the accesses.
     pub fn choose(program: &Program) -> TapePlacement {
         if program.tape_len <= PRIVATE_TAPE_LEN_THRESHOLD
             && program.insts.len() <= PRIVATE_MAX_INSTS
+            && check::check(program).is_ok()
+            && !private_tape_indexed_at_run_time(program)
         {
             TapePlacement::Private
         } else {
@@ -948,6 +956,20 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
     logp_grad.body = unroll::bound(unroll::unroll(logp_grad.body), split_trips);
     items.push(Item::Function(logp_grad));
     Ok(Module { items })
+}
+
+/// Whether the private-tape code of `program` (one lane, loops unrolled as they would be)
+/// indexes the tape with anything but a literal. `program` has passed `check`.
+fn private_tape_indexed_at_run_time(program: &Program) -> bool {
+    let tape = Tape::new(
+        TapePlacement::Private,
+        DataPlacement::Storage,
+        split::Plan::whole(program),
+        layout::column_major(program),
+        None,
+    );
+    let body = unroll::unroll(model::logp_grad_function(program, &tape).body);
+    unroll::indexes_dynamically(&body, &tape::private_arrays())
 }
 
 /// The number of real data values, as the `u32` WGSL indexes with.

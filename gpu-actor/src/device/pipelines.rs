@@ -11,7 +11,12 @@
 //! same pipeline, which waits for it again within its own budget instead of compiling twice.
 //! Drivers that compile at a pipeline's first dispatch instead (lavapipe) are caught by the
 //! worker's first dispatch of every new pipeline (`Worker::pipeline`), which has what is
-//! left of the budget ([`CompileStage`]).
+//! left of the budget ([`CompileStage`]). Not all of it: lavapipe also specialises a kernel on
+//! the values of its uniform parameters at a dispatch, and where that does not pay it
+//! compiles the kernel as it is, again, at its first dispatch with real parameters (the NUTS
+//! kernels, whose parameters the first dispatch's zeros make mostly dead code). That
+//! compilation happens inside a sampling dispatch, under `DeviceOptions::poll_timeout`, not
+//! the budget; generated code is bounded in size, so it is bounded too.
 
 use std::collections::HashMap;
 use std::fmt;

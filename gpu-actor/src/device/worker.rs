@@ -190,21 +190,30 @@ impl Worker {
             options,
         };
         let started = Instant::now();
-        let (pipeline, built) = self.pipelines.get_or_build(
+        let got = self.pipelines.get_or_build(
             &self.device,
             &self.layouts,
             program,
             key,
             self.compile_budget,
-        )?;
+        );
+        let (pipeline, built) = match got {
+            Ok(got) => got,
+            Err(error) => {
+                self.stats.pipeline_build_time += started.elapsed();
+                return Err(error);
+            }
+        };
         if built {
             let created = started.elapsed();
-            self.first_dispatch(
+            let dispatched = self.first_dispatch(
                 model,
                 key,
                 &pipeline,
                 self.compile_budget.saturating_sub(created),
-            )?;
+            );
+            self.stats.pipeline_build_time += started.elapsed();
+            dispatched?;
             tracing::debug!(pipeline = %key, ?created, first_dispatch = ?(started.elapsed() - created), "built a pipeline");
         }
         Ok(pipeline)

@@ -25,6 +25,12 @@ pub(crate) struct Tape {
     inside: bool,
 }
 
+/// The function-local arrays of a private tape: values, adjoints and a fused loop's per-lane
+/// partial adjoints.
+pub(crate) fn private_arrays() -> [Ident; 3] {
+    [Ident::new("tape"), Ident::new("adj"), partial_adjoints()]
+}
+
 /// The per-lane partial adjoints of a fused loop.
 fn partial_adjoints() -> Ident {
     Ident::new("fadj")

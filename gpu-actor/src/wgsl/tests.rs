@@ -195,7 +195,18 @@ fn bindings_in_the_shader_match_the_layout_constants() {
 
 #[test]
 fn placement_is_private_for_short_tapes_and_storage_for_long_ones() {
+    // A gather indexes the tape at run time: storage.
     let mut program = program();
+    assert_eq!(TapePlacement::choose(&program), TapePlacement::Storage);
+    // Short loops that unroll, and a long one over data only: private.
+    let mut m = ModelBuilder::new("constant_indices");
+    let y = m.data_vector("y", (0..100).map(|k| f64::from(k) / 10.0).collect());
+    let mu = m.param("mu");
+    let z = m.vector_param("z", 3);
+    m.sample(&z, Dist::normal(&mu, 1.0));
+    m.sample(&y, Dist::normal(&mu, 2.0));
+    let checked = CheckedModel::new(m.build(), &Limits::default()).expect("the model checks");
+    program = (**checked.program()).clone();
     assert_eq!(TapePlacement::choose(&program), TapePlacement::Private);
     program.tape_len = PRIVATE_TAPE_LEN_THRESHOLD + 1;
     assert_eq!(TapePlacement::choose(&program), TapePlacement::Storage);

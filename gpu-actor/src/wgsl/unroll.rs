@@ -112,6 +112,40 @@ fn opaque_one(stmt: Stmt) -> Stmt {
     }
 }
 
+/// Whether `stmts` index one of `arrays` with anything but a literal: a private array that a
+/// GPU compiler must keep in memory (per-thread local memory on NVIDIA), and that lavapipe
+/// turns into a chain of selects for every such access (slow to compile).
+pub(crate) fn indexes_dynamically(stmts: &[Stmt], arrays: &[Ident]) -> bool {
+    fn expr(e: &Expr, arrays: &[Ident]) -> bool {
+        match e {
+            Expr::Index(base, index) => {
+                let dynamic = matches!(&**base, Expr::Local(name) if arrays.contains(name))
+                    && !matches!(**index, Expr::U32(_));
+                dynamic || expr(base, arrays) || expr(index, arrays)
+            }
+            Expr::Field(base, _) | Expr::Neg(base) | Expr::Not(base) => expr(base, arrays),
+            Expr::Binary(_, a, b) => expr(a, arrays) || expr(b, arrays),
+            Expr::Call(_, args) => args.iter().any(|a| expr(a, arrays)),
+            _ => false,
+        }
+    }
+    stmts.iter().any(|stmt| match stmt {
+        Stmt::Let(_, value) | Stmt::Return(value) | Stmt::Call(value) => expr(value, arrays),
+        Stmt::Var(_, _, init) => init.as_ref().is_some_and(|e| expr(e, arrays)),
+        Stmt::Assign(place, value) | Stmt::AddAssign(place, value) => {
+            expr(place, arrays) || expr(value, arrays)
+        }
+        Stmt::If(cond, then, otherwise) => {
+            expr(cond, arrays)
+                || indexes_dynamically(then, arrays)
+                || indexes_dynamically(otherwise, arrays)
+        }
+        Stmt::For(_, end, body) => expr(end, arrays) || indexes_dynamically(body, arrays),
+        Stmt::Block(body) => indexes_dynamically(body, arrays),
+        Stmt::Comment(_) => false,
+    })
+}
+
 /// Statements, nested ones included.
 fn count(stmts: &[Stmt]) -> usize {
     stmts
