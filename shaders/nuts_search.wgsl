@@ -61,115 +61,111 @@ fn ns_search_done(eps: T) -> T {
     return eps;
 }
 
-// Stan's init_stepsize. Returns the step size reached; sets ns.error on failure, and leaves
-// ns.search_dir non-zero when the budget ran out first.
-fn ns_search_stan() -> T {
+// Both searches, one try per trip of one loop: the kernel calls the model at one place only
+// (a compiler inlines the model wherever it is called, and the searches had four such places,
+// each a copy of the whole model to compile). Returns the step size reached; sets ns.error on
+// failure, and leaves ns.search_dir non-zero when the budget ran out first.
+//
+// * Stan's (search_kind 0): the first try (attempt 0) sets the direction, then attempts 1 to
+//   2000, each with a fresh momentum, double or halve until the energy change crosses ln 0.8;
+//   an invalid step size is returned as it is.
+// * nutpie's (search_kind 1): from 0.1, with one momentum, the first try sets the direction,
+//   then up to 100 more; a non-finite or divergent try, or no crossing, gives 0.1.
+fn ns_search() -> T {
+    let stan = ns_params.search_kind == 0u;
     // ln 0.8, hard-coded in Stan's init_stepsize whatever the target.
     let log_target: T = -0.2231435513142097;
-    var eps = ns.step;
-    var tries = 0u;
-    if (ns.search_dir == 0u) {
-        if (eps == 0.0 || eps > 1e7 || !(eps == eps)) {
-            return ns_search_done(eps);
-        }
-        _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(0u));
-        ns.search_attempt = 1u;
-        tries = 1u;
-        if (ns_search_try(eps, NS_V_P1) > log_target) {
-            ns.search_dir = 1u;
-        } else {
-            ns.search_dir = 2u;
-        }
-    }
-    let forward = ns.search_dir == 1u;
-    // Tries 1 to 2000 after the first, as Stan's loop.
-    for (var attempt = ns.search_attempt; attempt <= 2000u; attempt = attempt + 1u) {
-        if (!ns_search_may_try(tries)) {
-            ns.search_attempt = attempt;
-            return eps;
-        }
-        tries = tries + 1u;
-        _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(attempt));
-        let delta = ns_search_try(eps, NS_V_P1);
-        if ((forward && !(delta > log_target)) || (!forward && !(delta < log_target))) {
-            return ns_search_done(eps);
-        }
-        if (forward) {
-            eps = 2.0 * eps;
-        } else {
-            eps = 0.5 * eps;
-        }
-        if (eps > 1e7) {
-            ns.error = NS_ERROR_STEP_TOO_LARGE;
-            return ns_search_done(eps);
-        }
-        if (eps == 0.0) {
-            ns.error = NS_ERROR_STEP_ZERO;
-            return ns_search_done(eps);
-        }
-    }
-    return ns_search_done(eps);
-}
-
-// nutpie's acceptance of one try: min(1, exp(dH)), or -1 when the try is non-finite or
-// divergent.
-fn ns_search_accept(eps: T) -> T {
-    let delta = ns_search_try(eps, NS_V_P1);
-    if (!ns_is_finite(delta) || -delta > ns_const(NS_C_MAX_ENERGY_ERROR)) {
-        return -1.0;
-    }
-    return sf_exp(min(delta, 0.0));
-}
-
-// nutpie's search. Returns the step size reached, leaving ns.search_dir non-zero when the
-// budget ran out first; its one momentum stays in NS_V_P1 meanwhile.
-fn ns_search_nutpie() -> T {
     let initial: T = 0.1;
     let target_accept = ns_const(NS_C_DA_TARGET);
+    let max_energy_error = ns_const(NS_C_MAX_ENERGY_ERROR);
     var eps = ns.step;
     var tries = 0u;
-    if (ns.search_dir == 0u) {
-        _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(0u));
-        eps = initial;
-        tries = 1u;
-        let first = ns_search_accept(eps);
-        if (first < 0.0) {
-            return ns_search_done(initial);
-        }
-        ns.search_attempt = 0u;
-        if (first > target_accept) {
-            ns.search_dir = 1u;
-        } else {
-            ns.search_dir = 2u;
-        }
-    }
-    let forward = ns.search_dir == 1u;
-    for (var k = ns.search_attempt; k < 100u; k = k + 1u) {
-        if (!ns_search_may_try(tries)) {
-            ns.search_attempt = k;
-            return eps;
-        }
-        tries = tries + 1u;
-        let stat = ns_search_accept(eps);
-        if (stat < 0.0) {
-            return ns_search_done(initial);
-        }
-        var done = false;
-        if (forward) {
-            done = stat <= target_accept || eps > 1e5;
-        } else {
-            done = stat >= target_accept || eps < 1e-10;
-        }
-        if (done) {
+    // Whether the next try is a search's first, which sets its direction.
+    var first = ns.search_dir == 0u;
+    if (first) {
+        if (stan && (eps == 0.0 || eps > 1e7 || !(eps == eps))) {
             return ns_search_done(eps);
         }
-        if (forward) {
-            eps = 2.0 * eps;
-        } else {
-            eps = 0.5 * eps;
+        if (!stan) {
+            eps = initial;
         }
     }
-    return ns_search_done(initial);
+    var attempt = ns.search_attempt;
+    // Stan's attempts 1 to 2000 after the first try, nutpie's 100 after its first.
+    let end = select(100u, 2001u, stan);
+    for (var trip = 0u; trip <= 2001u; trip = trip + 1u) {
+        if (!first) {
+            if (attempt >= end) {
+                return ns_search_done(select(initial, eps, stan));
+            }
+            if (!ns_search_may_try(tries)) {
+                ns.search_attempt = attempt;
+                return eps;
+            }
+        }
+        tries = tries + 1u;
+        if (stan || first) {
+            _ = ns_draw_momentum(NS_V_P1, ns_search_purpose(select(attempt, 0u, first)));
+        }
+        let delta = ns_search_try(eps, NS_V_P1);
+        if (stan) {
+            if (first) {
+                ns.search_dir = select(2u, 1u, delta > log_target);
+                attempt = 1u;
+                first = false;
+                continue;
+            }
+            let forward = ns.search_dir == 1u;
+            if ((forward && !(delta > log_target)) || (!forward && !(delta < log_target))) {
+                return ns_search_done(eps);
+            }
+            if (forward) {
+                eps = 2.0 * eps;
+            } else {
+                eps = 0.5 * eps;
+            }
+            if (eps > 1e7) {
+                ns.error = NS_ERROR_STEP_TOO_LARGE;
+                return ns_search_done(eps);
+            }
+            if (eps == 0.0) {
+                ns.error = NS_ERROR_STEP_ZERO;
+                return ns_search_done(eps);
+            }
+        } else {
+            // min(1, exp(dH)), or -1 when the try is non-finite or divergent.
+            var stat: T = -1.0;
+            if (ns_is_finite(delta) && !(-delta > max_energy_error)) {
+                stat = sf_exp(min(delta, 0.0));
+            }
+            if (stat < 0.0) {
+                return ns_search_done(initial);
+            }
+            if (first) {
+                ns.search_dir = select(2u, 1u, stat > target_accept);
+                attempt = 0u;
+                first = false;
+                continue;
+            }
+            let forward = ns.search_dir == 1u;
+            var done = false;
+            if (forward) {
+                done = stat <= target_accept || eps > 1e5;
+            } else {
+                done = stat >= target_accept || eps < 1e-10;
+            }
+            if (done) {
+                return ns_search_done(eps);
+            }
+            if (forward) {
+                eps = 2.0 * eps;
+            } else {
+                eps = 0.5 * eps;
+            }
+        }
+        attempt = attempt + 1u;
+    }
+    return ns_search_done(select(initial, eps, stan));
 }
 
 @compute @workgroup_size(G_WORKGROUP_SIZE)
@@ -193,14 +189,14 @@ fn nuts_search_main(
         return;
     }
     ns.error = 0u;
+    let eps = ns_search();
+    ns.step = eps;
+    if (ns.search_dir != 0u) {
+        ns_store();
+        return;
+    }
+    ns.da_mu = sf_log(10.0 * eps);
     if (ns_params.search_kind == 0u) {
-        let eps = ns_search_stan();
-        ns.step = eps;
-        if (ns.search_dir != 0u) {
-            ns_store();
-            return;
-        }
-        ns.da_mu = sf_log(10.0 * eps);
         if ((ns_params.flags & NS_FLAG_SEARCH_MU) != 0u) {
             // Start of warmup: a fresh dual average, with Stan's mu from the user's step size.
             ns.da_x = sf_log(eps);
@@ -211,13 +207,6 @@ fn nuts_search_main(
             ns.da_xbar = 0.0;
         }
     } else {
-        let eps = ns_search_nutpie();
-        ns.step = eps;
-        if (ns.search_dir != 0u) {
-            ns_store();
-            return;
-        }
-        ns.da_mu = sf_log(10.0 * eps);
         ns.da_x = sf_log(eps);
         ns.da_xbar = ns.da_x;
     }
