@@ -41,7 +41,7 @@ use sampler::{CheckedModel, ModelHash};
 
 use crate::error::GpuError;
 use crate::reply::{Pending, reply_channel};
-use crate::wgsl::{DataPlacement, IndexChecks, Precision, TapePlacement};
+use crate::wgsl::{DataPlacement, IndexChecks, KernelKind, Precision, TapePlacement};
 use worker::{Command, Worker};
 
 pub use adapters::{
@@ -143,6 +143,29 @@ pub(crate) struct ShaderChoice {
     pub lanes: Option<u32>,
     /// Checked array accesses; `None` for [`IndexChecks::default_for`] the adapter's backend.
     pub checks: Option<IndexChecks>,
+}
+
+impl ShaderChoice {
+    /// What a [`LogpGradRequest`] asks: its tape placement and lanes, and one workgroup size
+    /// whatever the number of points, so that a retry of a few initial points reuses the
+    /// pipeline.
+    pub(crate) fn logp_grad(placement: Option<TapePlacement>, lanes: Option<u32>) -> ShaderChoice {
+        ShaderChoice {
+            placement,
+            lanes,
+            workgroup_size: Some(crate::wgsl::DEFAULT_WORKGROUP_SIZE),
+            ..ShaderChoice::default()
+        }
+    }
+}
+
+/// A pipeline to start building before its first request ([`GpuDevice::prepare`]): its
+/// kernel, and the shader choice and number of chains its request will bring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Prepare {
+    pub kernel: KernelKind,
+    pub shader: ShaderChoice,
+    pub n_chains: usize,
 }
 
 /// Log densities and gradients of many chains at once.
@@ -311,6 +334,18 @@ impl GpuDevice {
     /// Frees a model's data, pipelines and batch buffers. Answers whether it was resident.
     pub fn unload_model(&self, model: ModelKey) -> Pending<bool> {
         self.send(|reply| Command::Unload { model, reply })
+    }
+
+    /// Starts building the pipelines of `kernels` over an uploaded model, each on a thread of
+    /// its own, and answers once they are under way; the requests that use them then wait
+    /// for their builds. A run's kernels so compile side by side instead of one after
+    /// another, each at its first request.
+    pub(crate) fn prepare(&self, model: ModelKey, kernels: Vec<Prepare>) -> Pending<()> {
+        self.send(|reply| Command::Prepare {
+            model,
+            kernels,
+            reply,
+        })
     }
 
     /// Log densities and gradients of a batch of chains ([`crate::KernelKind::LogpGrad`]).

@@ -45,9 +45,9 @@ use sampler::{
 
 pub use steps::{FusedLeapfrog, LeapfrogStart, LeapfrogSteps};
 
-use crate::device::{GpuDevice, ShaderChoice};
+use crate::device::{GpuDevice, ModelKey, Prepare, ShaderChoice};
 use crate::error::GpuError;
-use crate::wgsl::{DataPlacement, IndexChecks, LoopBudget, Precision, TapePlacement};
+use crate::wgsl::{DataPlacement, IndexChecks, KernelKind, LoopBudget, Precision, TapePlacement};
 
 /// Which GPU kernel runs the chains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -373,6 +373,29 @@ pub fn sample_on_device_with(
             observer,
         ),
     }
+}
+
+/// Starts building the pipelines of a run: the `logp_grad` kernel of its initial points and
+/// `kernels` (each with its number of chains) with the shader `options` ask for, each on a
+/// thread of its own, so that they compile side by side rather than one after another at
+/// their first requests.
+pub(crate) fn prepare<const K: usize>(
+    device: &GpuDevice,
+    model: ModelKey,
+    kernels: [(KernelKind, usize); K],
+    options: &GpuSamplingOptions,
+) -> Result<(), GpuError> {
+    let mut prepare = vec![Prepare {
+        kernel: KernelKind::LogpGrad,
+        shader: ShaderChoice::logp_grad(None, None),
+        n_chains: 0,
+    }];
+    prepare.extend(kernels.into_iter().map(|(kernel, n_chains)| Prepare {
+        kernel,
+        shader: options.shader(),
+        n_chains,
+    }));
+    device.prepare(model, prepare).wait()
 }
 
 /// What one dispatch may do on `device` for `program` (NUTS trees up to `max_depth`): `None`

@@ -206,7 +206,8 @@ type BuildResult = Result<wgpu::ComputePipeline, GpuError>;
 #[derive(Default)]
 pub(crate) struct PipelineCache {
     pipelines: HashMap<PipelineKey, wgpu::ComputePipeline>,
-    /// Builds that outlasted the budget, still running on their threads.
+    /// Builds under way on their threads: started ahead ([`PipelineCache::start_build`]) or
+    /// past an earlier budget.
     pending: HashMap<PipelineKey, mpsc::Receiver<BuildResult>>,
     pub compiled: u64,
     pub hits: u64,
@@ -263,6 +264,23 @@ impl PipelineCache {
                 message: "the thread that compiled it panicked".into(),
             }),
         }
+    }
+
+    /// Starts building `key` on a thread of its own unless it is built or under way; a later
+    /// [`PipelineCache::get_or_build`] takes the result.
+    pub(crate) fn start_build(
+        &mut self,
+        device: &wgpu::Device,
+        layouts: &Layouts,
+        program: &Program,
+        key: PipelineKey,
+    ) -> Result<(), GpuError> {
+        if self.pipelines.contains_key(&key) || self.pending.contains_key(&key) {
+            return Ok(());
+        }
+        let build = spawn_build(device, layouts, program, key)?;
+        self.pending.insert(key, build);
+        Ok(())
     }
 
     /// Drops every pipeline of `model` in `precision` (builds still running finish on their

@@ -16,7 +16,7 @@ use super::rng_check::{self, RngSamples};
 use super::scope::scoped;
 use super::{
     AdapterChoice, DeviceOptions, DeviceStats, Fault, LogpGradBatch, LogpGradRequest, ModelKey,
-    ShaderChoice,
+    Prepare, ShaderChoice,
 };
 use crate::error::GpuError;
 use crate::reply::{Replier, spin_for};
@@ -34,6 +34,11 @@ pub(crate) enum Command {
     Unload {
         model: ModelKey,
         reply: Replier<bool>,
+    },
+    Prepare {
+        model: ModelKey,
+        kernels: Vec<Prepare>,
+        reply: Replier<()>,
     },
     LogpGrad {
         request: LogpGradRequest,
@@ -381,6 +386,11 @@ impl Worker {
                 Command::Unload { model, reply } => {
                     reply.send(self.guarded(|w| Ok(w.unload(model))))
                 }
+                Command::Prepare {
+                    model,
+                    kernels,
+                    reply,
+                } => reply.send(self.guarded(|w| w.prepare(model, &kernels))),
                 Command::LogpGrad { request, reply } => {
                     reply.send(self.guarded(|w| w.logp_grad(&request)))
                 }
@@ -551,15 +561,25 @@ impl Worker {
         }
     }
 
+    /// Starts the builds of `kernels` that are neither built nor under way
+    /// ([`super::GpuDevice::prepare`]).
+    fn prepare(&mut self, model: ModelKey, kernels: &[Prepare]) -> Result<(), GpuError> {
+        for prepare in kernels {
+            let (program, options) =
+                self.shader_options(model, &prepare.shader, prepare.n_chains)?;
+            let key = PipelineKey {
+                model: model.hash,
+                kernel: prepare.kernel,
+                options,
+            };
+            self.pipelines
+                .start_build(&self.device, &self.layouts, &program, key)?;
+        }
+        Ok(())
+    }
+
     fn logp_grad(&mut self, request: &LogpGradRequest) -> Result<LogpGradBatch, GpuError> {
-        // One workgroup size whatever the number of points: a retry of a few initial points
-        // reuses the pipeline.
-        let choice = ShaderChoice {
-            placement: request.placement,
-            lanes: request.lanes,
-            workgroup_size: Some(crate::wgsl::DEFAULT_WORKGROUP_SIZE),
-            ..ShaderChoice::default()
-        };
+        let choice = ShaderChoice::logp_grad(request.placement, request.lanes);
         let (program, options) = self.shader_options(request.model, &choice, 0)?;
         let dim = program.dim;
         let len = request.points.len();

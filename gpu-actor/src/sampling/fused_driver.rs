@@ -31,6 +31,7 @@ use crate::device::{GpuDevice, ModelKey};
 use crate::error::GpuError;
 use crate::kernels::philox::{ChainStream, Purpose};
 use crate::kernels::tree::{Leaf, Tree};
+use crate::wgsl::KernelKind;
 
 /// Steps integrated ahead from one end of a chain's trajectory: `len` leaves of
 /// `3 * dim + 1` values (q, p, g, log p), consumed from `next`.
@@ -514,6 +515,7 @@ pub(super) fn run(
         None => steps_per_dispatch as usize,
     };
     let warmup_started = Instant::now();
+    super::prepare(device, key, [(KernelKind::Fused, n)], options)?;
     let init = initial_points(
         device,
         key,

@@ -41,6 +41,7 @@ use crate::kernels::layout::{
     NS_O_COUNT, NS_O_ENERGY, NS_O_LP, NS_O_STEP, NS_OU_DEPTH, NS_OU_DIVERGENT, NS_OU_NLEAP,
     NS_U_DRAWS, NS_U_ERROR, NS_U_STEPS, NsParams,
 };
+use crate::wgsl::KernelKind;
 
 /// The pooled moments of each of the `len` iterations of a warmup block in `batch`, from the
 /// moments kernel's per-chunk moments, merged in chunk order.
@@ -425,6 +426,13 @@ pub(super) fn run(
     let with_grad = adapt && settings.adaptation == AdaptationKind::Nutpie;
 
     let warmup_started = Instant::now();
+    // The three kernels compile side by side while the initial points wait for the first.
+    super::prepare(
+        device,
+        key,
+        [(KernelKind::Nuts, n), (KernelKind::NutsSearch, n)],
+        options,
+    )?;
     let init = initial_points(
         device,
         key,
