@@ -159,16 +159,19 @@ pub enum GpuError {
         /// The estimate and the limit.
         exceeded: LoopLimitExceeded,
     },
-    /// The GPU's log density or gradient at a chain's first point disagrees with the CPU's:
-    /// the device computes this model wrongly, and sampling stops before it starts.
+    /// The GPU's log density or gradient at a chain's first point, or its log density at the
+    /// chain's first draw, disagrees with the CPU's: the device computes this model wrongly,
+    /// and the run stops.
     #[error(
-        "GPU adapter {adapter} computes this model's log density wrongly: at chain {chain}'s first point {what} (checked against the CPU before sampling); sample it on the CPU (`--device cpu`) and report the model"
+        "GPU adapter {adapter} computes this model's log density wrongly: at chain {chain}'s {point} {what} (checked against the CPU); sample it on the CPU (`--device cpu`) and report the model"
     )]
-    FirstPointMismatch {
+    DensityMismatch {
         /// The adapter's name.
         adapter: String,
         /// The chain (index in the request).
         chain: usize,
+        /// Which of the chain's points was checked.
+        point: CheckedPoint,
         /// What differs, with both values and the tolerance.
         what: String,
     },
@@ -179,6 +182,24 @@ pub enum GpuError {
         /// How long the caller waited.
         waited: Duration,
     },
+}
+
+/// Which point of a chain a [`GpuError::DensityMismatch`] was found at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CheckedPoint {
+    /// Its initial point, before sampling (the `logp_grad` kernel's log density and gradient).
+    Initial,
+    /// Its first draw (the sampling kernel's log density).
+    FirstDraw,
+}
+
+impl std::fmt::Display for CheckedPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CheckedPoint::Initial => "first point",
+            CheckedPoint::FirstDraw => "first draw",
+        })
+    }
 }
 
 impl GpuError {

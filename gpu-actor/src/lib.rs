@@ -27,7 +27,7 @@ pub use device::{
     Fault, GpuDevice, LogpGradBatch, LogpGradRequest, ModelKey, PipelineKey, RngSamples,
     enumerate_adapters,
 };
-pub use error::GpuError;
+pub use error::{CheckedPoint, GpuError};
 pub use kernels::{normal_pair, philox4x32_10, uniform24, uniform53};
 pub use reply::Pending;
 pub use sampling::{

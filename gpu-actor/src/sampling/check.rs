@@ -1,6 +1,8 @@
-//! The check that keeps a device from sampling a model it computes wrongly: the log density
+//! The checks that keep a device from sampling a model it computes wrongly: the log density
 //! and gradient the device computed at a few chains' first points (the initial points, from
-//! the `logp_grad` kernel), against the CPU evaluator's at the same points.
+//! the `logp_grad` kernel), and the log density of their first draws (from the NUTS kernel's
+//! first batch, whose values always come back), against the CPU evaluator's at the same
+//! points.
 //!
 //! A few CPU evaluations per run (each one per statement of the model, for the rounding
 //! scale: `sampler::reference`). The tolerances are ten times the parity tests' (which hold at
@@ -10,10 +12,10 @@
 use sampler::Program;
 use sampler::reference::{compare, reference};
 
-use crate::error::GpuError;
+use crate::error::{CheckedPoint, GpuError};
 use crate::wgsl::Precision;
 
-/// Chains whose first point is checked.
+/// Chains whose first point and first draw are checked.
 pub(crate) const CHECKED_CHAINS: usize = 4;
 
 /// The largest error allowed, relative to the rounding scale.
@@ -25,12 +27,14 @@ pub(crate) fn tolerance(precision: Precision) -> f64 {
 }
 
 /// Compares the log density `lp` (and gradient `grad`, where given) that adapter `adapter`
-/// computed for chain `chain` at `q` with the CPU's.
+/// computed for chain `chain` at `q`, its `point`, with the CPU's.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn check_point(
     adapter: &str,
     program: &Program,
     precision: Precision,
     chain: usize,
+    point: CheckedPoint,
     q: &[f64],
     lp: f64,
     grad: Option<&[f64]>,
@@ -39,9 +43,10 @@ pub(crate) fn check_point(
     // Without a gradient (a draw's), `compare` zips nothing for it.
     compare(lp, grad.unwrap_or(&[]), &expected, tolerance(precision))
         .map(|_| ())
-        .map_err(|what| GpuError::FirstPointMismatch {
+        .map_err(|what| GpuError::DensityMismatch {
             adapter: adapter.to_owned(),
             chain,
+            point,
             what,
         })
 }

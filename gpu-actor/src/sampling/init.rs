@@ -8,7 +8,7 @@ use rayon::prelude::*;
 use sampler::{ChainRng, ChainSpec, CheckedModel, LogDensity, SampleError, SamplerSettings, Seed};
 
 use crate::device::{GpuDevice, LogpGradRequest, ModelKey};
-use crate::error::GpuError;
+use crate::error::{CheckedPoint, GpuError};
 
 /// Attempts at a finite initial point (Stan's default).
 const INIT_ATTEMPTS: u32 = 100;
@@ -139,6 +139,7 @@ pub(crate) fn initial_points(
             model.program(),
             key.precision,
             c,
+            CheckedPoint::Initial,
             &points.q[c],
             points.logp[c],
             Some(&points.g[c]),

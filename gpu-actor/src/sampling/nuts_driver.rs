@@ -33,7 +33,7 @@ use crate::device::nuts::{
     NutsStart, SessionId,
 };
 use crate::device::{GpuDevice, ModelKey};
-use crate::error::GpuError;
+use crate::error::{CheckedPoint, GpuError};
 use crate::kernels::layout::{
     NS_C_COUNT, NS_C_DA_GAMMA, NS_C_DA_KAPPA, NS_C_DA_MAX_LOG_STEP, NS_C_DA_T0, NS_C_DA_TARGET,
     NS_C_JITTER, NS_C_MAX_ENERGY_ERROR, NS_C_SEARCH_MU, NS_ERROR_STEP_TOO_LARGE,
@@ -367,6 +367,38 @@ impl Run<'_> {
         Ok(snapshot)
     }
 
+    /// Checks the first draw of the first few chains that have one in this sampling batch
+    /// against the CPU's log density (`check.rs`) before any is recorded; whether any was.
+    fn check_first_draws(&self, counted: &Counted) -> Result<bool, GpuError> {
+        let batch = &counted.batch;
+        if !batch.has_values() {
+            return Ok(false);
+        }
+        let program = self.request.model.program();
+        let mut q = vec![0.0; self.dim];
+        let mut reals = [0.0; NS_O_COUNT];
+        let chains = (0..self.request.chains.len())
+            .filter(|&c| counted.draws[c] > 0)
+            .take(super::check::CHECKED_CHAINS);
+        let mut checked = false;
+        for c in chains {
+            batch.chain_values(0, c, &mut q);
+            batch.chain_stats(0, c, &mut reals);
+            super::check::check_point(
+                &self.device.report().name,
+                program,
+                self.request.precision,
+                c,
+                CheckedPoint::FirstDraw,
+                &q,
+                reals[NS_O_LP],
+                None,
+            )?;
+            checked = true;
+        }
+        Ok(checked)
+    }
+
     /// Records the draws of `batch` (warmup or sampling), each chain's from its own next
     /// iteration, and moves the counters on. A warmup batch without values has statistics
     /// only (warmup draws not saved).
@@ -534,6 +566,9 @@ pub(super) fn run(
 
     // Warmup: all chains in step.
     let mut last_reply = None;
+    // Whether a batch's first draws were checked against the CPU: the first warmup block's,
+    // or with no warmup the first sampling batch's.
+    let mut first_draws_checked = false;
     // A warmup batch whose draws are not yet in the traces.
     let mut unrecorded: Option<Counted> = None;
     let mut queued_warmup_dispatches = 0;
@@ -566,11 +601,13 @@ pub(super) fn run(
             };
             (params, moments)
         };
-        let dispatch = |params, moments, consts| NutsDispatch {
+        // The first block's values come back even when warmup is not saved: its first draws
+        // are checked against the CPU (`check_first_draws`).
+        let dispatch = |params, moments: MomentsRequest, consts| NutsDispatch {
             params,
             consts,
             moments: Some(moments),
-            read_values: settings.save_warmup,
+            read_values: settings.save_warmup || moments.block_start == 0,
         };
         // What the block on the device, not yet read, was sent with.
         let mut queued: Option<NsParams> = None;
@@ -637,6 +674,9 @@ pub(super) fn run(
                 let reply = pending.wait_spinning(run.device.spin_wait())?;
                 let counted = Counted::new(expect_batch(reply)?);
                 dispatch_timeline(Phase::Warmup, &mut last_reply, waiting, &counted.batch);
+                if !first_draws_checked {
+                    first_draws_checked = run.check_first_draws(&counted)?;
+                }
                 for (c, (done, draws)) in done.iter().zip(&counted.draws).enumerate() {
                     // A queued block must end in its dispatch: the next one already follows.
                     let short = queue_blocks && done + draws < len;
@@ -783,7 +823,9 @@ pub(super) fn run(
         in_flight = next.map(|params| expected_draws(&estimate, &params, m));
         let Some(batch) = batch else { continue };
         let counted = Counted::new(batch);
-
+        if !first_draws_checked {
+            first_draws_checked = run.check_first_draws(&counted)?;
+        }
         for (left, made) in remaining.iter_mut().zip(&counted.draws) {
             *left = left.saturating_sub(*made as u64);
         }

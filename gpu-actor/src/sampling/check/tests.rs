@@ -27,7 +27,16 @@ fn check_accepts_rounding_and_refuses_a_wrong_density_or_gradient() {
     let q = [0.4, -0.2];
     let (lp, grad) = cpu(&model, &q);
     let check = |lp: f64, grad: Option<&[f64]>| {
-        check_point("test adapter", program, Precision::F32, 3, &q, lp, grad)
+        check_point(
+            "test adapter",
+            program,
+            Precision::F32,
+            3,
+            CheckedPoint::Initial,
+            &q,
+            lp,
+            grad,
+        )
     };
     // f32 rounding of every value passes.
     let rounded: Vec<f64> = grad.iter().map(|&g| f64::from(g as f32)).collect();
