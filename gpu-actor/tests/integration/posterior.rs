@@ -588,6 +588,7 @@ fn workgroup_rows_as_quads_draw_what_storage_draws() {
     let shader = gpu_actor::wgsl::ShaderOptions {
         data: DataPlacement::Workgroup,
         lanes,
+        placement: gpu_actor::TapePlacement::choose_for_lanes(program, lanes),
         ..gpu_actor::wgsl::ShaderOptions::new(program, gpu_actor::Precision::F32)
     };
     let source = gpu_actor::wgsl::kernel_source(program, gpu_actor::KernelKind::Nuts, &shader)
