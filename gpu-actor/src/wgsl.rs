@@ -209,6 +209,20 @@ pub const PRIVATE_TAPE_LEN_THRESHOLD: usize = 256;
 /// private tape's generated code is the faster to run and, on lavapipe, to compile.
 pub const PRIVATE_MAX_INSTS: usize = 256;
 
+/// Programs of at most this many instructions keep generated code over a storage tape; longer
+/// ones run the interpreter ([`interpreted`]). Generated code runs faster (on an H200, two
+/// 200 x 200 data matrices of a 16-instruction program sampled several times faster than
+/// interpreted: `bench/journal.md`, 2026-11-28), and for so few instructions its size and
+/// compile time stay small; what grew past bounds were long programs.
+pub const GENERATED_STORAGE_MAX_INSTS: usize = 32;
+
+/// Whether kernels of `program` built with `options` run the interpreter of
+/// `shaders/interp.wgsl` rather than generated code: a storage tape and more than
+/// [`GENERATED_STORAGE_MAX_INSTS`] instructions.
+pub fn interpreted(program: &Program, options: &ShaderOptions) -> bool {
+    options.placement == TapePlacement::Storage && program.insts.len() > GENERATED_STORAGE_MAX_INSTS
+}
+
 /// Chains per block of the storage tape layout: value `k` of chain `c` is at
 /// `(c / B) * (2 * tape_len * B) + k * B + c % B`, so the 32 chains of a warp touch 32
 /// neighbouring words, and every access of a chain is one base plus a compile-time constant
@@ -239,8 +253,9 @@ impl TapePlacement {
     /// The default placement for `program`: private for a tape of at most
     /// [`PRIVATE_TAPE_LEN_THRESHOLD`] values and at most [`PRIVATE_MAX_INSTS`] instructions
     /// that its generated code, loops unrolled, indexes only with constants (so that a
-    /// compiler keeps it in registers); else storage (interpreted: its kernels are the same
-    /// size whatever the program). A private tape indexed at run time is the slow case of
+    /// compiler keeps it in registers); else storage (interpreted past
+    /// [`GENERATED_STORAGE_MAX_INSTS`] instructions: its kernels are the same size whatever
+    /// the program). A private tape indexed at run time is the slow case of
     /// both: per-thread local memory on NVIDIA, and on lavapipe a chain of selects at every
     /// access, whose compile time grows with the tape times the accesses.
     pub fn choose(program: &Program) -> TapePlacement {
@@ -930,7 +945,7 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
     items.push(Item::Function(stage_data_function(
         program, options, &rows,
     )?));
-    if options.placement == TapePlacement::Storage {
+    if interpreted(program, options) {
         // The interpreter: the same code for every program (`interp.rs`).
         items.push(Item::Source(library::interp_library()));
         items.push(Item::Function(Function {
@@ -953,7 +968,13 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
         (!rows.is_empty()).then_some(rows),
     );
     let mut logp_grad = model::logp_grad_function(program, &tape);
-    logp_grad.body = unroll::bound(unroll::unroll(logp_grad.body), split_trips);
+    // A private tape is unrolled so that a compiler can keep it in registers, and loops that
+    // a driver might unroll past the cap get an opaque bound; over a storage tape every loop
+    // does.
+    logp_grad.body = match options.placement {
+        TapePlacement::Private => unroll::bound(unroll::unroll(logp_grad.body), split_trips),
+        TapePlacement::Storage => unroll::opaque(logp_grad.body),
+    };
     items.push(Item::Function(logp_grad));
     Ok(Module { items })
 }
