@@ -121,7 +121,7 @@ pub(crate) fn default_lanes(
     placement: Option<TapePlacement>,
     n_chains: usize,
 ) -> u32 {
-    if placement == Some(TapePlacement::Storage) {
+    if placement.is_some_and(TapePlacement::in_storage) {
         return 1;
     }
     let lanes =

@@ -196,32 +196,30 @@ impl fmt::Display for Precision {
 pub enum TapePlacement {
     /// Function-local arrays.
     Private,
-    /// A region of a storage buffer, interleaved across chains.
+    /// A region of a storage buffer, interleaved across chains, read and written by
+    /// generated code.
     Storage,
+    /// The same storage tape, run by the interpreter of `shaders/interp.wgsl` (`interp.rs`):
+    /// the same WGSL for every program.
+    Interpreted,
 }
 
 /// Tapes up to this many values go to [`TapePlacement::Private`] by default.
 pub const PRIVATE_TAPE_LEN_THRESHOLD: usize = 256;
 
-/// Programs of more instructions than this go to [`TapePlacement::Storage`] by default, and
-/// so to the interpreter, whatever their tape: generated code grows with the program, and the
+/// Programs of more instructions than this go to [`TapePlacement::Interpreted`] by default,
+/// whatever their tape: generated code grows with the program, and the
 /// time drivers take to compile it faster (`bench/journal.md`, 2026-11-28). Below it, a
 /// private tape's generated code is the faster to run and, on lavapipe, to compile.
 pub const PRIVATE_MAX_INSTS: usize = 256;
 
-/// Programs of at most this many instructions keep generated code over a storage tape; longer
-/// ones run the interpreter ([`interpreted`]). Generated code runs faster (on an H200, two
+/// Programs of at most this many instructions that do not take a private tape take generated
+/// code over a storage tape ([`TapePlacement::Storage`]); longer ones the interpreter
+/// ([`TapePlacement::Interpreted`]). Generated code runs faster (on an H200, two
 /// 200 x 200 data matrices of a 16-instruction program sampled several times faster than
 /// interpreted: `bench/journal.md`, 2026-11-28), and for so few instructions its size and
 /// compile time stay small; what grew past bounds were long programs.
 pub const GENERATED_STORAGE_MAX_INSTS: usize = 32;
-
-/// Whether kernels of `program` built with `options` run the interpreter of
-/// `shaders/interp.wgsl` rather than generated code: a storage tape and more than
-/// [`GENERATED_STORAGE_MAX_INSTS`] instructions.
-pub fn interpreted(program: &Program, options: &ShaderOptions) -> bool {
-    options.placement == TapePlacement::Storage && program.insts.len() > GENERATED_STORAGE_MAX_INSTS
-}
 
 /// Chains per block of the storage tape layout: value `k` of chain `c` is at
 /// `(c / B) * (2 * tape_len * B) + k * B + c % B`, so the 32 chains of a warp touch 32
@@ -240,7 +238,7 @@ pub fn storage_tape_values(program: &Program, n_chains: usize) -> u64 {
 pub fn scratch_bytes(program: &Program, options: &ShaderOptions, n_chains: usize) -> u64 {
     match options.placement {
         TapePlacement::Private => 0,
-        TapePlacement::Storage => {
+        TapePlacement::Storage | TapePlacement::Interpreted => {
             storage_tape_values(program, n_chains) * options.precision.size_bytes()
         }
     }
@@ -253,11 +251,11 @@ impl TapePlacement {
     /// The default placement for `program`: private for a tape of at most
     /// [`PRIVATE_TAPE_LEN_THRESHOLD`] values and at most [`PRIVATE_MAX_INSTS`] instructions
     /// that its generated code, loops unrolled, indexes only with constants (so that a
-    /// compiler keeps it in registers); else storage (interpreted past
-    /// [`GENERATED_STORAGE_MAX_INSTS`] instructions: its kernels are the same size whatever
-    /// the program). A private tape indexed at run time is the slow case of
-    /// both: per-thread local memory on NVIDIA, and on lavapipe a chain of selects at every
-    /// access, whose compile time grows with the tape times the accesses.
+    /// compiler keeps it in registers); else storage, with generated code up to
+    /// [`GENERATED_STORAGE_MAX_INSTS`] instructions and interpreted beyond (its kernels are
+    /// the same size whatever the program). A private tape indexed at run time is the slow
+    /// case of both: per-thread local memory on NVIDIA, and on lavapipe a chain of selects at
+    /// every access, whose compile time grows with the tape times the accesses.
     pub fn choose(program: &Program) -> TapePlacement {
         if program.tape_len <= PRIVATE_TAPE_LEN_THRESHOLD
             && program.insts.len() <= PRIVATE_MAX_INSTS
@@ -265,9 +263,17 @@ impl TapePlacement {
             && !private_tape_indexed_at_run_time(program)
         {
             TapePlacement::Private
-        } else {
+        } else if program.insts.len() <= GENERATED_STORAGE_MAX_INSTS {
             TapePlacement::Storage
+        } else {
+            TapePlacement::Interpreted
         }
+    }
+
+    /// Whether the tape lives in the scratch buffer ([`TapePlacement::Storage`] or
+    /// [`TapePlacement::Interpreted`]).
+    pub fn in_storage(self) -> bool {
+        self != TapePlacement::Private
     }
 
     /// The default for kernels with `lanes` invocations per chain: [`TapePlacement::choose`]
@@ -286,6 +292,7 @@ impl fmt::Display for TapePlacement {
         f.write_str(match self {
             TapePlacement::Private => "private",
             TapePlacement::Storage => "storage",
+            TapePlacement::Interpreted => "interpreted",
         })
     }
 }
@@ -945,7 +952,7 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
     items.push(Item::Function(stage_data_function(
         program, options, &rows,
     )?));
-    if interpreted(program, options) {
+    if options.placement == TapePlacement::Interpreted {
         // The interpreter: the same code for every program (`interp.rs`).
         items.push(Item::Source(library::interp_library()));
         items.push(Item::Function(Function {
@@ -973,7 +980,7 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
     // does.
     logp_grad.body = match options.placement {
         TapePlacement::Private => unroll::bound(unroll::unroll(logp_grad.body), split_trips),
-        TapePlacement::Storage => unroll::opaque(logp_grad.body),
+        TapePlacement::Storage | TapePlacement::Interpreted => unroll::opaque(logp_grad.body),
     };
     items.push(Item::Function(logp_grad));
     Ok(Module { items })

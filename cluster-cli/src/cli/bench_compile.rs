@@ -197,9 +197,7 @@ fn measure(
         |kernel| wgsl::kernel_source(program, kernel, &shader).map(|text| text.lines().count());
     let (logp_grad_lines, nuts_lines) = (lines(KernelKind::LogpGrad)?, lines(KernelKind::Nuts)?);
     let tape = match (shader.placement, lanes) {
-        (TapePlacement::Storage, _) if wgsl::interpreted(program, &shader) => {
-            "storage, interpreted".to_owned()
-        }
+        (TapePlacement::Interpreted, _) => "storage, interpreted".to_owned(),
         (TapePlacement::Storage, _) => "storage".to_owned(),
         (TapePlacement::Private, 1) => "private".to_owned(),
         (TapePlacement::Private, lanes) => format!("private, {lanes} lanes"),

@@ -92,7 +92,8 @@ pub struct GpuBenchArgs {
     /// the adapter's limit and chains are not split across lanes].
     #[arg(long, value_enum)]
     data: Option<DataArg>,
-    /// GPU: where the model's tapes live [default: auto, private arrays for short tapes].
+    /// GPU: where the model's tapes live [default: auto, private arrays for short tapes,
+    /// storage for long ones, run by the interpreter for long programs].
     #[arg(long, value_enum)]
     tape: Option<TapeArg>,
     /// GPU: invocations per workgroup (1 to 1024) [default: 64; chains split over lanes: up
@@ -185,6 +186,7 @@ enum TapeArg {
     Auto,
     Private,
     Storage,
+    Interpreted,
 }
 
 impl GpuBenchArgs {
@@ -237,6 +239,7 @@ impl GpuBenchArgs {
             None | Some(TapeArg::Auto) => None,
             Some(TapeArg::Private) => Some(TapePlacement::Private),
             Some(TapeArg::Storage) => Some(TapePlacement::Storage),
+            Some(TapeArg::Interpreted) => Some(TapePlacement::Interpreted),
         }
     }
 

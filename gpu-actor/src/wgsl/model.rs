@@ -9,7 +9,6 @@
 
 use sampler::{Inst, MapOp, MatrixRef, Operand, Program, SlotId, Transform, ZipOp};
 
-use super::TapePlacement;
 use super::ast::{Builtin, Expr, Function, Global, Hook, Ident, Stmt, Ty};
 use super::density;
 use super::library::LibFn;
@@ -499,7 +498,7 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
 /// zeroed by WGSL.
 fn set(tape: &Tape, dst: &Arg, i: &Expr, value: Expr) -> Vec<Stmt> {
     let mut out = vec![Stmt::Assign(dst.at(tape, i), value)];
-    if tape.placement() == TapePlacement::Storage {
+    if tape.placement().in_storage() {
         out.push(Stmt::Assign(dst.adjoint_at(tape, i), Expr::Real(0.0)));
     }
     out

@@ -251,7 +251,7 @@ impl Tape {
     pub(crate) fn value(&self, index: Expr) -> Expr {
         match self.placement {
             TapePlacement::Private => Expr::local(&Ident::new("tape")).index(index),
-            TapePlacement::Storage => self.scratch(index),
+            TapePlacement::Storage | TapePlacement::Interpreted => self.scratch(index),
         }
     }
 
@@ -259,7 +259,9 @@ impl Tape {
     pub(crate) fn adjoint(&self, index: Expr) -> Expr {
         match self.placement {
             TapePlacement::Private => Expr::local(&Ident::new("adj")).index(index),
-            TapePlacement::Storage => self.scratch(index.plus_u32(self.plan.tape_len)),
+            TapePlacement::Storage | TapePlacement::Interpreted => {
+                self.scratch(index.plus_u32(self.plan.tape_len))
+            }
         }
     }
 
@@ -299,7 +301,7 @@ impl Tape {
                 }
                 out
             }
-            TapePlacement::Storage => {
+            TapePlacement::Storage | TapePlacement::Interpreted => {
                 let chain = || Expr::Global(Global::Chain);
                 let block = || Expr::Const(ModuleConst::TapeBlock);
                 let block_values = Expr::U32(2) * Expr::Const(ModuleConst::TapeLen) * block();

@@ -120,12 +120,19 @@ fn every_term_function_is_used_by_some_density() {
 }
 
 /// Names declared by the generated function (not the library): all prefixed `g_`. With a
-/// storage tape the function only calls the interpreter, whose names start with `it_`.
+/// long program over a storage tape the function only calls the interpreter, whose names
+/// start with `it_`.
 #[test]
 fn generated_names_are_prefixed() {
-    let program = program();
+    let long = sampler::CheckedModel::new(
+        sampler::growing::Family::Chain.model(100),
+        &sampler::Limits::default(),
+    )
+    .expect("the model checks");
+    let long = (**long.program()).clone();
+    assert!(long.insts.len() > GENERATED_STORAGE_MAX_INSTS);
     let text =
-        source(&program, &options(Precision::F32, TapePlacement::Storage)).expect("generates");
+        source(&long, &options(Precision::F32, TapePlacement::Interpreted)).expect("generates");
     let start = text.find("fn g_logp_grad").expect("the model function");
     assert!(text[start..].starts_with("fn g_logp_grad() -> T {\n    return it_logp_grad();\n}"));
     for line in super::library::interp_library().lines() {
@@ -140,7 +147,8 @@ fn generated_names_are_prefixed() {
             }
         }
     }
-    for placement in [TapePlacement::Private] {
+    let program = program();
+    for placement in [TapePlacement::Private, TapePlacement::Storage] {
         let text = source(&program, &options(Precision::F32, placement)).expect("generates");
         let start = text.find("fn g_logp_grad").expect("the model function");
         let end = start + text[start..].find("\n}\n").expect("its end");

@@ -37,14 +37,18 @@ fn codegen_every_shader_passes_naga_validation() {
     for model in models::all() {
         let program = model.model.program();
         for &precision in &[Precision::F32, Precision::F64] {
-            for placement in [TapePlacement::Private, TapePlacement::Storage] {
+            for placement in [
+                TapePlacement::Private,
+                TapePlacement::Storage,
+                TapePlacement::Interpreted,
+            ] {
                 for data in [DataPlacement::Storage, DataPlacement::Workgroup] {
                     if data == DataPlacement::Workgroup && program.data.is_empty() {
                         continue;
                     }
                     for lanes in [1, 2, 8, 32] {
                         if lanes > 1
-                            && (placement == TapePlacement::Storage
+                            && (placement.in_storage()
                                 || !longest_split(program, lanes).is_ok_and(|len| len > 0))
                         {
                             continue;

@@ -1,11 +1,11 @@
 //! GPU against the f64 CPU evaluator at fresh random points: every model, both precisions,
-//! both tape placements, many chains per batch.
+//! every tape placement, many chains per batch.
 //!
 //! Errors are measured relative to `max(1, scale)`, where `scale` is the sum of the magnitudes
 //! of the log density's terms (support.rs): the error of a floating-point sum is proportional
 //! to that, whatever the total. Tolerances: 1e-4 in f32, 1e-10 in f64.
 
-use gpu_actor::wgsl::PRIVATE_TAPE_LEN_THRESHOLD;
+use gpu_actor::wgsl::{GENERATED_STORAGE_MAX_INSTS, PRIVATE_TAPE_LEN_THRESHOLD};
 use gpu_actor::{GpuDevice, LogpGradRequest, Precision, TapePlacement};
 
 use crate::models::{self, TestModel};
@@ -57,14 +57,19 @@ fn check_model(
     Ok(worst)
 }
 
-/// Tape placements and invocations per chain to test: both placements with one invocation per
-/// chain, except private for tapes longer than it is chosen for by default (lavapipe compiles
-/// dynamically indexed private arrays of a thousand values for minutes); and chains split
-/// across 2 and across `max_lanes` invocations (the adapter's subgroup) wherever the model
-/// splits a vector that way.
+/// Tape placements and invocations per chain to test: every placement with one invocation
+/// per chain (the storage tape interpreted, and with generated code), except those a program
+/// is too long for by default (lavapipe compiles dynamically indexed private arrays of a
+/// thousand values for minutes, and generated code over a storage tape past
+/// `GENERATED_STORAGE_MAX_INSTS` instructions for longer than the compile budget); and chains
+/// split across 2 and across `max_lanes` invocations (the adapter's subgroup) wherever the
+/// model splits a vector that way.
 fn configs(model: &TestModel, max_lanes: u32) -> Vec<(TapePlacement, u32)> {
     let program = model.model.program();
-    let mut out = vec![(TapePlacement::Storage, 1)];
+    let mut out = vec![(TapePlacement::Interpreted, 1)];
+    if program.insts.len() <= GENERATED_STORAGE_MAX_INSTS {
+        out.insert(0, (TapePlacement::Storage, 1));
+    }
     if program.tape_len <= PRIVATE_TAPE_LEN_THRESHOLD {
         out.insert(0, (TapePlacement::Private, 1));
     }
