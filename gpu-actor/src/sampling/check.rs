@@ -1,8 +1,8 @@
 //! The checks that keep a device from sampling a model it computes wrongly: the log density
 //! and gradient the device computed at a few chains' first points (the initial points, from
 //! the `logp_grad` kernel), and the log density of their first draws (from the NUTS kernel's
-//! first batch, whose values always come back), against the CPU evaluator's at the same
-//! points.
+//! first batch, whose values always come back; with the fused kernel, the log density and
+//! gradient the device computed there), against the CPU evaluator's at the same points.
 //!
 //! A few CPU evaluations per run (each one per statement of the model, for the rounding
 //! scale: `sampler::reference`). The tolerances are ten times the parity tests' (which hold at

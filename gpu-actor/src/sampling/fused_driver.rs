@@ -28,7 +28,7 @@ use super::{
 use crate::device::fused::{FusedBatch, FusedCommand, FusedOpen, FusedReply, FusedRun, StepRole};
 use crate::device::nuts::SessionId;
 use crate::device::{GpuDevice, ModelKey};
-use crate::error::GpuError;
+use crate::error::{CheckedPoint, GpuError};
 use crate::kernels::philox::{ChainStream, Purpose};
 use crate::kernels::tree::{Leaf, Tree};
 use crate::wgsl::KernelKind;
@@ -61,6 +61,35 @@ struct Finished {
     stats: DrawStats,
     usable: bool,
     iteration: u64,
+}
+
+/// Checks the first draw of the first few chains that have one against the CPU's log density
+/// and gradient (`check.rs`); whether any was checked.
+fn check_first_draws(
+    device: &GpuDevice,
+    request: &GpuSampleRequest,
+    finished: &[Vec<Finished>],
+) -> Result<bool, GpuError> {
+    let mut checked = false;
+    let firsts = finished
+        .iter()
+        .enumerate()
+        .filter_map(|(c, draws)| draws.first().map(|first| (c, first)))
+        .take(super::check::CHECKED_CHAINS);
+    for (c, first) in firsts {
+        super::check::check_point(
+            &device.report().name,
+            request.model.program(),
+            request.precision,
+            c,
+            CheckedPoint::FirstDraw,
+            &first.q,
+            first.stats.lp,
+            Some(&first.g),
+        )?;
+        checked = true;
+    }
+    Ok(checked)
 }
 
 struct Chain {
@@ -586,7 +615,13 @@ pub(super) fn run(
     let mut traces: Vec<ChainTrace> = empty_traces(&request.chains, &init.q, writer.n_columns());
     let record_settings = RecordSettings::new(settings, observer);
     let room = Room::make(n, writer.n_columns(), record_settings.draws);
-    let flush = |driver: &mut Driver<'_>, traces: &mut [ChainTrace], warmup: bool| {
+    // Whether a batch's first draws were checked against the CPU (before any is recorded).
+    let mut first_draws_checked = false;
+    let flush = |driver: &mut Driver<'_>,
+                 traces: &mut [ChainTrace],
+                 warmup: bool,
+                 checked: &mut bool|
+     -> Result<Vec<Vec<Finished>>, GpuError> {
         let finished: Vec<Vec<Finished>> = driver
             .chains
             .iter_mut()
@@ -607,6 +642,9 @@ pub(super) fn run(
                 .map(|f| u64::from(f.stats.n_leapfrog))
                 .sum::<u64>();
             last.draws += finished.iter().map(|f| f.len() as u64).sum::<u64>();
+        }
+        if !*checked {
+            *checked = check_first_draws(device, request, &finished)?;
         }
         record(
             traces,
@@ -629,7 +667,7 @@ pub(super) fn run(
                 }
             },
         );
-        finished
+        Ok(finished)
     };
 
     if let Some(warmup) = warmup.as_mut() {
@@ -642,7 +680,7 @@ pub(super) fn run(
             let end = warmup.boundary(iteration, 16, n_warm);
             let late = warmup.late_from(iteration);
             driver.advance(end, Some((late, n_warm - 1)), Phase::Warmup)?;
-            let finished = flush(&mut driver, &mut traces, true);
+            let finished = flush(&mut driver, &mut traces, true, &mut first_draws_checked)?;
             for slot in 0..(end - iteration) as usize {
                 let mut moments = IterationMoments::new(dim);
                 for f in finished.iter().map(|f| &f[slot]) {
@@ -687,7 +725,7 @@ pub(super) fn run(
         }
         limit = (limit + 16).min(total);
         driver.advance(limit, None, Phase::Sampling)?;
-        flush(&mut driver, &mut traces, false);
+        flush(&mut driver, &mut traces, false, &mut first_draws_checked)?;
     }
     let sampling_time = sampling_started.elapsed();
     for (trace, chain) in traces.iter_mut().zip(&driver.chains) {
