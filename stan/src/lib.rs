@@ -1,0 +1,12 @@
+//! `stan`: a front end for the Stan language: lexer, parser, and an AST whose every node has a
+//! span, with errors rendered as `file:line:column` plus the source line and a caret.
+//!
+//! Lowering to the model IR is not here yet (issue 23, step 2). Grammar references: stanc3's
+//! `src/frontend/parser.mly` and `lexer.mll`, and the Stan reference manual.
+
+pub mod ast;
+mod error;
+#[allow(dead_code)] // Used by the parser, which comes next.
+mod lexer;
+
+pub use error::{ParseError, ParseErrorKind, line_column, render};
