@@ -6,7 +6,9 @@
 
 pub mod ast;
 mod error;
-#[allow(dead_code)] // Used by the parser, which comes next.
 mod lexer;
+mod parser;
 
+pub use ast::Program;
 pub use error::{ParseError, ParseErrorKind, line_column, render};
+pub use parser::parse;
