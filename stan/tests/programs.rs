@@ -86,3 +86,44 @@ fn programs_block_shapes_match_the_source() {
     let functions = program.functions.expect("accel_gp has functions");
     assert_eq!(functions.functions.len(), 3);
 }
+
+/// `{:?}` of a tree without its spans (`Span`'s Debug is `@start..end`).
+fn without_spans(program: &stan::Program) -> String {
+    let text = format!("{program:?}");
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '@' {
+            while chars
+                .peek()
+                .is_some_and(|c| c.is_ascii_digit() || *c == '.')
+            {
+                chars.next();
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn programs_print_then_parse_gives_the_same_tree() {
+    for (name, source) in programs() {
+        let program = stan::parse(&source).expect("parses");
+        let printed = program.to_string();
+        let reparsed = stan::parse(&printed)
+            .unwrap_or_else(|e| panic!("{}\n{printed}", e.render(&name, &printed)));
+        assert_eq!(
+            without_spans(&reparsed),
+            without_spans(&program),
+            "{name} printed as:\n{printed}"
+        );
+    }
+}
+
+#[test]
+fn programs_printer_adds_only_needed_parentheses() {
+    let source = "model {\n  target += -a ^ b + (c ? d : e) * f' - a ^ -b;\n}\n";
+    assert_eq!(stan::parse(source).unwrap().to_string(), source);
+}
