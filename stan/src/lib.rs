@@ -1,6 +1,6 @@
 //! `stan`: a front end for the Stan language: lexer, parser, and an AST whose every node has a
 //! span, with errors rendered as `file:line:column` plus the source line and a caret,
-//! a pretty-printer (`Display` on the AST) that prints valid Stan and Stan's JSON data format
+//! a pretty-printer (`Display` on the AST) that prints valid Stan, Stan's JSON data format,
 //! and lowering of a program plus its data to `sampler`'s model IR.
 //!
 //! Grammar references: stanc3's `src/frontend/parser.mly` and `lexer.mll`, and the Stan
@@ -11,6 +11,7 @@ mod data;
 mod error;
 mod host;
 mod lexer;
+mod lower;
 mod parser;
 mod print;
 mod value;
@@ -18,5 +19,6 @@ mod value;
 pub use ast::Program;
 pub use data::{Data, DataError, MAX_JSON_BYTES, MAX_VALUES, read_data};
 pub use error::{ParseError, ParseErrorKind, line_column, render};
+pub use lower::{LowerError, lower};
 pub use parser::parse;
 pub use value::{Value, Values};
