@@ -1,16 +1,24 @@
 //! `stan`: a front end for the Stan language: lexer, parser, and an AST whose every node has a
 //! span, with errors rendered as `file:line:column` plus the source line and a caret,
-//! and a pretty-printer (`Display` on the AST) that prints valid Stan.
+//! a pretty-printer (`Display` on the AST) that prints valid Stan, Stan's JSON data format,
+//! and lowering of a program plus its data to `sampler`'s model IR.
 //!
-//! Lowering to the model IR is not here yet (issue 23, step 2). Grammar references: stanc3's
-//! `src/frontend/parser.mly` and `lexer.mll`, and the Stan reference manual.
+//! Grammar references: stanc3's `src/frontend/parser.mly` and `lexer.mll`, and the Stan
+//! reference manual.
 
 pub mod ast;
+mod data;
 mod error;
+mod host;
 mod lexer;
+mod lower;
 mod parser;
 mod print;
+mod value;
 
 pub use ast::Program;
+pub use data::{Data, DataError, MAX_JSON_BYTES, MAX_VALUES, read_data};
 pub use error::{ParseError, ParseErrorKind, line_column, render};
+pub use lower::{LowerError, lower};
 pub use parser::parse;
+pub use value::{Value, Values};

@@ -127,3 +127,6 @@ fn programs_printer_adds_only_needed_parentheses() {
     let source = "model {\n  target += -a ^ b + (c ? d : e) * f' - a ^ -b;\n}\n";
     assert_eq!(stan::parse(source).unwrap().to_string(), source);
 }
+
+#[path = "programs/lowering.rs"]
+mod lowering;
