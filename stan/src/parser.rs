@@ -11,7 +11,7 @@ mod stmt;
 #[cfg(test)]
 mod tests;
 
-use crate::ast::{Block, BlockKind, FunctionsBlock, Ident, Program, Span, StmtKind};
+use crate::ast::{Block, BlockKind, Expr, FunctionsBlock, Ident, Program, Span, StmtKind};
 use crate::error::{ParseError, ParseErrorKind};
 use crate::lexer::{Keyword, Punct, Token, TokenKind, tokenize};
 
@@ -105,6 +105,22 @@ impl Parser<'_> {
             Ok(self.bump().span)
         } else {
             Err(self.expected(&format!("`{}`", keyword.as_str())))
+        }
+    }
+
+    /// One or more comma-separated expressions, then `close`; `context` ends the error
+    /// message ("`,` or `]` in the sizes").
+    fn exprs_until(&mut self, close: Punct, context: &str) -> Result<Vec<Expr>, ParseError> {
+        let mut exprs = Vec::new();
+        loop {
+            exprs.push(self.expr()?);
+            if self.eat(close) {
+                return Ok(exprs);
+            }
+            if !self.eat(Punct::Comma) {
+                let what = format!("`,` or `{}`{context}", close.as_str());
+                return Err(self.expected(&what));
+            }
         }
     }
 

@@ -72,15 +72,7 @@ impl Parser<'_> {
         let mut array_dims = Vec::new();
         if self.eat_keyword(Keyword::Array) {
             self.expect(Punct::LBracket)?;
-            loop {
-                array_dims.push(self.expr()?);
-                if self.eat(Punct::RBracket) {
-                    break;
-                }
-                if !self.eat(Punct::Comma) {
-                    return Err(self.expected("`,` or `]` in the array dimensions"));
-                }
-            }
+            array_dims = self.exprs_until(Punct::RBracket, " in the array dimensions")?;
         }
         let base_span = self.span();
         let base = self.base_type()?;
@@ -106,17 +98,7 @@ impl Parser<'_> {
         };
         let sizes = if self.at(Punct::LBracket) {
             self.bump();
-            let mut sizes = Vec::new();
-            loop {
-                sizes.push(self.expr()?);
-                if self.eat(Punct::RBracket) {
-                    break;
-                }
-                if !self.eat(Punct::Comma) {
-                    return Err(self.expected("`,` or `]` in the sizes"));
-                }
-            }
-            sizes
+            self.exprs_until(Punct::RBracket, " in the sizes")?
         } else {
             Vec::new()
         };

@@ -340,15 +340,7 @@ impl Parser<'_> {
             }
             let mut args = vec![first];
             if !self.eat(Punct::RParen) {
-                loop {
-                    args.push(self.expr()?);
-                    if self.eat(Punct::RParen) {
-                        break;
-                    }
-                    if !self.eat(Punct::Comma) {
-                        return Err(self.expected("`,` or `)`"));
-                    }
-                }
+                args.extend(self.exprs_until(Punct::RParen, "")?);
             }
             return Ok(Expr {
                 span: name.span.to(self.prev_span()),

@@ -253,15 +253,7 @@ impl Parser<'_> {
         self.expect(Punct::LParen)?;
         let mut args = Vec::new();
         if !self.eat(Punct::RParen) {
-            loop {
-                args.push(self.expr()?);
-                if self.eat(Punct::RParen) {
-                    break;
-                }
-                if !self.eat(Punct::Comma) {
-                    return Err(self.expected("`,` or `)`"));
-                }
-            }
+            args = self.exprs_until(Punct::RParen, "")?;
         }
         // `T[` is truncation only here; elsewhere `T` is an ordinary identifier.
         let truncation = if matches!(self.peek(), TokenKind::Ident(name) if name == "T")
