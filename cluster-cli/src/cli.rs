@@ -54,13 +54,19 @@ enum Command {
     Debug(debug::DebugArgs),
 }
 
-/// Errors in the user's input files: reported in one line with exit code 2.
+/// Errors in the user's input files: reported with exit code 2.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {message}")]
-pub struct BadInput {
-    path: String,
-    message: String,
+pub enum BadInput {
+    /// In one line, after the file's path.
+    #[error("{path}: {message}")]
+    File { path: String, message: String },
+    /// A Stan error rendered with its file, line and column, the source line and a caret.
+    #[error("{0}")]
+    Rendered(String),
 }
+
+/// The largest Stan program read (a program, not data: data come with `--data`).
+const MAX_STAN_SOURCE_BYTES: u64 = 16 << 20;
 
 /// Warmup iterations and draws per chain unless given.
 const DEFAULT_ITERATIONS: u64 = 1000;
@@ -135,16 +141,92 @@ impl SamplerArgs {
 
 /// Reads and checks a model file; any problem is a [`BadInput`].
 pub fn load_model(path: &Path) -> anyhow::Result<CheckedModel> {
-    let bad = |message: String| BadInput {
+    load_model_with_data(path, None)
+}
+
+/// Reads a file of at most `max` bytes (checked before reading).
+fn read_bounded(path: &Path, max: u64, what: &str) -> Result<String, BadInput> {
+    let bad = |message: String| BadInput::File {
         path: path.display().to_string(),
         message,
     };
+    let len = std::fs::metadata(path)
+        .map_err(|err| bad(format!("cannot read the {what}: {err}")))?
+        .len();
+    if len > max {
+        return Err(bad(format!(
+            "the {what} is {len} bytes, over the limit of {max}"
+        )));
+    }
+    std::fs::read_to_string(path).map_err(|err| bad(format!("cannot read the {what}: {err}")))
+}
+
+/// Reads and checks a model: a JSON IR file, or a Stan program (`.stan`) with its data file
+/// (Stan's JSON data format), parsed and lowered to the IR here; any problem is a
+/// [`BadInput`]. Either way only the IR, data included, goes on to samplers and nodes.
+pub fn load_model_with_data(path: &Path, data: Option<&Path>) -> anyhow::Result<CheckedModel> {
+    if path.extension().is_some_and(|ext| ext == "stan") {
+        return load_stan(path, data);
+    }
+    let bad = |message: String| BadInput::File {
+        path: path.display().to_string(),
+        message,
+    };
+    if data.is_some() {
+        return Err(bad(
+            "--data is for Stan programs (.stan); a JSON IR file holds its own data".into(),
+        )
+        .into());
+    }
     let text = std::fs::read_to_string(path)
         .map_err(|err| bad(format!("cannot read the model file: {err}")))?;
     let model =
         CheckedModel::from_json(&text, &Limits::default()).map_err(|err| bad(err.to_string()))?;
     for warning in model.warnings() {
         errln!("warning: {}: {warning}", path.display());
+    }
+    Ok(model)
+}
+
+/// A Stan program and its data, lowered to a checked IR model named after the file.
+fn load_stan(path: &Path, data: Option<&Path>) -> anyhow::Result<CheckedModel> {
+    let name = path.display().to_string();
+    let bad = |message: String| BadInput::File {
+        path: name.clone(),
+        message,
+    };
+    let source = read_bounded(path, MAX_STAN_SOURCE_BYTES, "Stan program")?;
+    let program =
+        stan::parse(&source).map_err(|err| BadInput::Rendered(err.render(&name, &source)))?;
+    let declares_data = program
+        .data
+        .as_ref()
+        .is_some_and(|block| !block.stmts.is_empty());
+    let values = match data {
+        Some(data_path) => {
+            let text = read_bounded(data_path, stan::MAX_JSON_BYTES as u64, "data file")?;
+            stan::read_data(&program, &text).map_err(|err| BadInput::File {
+                path: data_path.display().to_string(),
+                message: err.to_string(),
+            })?
+        }
+        None if declares_data => {
+            return Err(bad(
+                "the program declares data: give its data file with --data FILE".into(),
+            )
+            .into());
+        }
+        None => stan::Data::default(),
+    };
+    let model_name = path.file_stem().map_or_else(
+        || "model".to_owned(),
+        |stem| stem.to_string_lossy().into_owned(),
+    );
+    let model = stan::lower(&program, &values, &model_name)
+        .map_err(|err| BadInput::Rendered(err.render(&name, &source)))?;
+    let model = CheckedModel::new(model, &Limits::default()).map_err(|err| bad(err.to_string()))?;
+    for warning in model.warnings() {
+        errln!("warning: {name}: {warning}");
     }
     Ok(model)
 }

@@ -33,7 +33,12 @@ fn main() -> ExitCode {
             } else {
                 1
             };
-            errln!("error: {err:#}");
+            // A rendered Stan error says `file:line:column: error:` itself.
+            if let Some(cli::BadInput::Rendered(text)) = err.downcast_ref::<cli::BadInput>() {
+                errln!("{text}");
+            } else {
+                errln!("error: {err:#}");
+            }
             ExitCode::from(code)
         }
     }

@@ -588,3 +588,79 @@ fn a_closed_stdout_ends_quietly_with_status_0_and_the_files_are_written() {
     assert!(!err.contains("panicked"), "stderr: {err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A Stan program with its data file samples as a JSON model does: posteriordb's
+/// kidscore_momiq with its data, the posterior mean of the slope against posteriordb's
+/// reference within 4 combined MCSE (ours from the summary's mcse column).
+#[test]
+fn sample_runs_a_stan_program_with_its_data() {
+    let output = cli(&[
+        "sample",
+        "stan/tests/programs/kidscore_momiq.stan",
+        "--data",
+        "stan/tests/data/kidiq.json",
+        "--chains",
+        "4",
+        "--quiet",
+    ]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let text = stdout(&output);
+    let reference: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            repo_root().join("stan/tests/data/kidiq-kidscore_momiq.summary.json"),
+        )
+        .expect("the reference summary"),
+    )
+    .expect("json");
+    for (j, name) in ["beta[1]", "beta[2]", "sigma"].into_iter().enumerate() {
+        let row = summary_row(&text, name);
+        let (mean, mcse) = (row[0], row[5]);
+        let expected = reference["mean"][j].as_f64().expect("a mean");
+        let expected_mcse = reference["mcse_mean"][j].as_f64().expect("an mcse");
+        let z = (mean - expected) / (mcse * mcse + expected_mcse * expected_mcse).sqrt();
+        assert!(
+            z.abs() < 4.0,
+            "{name}: mean {mean}, reference {expected}, z {z}"
+        );
+    }
+}
+
+/// Errors in a Stan program point at file:line:column with the source line and a caret;
+/// a program that declares data needs --data, and data that do not fit the declarations
+/// are named. Exit code 2 for all.
+#[test]
+fn stan_errors_point_at_the_source_and_exit_with_code_2() {
+    let dir = scratch_dir("stan-errors");
+    let bad = dir.join("bad.stan");
+    std::fs::write(
+        &bad,
+        "parameters {\n  real mu\n}\nmodel {\n  mu ~ normal(0, 1);\n}\n",
+    )
+    .expect("write");
+    let output = cli(&["sample", bad.to_str().expect("utf8"), "--quiet"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("bad.stan:3:1: error: "), "{message}");
+    assert!(message.contains("^"), "no caret: {message}");
+
+    let program = "stan/tests/programs/kidscore_momiq.stan";
+    let output = cli(&["sample", program, "--quiet"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("--data"), "{}", stderr(&output));
+
+    let data = dir.join("data.json");
+    std::fs::write(&data, r#"{"N": 2, "kid_score": [1, 2]}"#).expect("write");
+    let output = cli(&[
+        "sample",
+        program,
+        "--data",
+        data.to_str().expect("utf8"),
+        "--quiet",
+    ]);
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(
+        message.contains("data.json: ") && message.contains("mom_iq"),
+        "{message}"
+    );
+}

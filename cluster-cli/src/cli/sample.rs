@@ -25,7 +25,7 @@ use sampler::summary::EBFMI_THRESHOLD;
 use sampler::{ChainId, ChainSpec, ChainTrace, CheckedModel, RunSummary, SamplerSettings, Seed};
 
 use super::cluster::block_on;
-use super::{SamplerArgs, ensure_parent, load_model};
+use super::{SamplerArgs, ensure_parent, load_model_with_data};
 use crate::progress::ProgressBars;
 
 /// Runs with more chains than this print one line for all chains instead of one per chain.
@@ -38,8 +38,11 @@ const SUPERVISOR_TIMEOUT: Duration = Duration::from_secs(60);
 /// Arguments of `sample`.
 #[derive(Debug, clap::Args)]
 pub struct SampleArgs {
-    /// The model file (JSON IR, see models/).
+    /// The model: a Stan program (`.stan`, with --data) or a JSON IR file (see models/).
     model: PathBuf,
+    /// The Stan program's data, in Stan's JSON data format (as CmdStan reads it).
+    #[arg(long, value_name = "FILE")]
+    data: Option<PathBuf>,
     /// Number of chains.
     #[arg(long, default_value_t = 4)]
     chains: u32,
@@ -176,7 +179,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     // Silent unless `RUST_LOG` asks (`gpu_actor::timeline=debug`, say): what a run has to
     // say, the fallback to the CPU included, it prints itself, once.
     crate::logging::init(crate::logging::QUIET);
-    let model = load_model(&args.model)?;
+    let model = load_model_with_data(&args.model, args.data.as_deref())?;
     anyhow::ensure!(args.chains > 0, "--chains must be at least 1");
     anyhow::ensure!(
         args.device == Some(Device::Gpu) || !args.gpu.given(),
