@@ -625,6 +625,38 @@ fn sample_runs_a_stan_program_with_its_data() {
     }
 }
 
+/// The README's main job: the Stan program of models/stan with its data file prints the
+/// summary of every parameter and transformed parameter.
+#[test]
+fn readme_main_job_samples_the_stan_program() {
+    let output = cli(&[
+        "sample",
+        "models/stan/eight_schools_noncentered.stan",
+        "--data",
+        "models/stan/eight_schools.data.json",
+        "--chains",
+        "4",
+        "--seed",
+        "1",
+        "--quiet",
+    ]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let text = stdout(&output);
+    for row in [
+        "lp__",
+        "theta_trans[1]",
+        "mu",
+        "tau",
+        "theta[1]",
+        "theta[8]",
+    ] {
+        assert!(
+            text.lines().any(|line| line.starts_with(row)),
+            "missing row {row} in:\n{text}"
+        );
+    }
+}
+
 /// Errors in a Stan program point at file:line:column with the source line and a caret;
 /// a program that declares data needs --data, and data that do not fit the declarations
 /// are named. Exit code 2 for all.
