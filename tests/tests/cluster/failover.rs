@@ -72,6 +72,15 @@ fn assert_same_draws(remote: &[Chain], reference: &[Chain]) {
     }
 }
 
+/// Waits until the client has the coordinator's answer that it runs the job: a node lost
+/// before that answer did not take the job, which the client hands to another member at once
+/// (no failover of unfinished chains).
+fn wait_submitted(client: &Process) {
+    client
+        .wait_for_line(" submitted to ", JOB_LIMIT)
+        .unwrap_or_else(|output| panic!("the client did not submit the job: {output}"));
+}
+
 /// The client's line about its failover, once it is printed.
 fn failover_line(client: &Process, from: &NodeProcess, since: Instant) -> String {
     let line = client
@@ -115,6 +124,7 @@ fn failover_the_entry_node_killed_mid_job_the_client_finishes_elsewhere_with_the
     a.process
         .wait_for_line("running chains", JOB_LIMIT)
         .expect("a runs chains of the job");
+    wait_submitted(&client);
     a.process.signal("KILL");
     let line = failover_line(&client, &a, Instant::now());
     assert!(line.contains("(connection lost)"), "{line}");
@@ -149,6 +159,7 @@ fn failover_the_entry_node_stopped_mid_job_is_detected_and_left_behind() {
     a.process
         .wait_for_lines("running chains", before + 1, JOB_LIMIT)
         .expect("a runs chains of the job");
+    wait_submitted(&client);
     a.process.signal("STOP");
     let line = failover_line(&client, &a, Instant::now());
     assert!(line.contains("(no answer for "), "{line}");
@@ -223,6 +234,7 @@ fn failover_the_entry_node_terminated_mid_job_hands_the_job_over_after_its_grace
     a.process
         .wait_for_line("running chains", JOB_LIMIT)
         .expect("a runs chains of the job");
+    wait_submitted(&client);
     a.process.signal("TERM");
     client
         .wait_for_line("entry node a@127.0.0.1 is draining", EVENT_LIMIT)
