@@ -135,6 +135,7 @@ pub fn append(
     columns.extend(new_columns.into_iter().map(|column| Column {
         name: column.name,
         index: column.index,
+        dims: column.dims,
     }));
     let count: usize = failures.iter().map(|f| f.count).sum();
     if let Some(first) = failures.into_iter().find_map(|f| f.first) {
