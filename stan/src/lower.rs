@@ -20,13 +20,11 @@ use sampler::{
 };
 
 use crate::ast::{
-    AssignOp, BaseType, Block, Constraint, Expr, ExprKind, Index, Program, SizedType, Span, Stmt,
-    StmtKind,
+    AssignOp, BaseType, Block, Constraint, Expr, ExprKind, Program, SizedType, Span, Stmt, StmtKind,
 };
 use crate::data::{self, Data};
 use crate::error::render;
-use crate::host::{self, Env, HostError};
-use crate::value::{Value, Values};
+use crate::host::{Env, HostError};
 use expr::Shape;
 
 /// A construct that cannot be lowered, at its span.
@@ -65,14 +63,14 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
             "the `functions` block is not supported yet",
         ));
     }
-    if let Some(block) = &program.generated_quantities {
-        return Err(LowerError::new(
-            block.span,
-            "the `generated quantities` block is not supported yet",
-        ));
-    }
+    // `generated quantities` runs on the host after sampling (`crate::GeneratedQuantities`).
+    // `transformed data` runs on the host, once, before anything is lowered.
+    let env = crate::gq::transformed_data(program, data)?
+        .into_iter()
+        .map(|(name, typed)| (name, typed.value))
+        .collect();
     let mut lowerer = Lowerer {
-        env: data.values.clone(),
+        env,
         syms: BTreeMap::new(),
         model: Model {
             ir_version: IR_VERSION,
@@ -84,11 +82,6 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
         },
         generated: 0,
     };
-    if let Some(block) = &program.transformed_data {
-        for stmt in &block.stmts {
-            lowerer.host_stmt(stmt)?;
-        }
-    }
     if let Some(block) = &program.parameters {
         lowerer.parameters(block)?;
     }
@@ -132,110 +125,6 @@ impl Lowerer {
     fn shape_of(&self, ty: &SizedType, name: &str) -> Result<Vec<usize>, LowerError> {
         data::declared_shape(ty, &self.env, name)
             .map_err(|err| LowerError::new(ty.span, err.to_string()))
-    }
-
-    /// One statement of `transformed data`, run on the host.
-    fn host_stmt(&mut self, stmt: &Stmt) -> Result<(), LowerError> {
-        match &stmt.kind {
-            StmtKind::Decl { ty, vars } => {
-                for var in vars {
-                    let shape = self.shape_of(ty, &var.name.name)?;
-                    let value = match &var.init {
-                        Some(init) => conform(host::eval(init, &self.env)?, ty, &shape, init.span)?,
-                        None => blank(ty, shape),
-                    };
-                    self.env.insert(var.name.name.clone(), value);
-                }
-                Ok(())
-            }
-            StmtKind::Assign { lhs, op, rhs } => {
-                let Some(current) = self.env.get(&lhs.name.name).cloned() else {
-                    return Err(LowerError::new(
-                        lhs.span,
-                        format!("unknown name `{}`", lhs.name.name),
-                    ));
-                };
-                let mut positions = Vec::new();
-                for index in lhs.indices.iter().flatten() {
-                    let Index::Single(e) = index else {
-                        return unsupported(lhs.span, "assignment to a slice");
-                    };
-                    positions.push(
-                        host::eval(e, &self.env)?.as_int().ok_or_else(|| {
-                            LowerError::new(e.span, "an index must be an integer")
-                        })?,
-                    );
-                }
-                let old = host::index(&current, &positions, lhs.span)?;
-                let mut new = host::eval(rhs, &self.env)?;
-                if *op != AssignOp::Assign {
-                    let bin = match op {
-                        AssignOp::Add => crate::ast::BinaryOp::Add,
-                        AssignOp::Sub => crate::ast::BinaryOp::Sub,
-                        AssignOp::Mul => crate::ast::BinaryOp::Mul,
-                        AssignOp::Div => crate::ast::BinaryOp::Div,
-                        AssignOp::EltMul => crate::ast::BinaryOp::EltMul,
-                        AssignOp::EltDiv | AssignOp::Assign => crate::ast::BinaryOp::EltDiv,
-                    };
-                    let mut env = Env::new();
-                    env.insert("a".into(), old.clone());
-                    env.insert("b".into(), new);
-                    let var = |n: &str| Expr {
-                        kind: ExprKind::Var(crate::ast::Ident {
-                            name: n.into(),
-                            span: stmt.span,
-                        }),
-                        span: stmt.span,
-                    };
-                    let combined = Expr {
-                        kind: ExprKind::Binary {
-                            op: bin,
-                            lhs: Box::new(var("a")),
-                            rhs: Box::new(var("b")),
-                        },
-                        span: stmt.span,
-                    };
-                    new = host::eval(&combined, &env)?;
-                }
-                if new.len() != old.len() && !new.is_scalar() {
-                    return Err(LowerError::new(
-                        stmt.span,
-                        format!("assigning {} values to {} places", new.len(), old.len()),
-                    ));
-                }
-                store(
-                    self.env.get_mut(&lhs.name.name).expect("looked up above"),
-                    &positions,
-                    &new,
-                    stmt.span,
-                )
-            }
-            StmtKind::For {
-                var,
-                lower,
-                upper,
-                body,
-            } => {
-                let (Some(lo), Some(hi)) = (
-                    host::eval(lower, &self.env)?.as_int(),
-                    host::eval(upper, &self.env)?.as_int(),
-                ) else {
-                    return Err(LowerError::new(stmt.span, "loop bounds must be integers"));
-                };
-                if hi.saturating_sub(lo) > data::MAX_VALUES as i64 {
-                    return Err(LowerError::new(stmt.span, "loop runs too many times"));
-                }
-                for i in lo..=hi {
-                    self.env.insert(var.name.clone(), Value::int(i));
-                    self.host_stmt(body)?;
-                }
-                self.env.remove(&var.name);
-                Ok(())
-            }
-            StmtKind::Block(stmts) => stmts.iter().try_for_each(|s| self.host_stmt(s)),
-            StmtKind::Empty | StmtKind::Print(_) => Ok(()),
-            _ => unsupported(stmt.span, "this statement in `transformed data`"),
-        }
     }
 
     fn parameters(&mut self, block: &Block) -> Result<(), LowerError> {
@@ -441,73 +330,4 @@ impl Lowerer {
             _ => Ir::Const(0.0),
         }
     }
-}
-
-/// A declared variable before assignment: NaN for reals (as Stan), 0 for ints.
-fn blank(ty: &SizedType, shape: Vec<usize>) -> Value {
-    // The shape was checked against MAX_VALUES by `declared_shape`.
-    let len = shape.iter().product();
-    let values = if ty.base == BaseType::Int {
-        Values::Int(vec![0; len])
-    } else {
-        Values::Real(vec![f64::NAN; len])
-    };
-    Value { shape, values }
-}
-
-/// `value` as a variable of type `ty` and `shape` (an int converts to real; sizes must match).
-fn conform(value: Value, ty: &SizedType, shape: &[usize], span: Span) -> Result<Value, LowerError> {
-    if value.shape != shape {
-        return Err(LowerError::new(
-            span,
-            format!(
-                "value of size {:?} for a declaration of size {shape:?}",
-                value.shape
-            ),
-        ));
-    }
-    match (ty.base, value.values) {
-        (BaseType::Int, Values::Real(_)) => Err(LowerError::new(span, "a real value for an `int`")),
-        (BaseType::Int, values) => Ok(Value {
-            shape: value.shape,
-            values,
-        }),
-        (_, values) => {
-            let v = Value {
-                shape: value.shape,
-                values,
-            };
-            Ok(Value {
-                shape: v.shape.clone(),
-                values: Values::Real(v.reals()),
-            })
-        }
-    }
-}
-
-/// Writes `new` into `target` at `positions` (1-based; a prefix of the dimensions).
-fn store(target: &mut Value, positions: &[i64], new: &Value, span: Span) -> Result<(), LowerError> {
-    let mut offset = 0usize;
-    let mut stride: usize = target.shape.iter().product();
-    for (dim, &pos) in target.shape.iter().zip(positions) {
-        stride /= (*dim).max(1);
-        offset += (pos as usize - 1) * stride;
-    }
-    let len = stride;
-    match &mut target.values {
-        Values::Real(v) => {
-            for i in 0..len {
-                v[offset + i] = new.real_at(if new.is_scalar() { 0 } else { i });
-            }
-        }
-        Values::Int(v) => {
-            let Values::Int(n) = &new.values else {
-                return Err(LowerError::new(span, "a real value assigned to an `int`"));
-            };
-            for i in 0..len {
-                v[offset + i] = n[if new.is_scalar() { 0 } else { i }];
-            }
-        }
-    }
-    Ok(())
 }
