@@ -10,24 +10,26 @@
 //! `target += *_lpdf`, while Stan drops them only for `~`; log densities therefore match Stan's
 //! up to a constant.
 
+mod call;
+mod density;
+mod exec;
 mod expr;
+mod params;
+mod sym;
+#[cfg(test)]
+mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use sampler::{
-    Constraint as IrConstraint, DataValue, Expr as Ir, IR_VERSION, Model, Parameter, Statement,
-    Transformed,
-};
+use sampler::{DataValue, Expr as Ir, IR_VERSION, Model};
 
 use crate::ast::{
-    AssignOp, BaseType, Block, Constraint, Expr, ExprKind, Index, Program, SizedType, Span, Stmt,
-    StmtKind,
+    AssignOp, BaseType, Expr, ExprKind, Index, Program, SizedType, Span, Stmt, StmtKind,
 };
 use crate::data::{self, Data};
 use crate::error::render;
 use crate::host::{self, Env, HostError};
 use crate::value::{Value, Values};
-use expr::Shape;
 
 /// A construct that cannot be lowered, at its span.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -59,21 +61,26 @@ impl From<HostError> for LowerError {
 
 /// Lowers `program` with its `data` (from [`crate::read_data`]) to an IR model named `name`.
 pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerError> {
-    if let Some(functions) = &program.functions {
+    if let Some(functions) = program
+        .functions
+        .as_ref()
+        .filter(|f| !f.functions.is_empty())
+    {
         return Err(LowerError::new(
             functions.span,
-            "the `functions` block is not supported yet",
+            "user-defined functions are not supported yet",
         ));
     }
-    if let Some(block) = &program.generated_quantities {
-        return Err(LowerError::new(
-            block.span,
-            "the `generated quantities` block is not supported yet",
-        ));
-    }
+    // `generated quantities` runs on the host after sampling (`crate::gq`), not in the model.
     let mut lowerer = Lowerer {
         env: data.values.clone(),
         syms: BTreeMap::new(),
+        scopes: Vec::new(),
+        assignable: BTreeSet::new(),
+        decl_spans: HashMap::new(),
+        generated_items: HashMap::new(),
+        hidden: 0,
+        steps: 0,
         model: Model {
             ir_version: IR_VERSION,
             name: name.to_owned(),
@@ -93,10 +100,10 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
         lowerer.parameters(block)?;
     }
     if let Some(block) = &program.transformed_parameters {
-        lowerer.definitions(block, true)?;
+        lowerer.transformed_parameters(block)?;
     }
     if let Some(block) = &program.model {
-        lowerer.definitions(block, false)?;
+        lowerer.model_block(block)?;
     }
     Ok(lowerer.model)
 }
@@ -104,8 +111,20 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
 pub(crate) struct Lowerer {
     /// Data and transformed data, by name.
     env: Env,
-    /// Parameters, transformed parameters and model locals: their IR and shape.
-    syms: BTreeMap<String, (Ir, Shape)>,
+    /// Parameters, transformed parameters and locals that depend on parameters.
+    syms: BTreeMap<String, sym::Sym>,
+    /// Names declared in each open scope, innermost last.
+    scopes: Vec<Vec<String>>,
+    /// Variables the current block may assign: its own locals.
+    assignable: BTreeSet<String>,
+    /// Where each local was declared, for errors at the end of a block.
+    decl_spans: HashMap<String, Span>,
+    /// Generated data items by content, so repeated constants share one item.
+    generated_items: HashMap<(bool, Vec<u64>), String>,
+    /// Hidden transformed values made so far (`_t1`, `_t2`, ...).
+    hidden: usize,
+    /// Statements run so far (see `exec::MAX_STEPS`).
+    steps: usize,
     model: Model,
     generated: usize,
 }
@@ -121,10 +140,23 @@ impl Lowerer {
     /// Adds a data item: under the variable's own name, or a generated `_dN` (Stan names
     /// cannot start with `_`, so generated names never clash).
     fn data_item(&mut self, name: Option<String>, value: DataValue) -> Ir {
+        let key = match (&name, &value) {
+            (None, DataValue::Vector(v)) => Some((false, v.iter().map(|x| x.to_bits()).collect())),
+            (None, DataValue::IntVector(v)) => Some((true, v.iter().map(|&x| x as u64).collect())),
+            _ => None,
+        };
+        if let Some(key) = &key
+            && let Some(existing) = self.generated_items.get(key)
+        {
+            return Ir::Ref(existing.clone());
+        }
         let name = name.unwrap_or_else(|| {
             self.generated += 1;
             format!("_d{}", self.generated)
         });
+        if let Some(key) = key {
+            self.generated_items.insert(key, name.clone());
+        }
         self.model.data.entry(name.clone()).or_insert(value);
         Ir::Ref(name)
     }
@@ -235,208 +267,6 @@ impl Lowerer {
             StmtKind::Block(stmts) => stmts.iter().try_for_each(|s| self.host_stmt(s)),
             StmtKind::Empty | StmtKind::Print(_) => Ok(()),
             _ => unsupported(stmt.span, "this statement in `transformed data`"),
-        }
-    }
-
-    fn parameters(&mut self, block: &Block) -> Result<(), LowerError> {
-        for stmt in &block.stmts {
-            let StmtKind::Decl { ty, vars } = &stmt.kind else {
-                return unsupported(stmt.span, "a statement in `parameters`");
-            };
-            let constraint = self.constraint(ty)?;
-            for var in vars {
-                let shape = self.shape_of(ty, &var.name.name)?;
-                let size = match (ty.base, &shape[..]) {
-                    (BaseType::Real, []) => None,
-                    (BaseType::Real, [n]) | (BaseType::Vector, [n]) => Some(*n),
-                    _ => {
-                        return unsupported(
-                            ty.span,
-                            format!("a `{}` parameter of this shape", ty.base.as_str()),
-                        );
-                    }
-                };
-                self.model.parameters.push(Parameter {
-                    name: var.name.name.clone(),
-                    size,
-                    constraint,
-                });
-                let shape = size.map_or(Shape::Scalar, Shape::Vector);
-                self.syms.insert(
-                    var.name.name.clone(),
-                    (Ir::Ref(var.name.name.clone()), shape),
-                );
-            }
-        }
-        Ok(())
-    }
-
-    fn constraint(&mut self, ty: &SizedType) -> Result<IrConstraint, LowerError> {
-        let Some(constraint) = &ty.constraint else {
-            return Ok(IrConstraint::Real);
-        };
-        let Constraint::Range { lower, upper } = constraint else {
-            return unsupported(ty.span, "`offset`/`multiplier`");
-        };
-        let mut bound = |e: &Option<Expr>| -> Result<Option<f64>, LowerError> {
-            let Some(e) = e else { return Ok(None) };
-            match self.term(e)? {
-                expr::Term::Host(v, _) if v.is_scalar() => Ok(Some(v.real_at(0))),
-                _ => unsupported(e.span, "a bound that is not a constant scalar"),
-            }
-        };
-        Ok(match (bound(lower)?, bound(upper)?) {
-            (Some(0.0), None) => IrConstraint::Positive,
-            (Some(l), None) => IrConstraint::Lower(l),
-            (None, Some(u)) => IrConstraint::Upper(u),
-            (Some(0.0), Some(1.0)) => IrConstraint::UnitInterval,
-            (Some(lower), Some(upper)) => IrConstraint::Interval { lower, upper },
-            (None, None) => IrConstraint::Real,
-        })
-    }
-
-    /// `transformed parameters` (`named`: each definition becomes a reported [`Transformed`])
-    /// or `model` (locals are inlined).
-    fn definitions(&mut self, block: &Block, named: bool) -> Result<(), LowerError> {
-        let mut pending: BTreeMap<String, (Shape, Span)> = BTreeMap::new();
-        self.definition_stmts(&block.stmts, named, &mut pending)?;
-        if let Some((name, (_, span))) = pending.into_iter().next() {
-            return Err(LowerError::new(
-                span,
-                format!("`{name}` is declared but never assigned"),
-            ));
-        }
-        Ok(())
-    }
-
-    fn definition_stmts(
-        &mut self,
-        stmts: &[Stmt],
-        named: bool,
-        pending: &mut BTreeMap<String, (Shape, Span)>,
-    ) -> Result<(), LowerError> {
-        for stmt in stmts {
-            match &stmt.kind {
-                StmtKind::Decl { ty, vars } => {
-                    if ty.constraint.is_some() {
-                        return unsupported(
-                            ty.span,
-                            "a constraint on a transformed parameter or local",
-                        );
-                    }
-                    let dims = self.shape_of(ty, "")?;
-                    let shape = match (ty.base, &dims[..]) {
-                        (BaseType::Real, []) => Shape::Scalar,
-                        (BaseType::Vector, [n]) | (BaseType::Real, [n]) => Shape::Vector(*n),
-                        _ => {
-                            return unsupported(
-                                ty.span,
-                                format!("a local `{}` of this shape", ty.base.as_str()),
-                            );
-                        }
-                    };
-                    for var in vars {
-                        match &var.init {
-                            Some(init) => self.define(&var.name.name, shape, init, named)?,
-                            None => {
-                                pending.insert(var.name.name.clone(), (shape, var.name.span));
-                            }
-                        }
-                    }
-                }
-                StmtKind::Assign {
-                    lhs,
-                    op: AssignOp::Assign,
-                    rhs,
-                } if lhs.indices.is_empty() => {
-                    let Some((shape, _)) = pending.remove(&lhs.name.name) else {
-                        return unsupported(
-                            lhs.span,
-                            format!("assigning `{}` again or outside its block", lhs.name.name),
-                        );
-                    };
-                    self.define(&lhs.name.name, shape, rhs, named)?;
-                }
-                StmtKind::Tilde {
-                    lhs,
-                    distribution,
-                    args,
-                    truncation,
-                } => {
-                    if let Some(t) = truncation {
-                        return unsupported(t.span, "truncation");
-                    }
-                    let (value, _) = self.ir(lhs)?;
-                    let dist = self.dist(&distribution.name, args, distribution.span)?;
-                    self.model.model.push(Statement::Sample { value, dist });
-                }
-                StmtKind::TargetPlus(e) => match &e.kind {
-                    ExprKind::CondCall { name, args } if !args.is_empty() => {
-                        if !["_lpdf", "_lupdf", "_lpmf", "_lupmf"]
-                            .iter()
-                            .any(|s| name.name.ends_with(s))
-                        {
-                            return unsupported(e.span, format!("`{}` in `target +=`", name.name));
-                        }
-                        let (value, _) = self.ir(&args[0])?;
-                        let dist = self.dist(&name.name, &args[1..], name.span)?;
-                        self.model.model.push(Statement::Sample { value, dist });
-                    }
-                    _ => {
-                        let (value, _) = self.ir(e)?;
-                        self.model.model.push(Statement::Factor { value });
-                    }
-                },
-                StmtKind::Block(inner) => self.definition_stmts(inner, named, pending)?,
-                StmtKind::Empty | StmtKind::Print(_) => {}
-                _ => return unsupported(stmt.span, "this statement outside `transformed data`"),
-            }
-        }
-        Ok(())
-    }
-
-    fn define(
-        &mut self,
-        name: &str,
-        shape: Shape,
-        value: &Expr,
-        named: bool,
-    ) -> Result<(), LowerError> {
-        let (mut ir, found) = self.ir(value)?;
-        match (shape, found) {
-            (a, b) if a == b => {}
-            // A scalar broadcasts to the declared vector.
-            (Shape::Vector(_), Shape::Scalar) => {
-                ir = Ir::Binary(
-                    sampler::BinaryOp::Add,
-                    Box::new(ir),
-                    Box::new(self.zeros(shape)),
-                );
-            }
-            (a, b) => {
-                return Err(LowerError::new(
-                    value.span,
-                    format!("`{name}` is declared as {a:?} but assigned {b:?}"),
-                ));
-            }
-        }
-        if named {
-            self.model.transformed.push(Transformed {
-                name: name.to_owned(),
-                value: ir,
-            });
-            self.syms
-                .insert(name.to_owned(), (Ir::Ref(name.to_owned()), shape));
-        } else {
-            self.syms.insert(name.to_owned(), (ir, shape));
-        }
-        Ok(())
-    }
-
-    fn zeros(&mut self, shape: Shape) -> Ir {
-        match shape {
-            Shape::Vector(n) => self.data_item(None, DataValue::Vector(vec![0.0; n])),
-            _ => Ir::Const(0.0),
         }
     }
 }
