@@ -64,8 +64,9 @@ impl Lowerer {
             return Ok(());
         }
         let mut len: Option<(usize, &Arg)> = None;
-        for a in &all {
-            if a.dims.is_empty() {
+        for (i, a) in all.iter().enumerate() {
+            // normal_id_glm's matrix and coefficients have their own shapes (`glm_mean`).
+            if a.dims.is_empty() || (base == "normal_id_glm" && (i == 1 || i == 3)) {
                 continue;
             }
             let n = a.dims.iter().product::<usize>();
