@@ -29,7 +29,11 @@ pub type Env = BTreeMap<String, Value>;
 pub type TypedEnv = BTreeMap<String, Typed>;
 
 /// Most iterations of one `while` loop in one run.
+#[cfg(not(test))]
 pub const MAX_WHILE_ITERATIONS: u64 = 10_000_000;
+/// Small in tests, so that the test of the bound stays fast.
+#[cfg(test)]
+pub const MAX_WHILE_ITERATIONS: u64 = 10_000;
 
 /// Most statements one run of a block may execute (loop bodies count once per iteration).
 pub const MAX_STEPS: u64 = 200_000_000;
@@ -88,6 +92,19 @@ pub fn index(value: &Value, positions: &[i64], span: Span) -> Result<Value, Host
         sels.push(expr::Sel::One(expr::check_index(pos, dim, span)?));
     }
     Ok(expr::select(&typed, &sels, span)?.value)
+}
+
+/// `name(args)` for a density (`normal_lpdf`, ...): its value.
+#[cfg(test)]
+pub(crate) fn density(name: &str, args: &[Typed]) -> Result<f64, HostError> {
+    let mut interp = Interp::new(Vec::new(), None);
+    Ok(interp.call(name, args, Span::default())?.real_at(0))
+}
+
+/// `lgamma`, for tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) fn math_lgamma(x: f64) -> f64 {
+    math::lgamma(x)
 }
 
 /// Runs Stan statements on the host: scopes over read-only globals, a random stream for

@@ -56,7 +56,7 @@ pub fn positions(shape: &[usize], sels: &[Sel]) -> (Vec<usize>, Vec<usize>) {
 
 /// The element type left after selecting with `sels` from a value of element `elem` and
 /// `array_rank` array dimensions.
-fn selected_elem(elem: Elem, array_rank: usize, sels: &[Sel]) -> Elem {
+pub(super) fn selected_elem(elem: Elem, array_rank: usize, sels: &[Sel]) -> Elem {
     let kept = |d: usize| !matches!(sels.get(d), Some(Sel::One(_)));
     match elem {
         Elem::Scalar => Elem::Scalar,
@@ -368,6 +368,15 @@ impl Interp<'_> {
                 self.call(&name.name, &values, span)
             }
             ExprKind::Index { base, indices } => {
+                // Index a variable in place: copying it whole for each element read would
+                // make a loop over its elements quadratic.
+                if let ExprKind::Var(ident) = &base.kind
+                    && let Some(shape) = self.lookup(&ident.name).map(|v| v.shape().to_vec())
+                {
+                    let sels = self.resolve(indices, &shape, span)?;
+                    let value = self.lookup(&ident.name).expect("looked up above");
+                    return select(value, &sels, span);
+                }
                 let value = self.eval(base)?;
                 let sels = self.resolve(indices, value.shape(), span)?;
                 select(&value, &sels, span)

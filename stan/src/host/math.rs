@@ -102,14 +102,14 @@ pub fn tgamma(x: f64) -> f64 {
     lgamma(x).exp()
 }
 
-/// The error function (W. J. Cody's rational approximations via `erfc`).
+/// The error function: its Maclaurin series near 0, `1 - erfc` further out.
 pub fn erf(x: f64) -> f64 {
-    if x.abs() < 0.5 {
-        // Maclaurin series, converges fast here.
+    if x.abs() < 2.0 {
+        // Maclaurin series: converges fast here and loses at most two digits.
         let mut sum = x;
         let mut term = x;
         let x2 = x * x;
-        for n in 1..30 {
+        for n in 1..80 {
             term *= -x2 / n as f64;
             sum += term / (2 * n + 1) as f64;
         }
@@ -124,7 +124,7 @@ pub fn erfc(x: f64) -> f64 {
     if x < 0.0 {
         return 2.0 - erfc(-x);
     }
-    if x < 0.5 {
+    if x < 2.0 {
         return 1.0 - erf(x);
     }
     if x > 27.0 {
@@ -180,7 +180,7 @@ pub fn inv_phi(p: f64) -> f64 {
         -3.969683028665376e+01,
         2.209460984245205e+02,
         -2.759285104469687e+02,
-        1.383577518672690e+02,
+        1.38357751867269e+02,
         -3.066479806614716e+01,
         2.506628277459239e+00,
     ];

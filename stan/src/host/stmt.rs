@@ -1,6 +1,6 @@
 //! Statements on the host: declarations, assignment, loops, conditionals, scopes.
 
-use super::expr::{binary, positions, select, truth};
+use super::expr::{binary, positions, select, selected_elem, truth};
 use super::{HostError, Interp, MAX_STEPS, MAX_WHILE_ITERATIONS, TypedEnv, UNSET_INT, fail};
 use crate::ast::{AssignOp, BaseType, BinaryOp, LValue, SizedType, Span, Stmt, StmtKind};
 use crate::data::MAX_VALUES;
@@ -342,15 +342,22 @@ impl Interp<'_> {
                 fail(lhs.span, format!("`{name}` is not declared"))
             };
         };
-        let target = self.scopes[depth][name].clone();
+        let (mut shape, mut elem) = {
+            let target = &self.scopes[depth][name];
+            (target.shape().to_vec(), target.elem)
+        };
+        let is_int = self.scopes[depth][name].is_int();
         // The positions the left side selects, as offsets into the variable's elements.
-        let mut offsets: Vec<usize> = (0..target.len()).collect();
-        let mut view = target.clone();
+        let mut offsets: Vec<usize> = (0..shape.iter().product()).collect();
         for group in &lhs.indices {
-            let sels = self.resolve(group, view.shape(), lhs.span)?;
-            let (picked, _) = positions(view.shape(), &sels);
+            let sels = self.resolve(group, &shape, lhs.span)?;
+            if sels.len() > shape.len() {
+                return fail(lhs.span, format!("too many indexes for `{name}`"));
+            }
+            let (picked, new_shape) = positions(&shape, &sels);
             offsets = picked.iter().map(|&p| offsets[p]).collect();
-            view = select(&view, &sels, lhs.span)?;
+            elem = selected_elem(elem, shape.len().saturating_sub(elem.rank()), &sels);
+            shape = new_shape;
         }
         let new = match op {
             AssignOp::Assign => value,
@@ -363,11 +370,23 @@ impl Interp<'_> {
                     AssignOp::EltMul => BinaryOp::EltMul,
                     AssignOp::EltDiv | AssignOp::Assign => BinaryOp::EltDiv,
                 };
-                binary(bin, &view, &value, span)?
+                let target = &self.scopes[depth][name].value;
+                let values = match &target.values {
+                    Values::Int(v) => Values::Int(offsets.iter().map(|&o| v[o]).collect()),
+                    Values::Real(v) => Values::Real(offsets.iter().map(|&o| v[o]).collect()),
+                };
+                let old = Typed::new(
+                    Value {
+                        shape: shape.clone(),
+                        values,
+                    },
+                    elem,
+                );
+                binary(bin, &old, &value, span)?
             }
         };
         let what = format!("assignment to `{}`", lhs.name.name);
-        let new = conform(new, view.shape(), view.elem, view.is_int(), &what, span)?;
+        let new = conform(new, &shape, elem, is_int, &what, span)?;
         let slot = self
             .scopes
             .get_mut(depth)
