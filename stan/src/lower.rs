@@ -86,6 +86,7 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
         generated_items: HashMap::new(),
         hidden: 0,
         steps: 0,
+        scalar_samples: BTreeMap::new(),
         model: Model {
             ir_version: IR_VERSION,
             name: name.to_owned(),
@@ -105,6 +106,7 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
     if let Some(block) = &program.model {
         lowerer.model_block(block)?;
     }
+    lowerer.merge_scalar_samples()?;
     Ok(lowerer.model)
 }
 
@@ -125,6 +127,8 @@ pub(crate) struct Lowerer {
     hidden: usize,
     /// Statements run so far (see `exec::MAX_STEPS`).
     steps: usize,
+    /// Scalar `~` statements by distribution, merged into vectorised ones at the end.
+    scalar_samples: BTreeMap<String, Vec<(Ir, Vec<Ir>, Span)>>,
     model: Model,
     generated: usize,
 }

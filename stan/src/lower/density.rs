@@ -28,6 +28,32 @@ pub(crate) struct Arg {
     pub span: Span,
 }
 
+impl Arg {
+    fn of(ir: Ir, span: Span) -> Arg {
+        Arg {
+            ir,
+            dims: Vec::new(),
+            known: None,
+            span,
+        }
+    }
+}
+
+/// Scalars as one vector: a data vector when all are constants.
+fn concat_or_data(lowerer: &mut Lowerer, parts: Vec<Ir>) -> Ir {
+    let constants: Option<Vec<f64>> = parts
+        .iter()
+        .map(|p| match p {
+            Ir::Const(x) => Some(*x),
+            _ => None,
+        })
+        .collect();
+    match constants {
+        Some(values) => lowerer.data_item(None, sampler::DataValue::Vector(values)),
+        None => Ir::Concat(parts),
+    }
+}
+
 impl Lowerer {
     fn dist_args(&mut self, args: &[Expr]) -> Result<Vec<Arg>, LowerError> {
         let mut out = Vec::with_capacity(args.len());
@@ -108,10 +134,66 @@ impl Lowerer {
             });
             return Ok(());
         }
+        if y.dims.is_empty() && args.iter().all(|a| a.dims.is_empty()) {
+            // Checked now, merged with the other scalar statements of `base` at the end.
+            let irs: Vec<Ir> = args.iter().map(|a| a.ir.clone()).collect();
+            self.dist(base, name_span, args)?;
+            // Grouped by the distribution and by which arguments are plain names or
+            // constants (those stay scalars when they agree).
+            let mut key = base.to_owned();
+            for ir in &irs {
+                match ir {
+                    Ir::Ref(_) | Ir::Const(_) => key.push_str(&format!("|{ir:?}")),
+                    _ => key.push_str("|*"),
+                }
+            }
+            self.scalar_samples
+                .entry(key)
+                .or_default()
+                .push((y.ir, irs, name_span));
+            return Ok(());
+        }
         let dist = self.dist(base, name_span, args)?;
         self.model
             .model
             .push(sampler::Statement::Sample { value: y.ir, dist });
+        Ok(())
+    }
+
+    /// Scalar `Sample` statements of one distribution as one vectorised statement: a loop
+    /// of `y[n] ~ normal(mu[n], sigma)` becomes `y ~ normal(mu, sigma)`, one density
+    /// instruction instead of one per element. Arguments equal in every statement stay
+    /// scalars; constant values become a data vector.
+    pub(super) fn merge_scalar_samples(&mut self) -> Result<(), LowerError> {
+        for (key, samples) in std::mem::take(&mut self.scalar_samples) {
+            let base = key.split('|').next().unwrap_or_default().to_owned();
+            let span = samples[0].2;
+            if samples.len() == 1 {
+                let (value, args, _) = samples.into_iter().next().expect("one");
+                let args = args.into_iter().map(|ir| Arg::of(ir, span)).collect();
+                let dist = self.dist(&base, span, args)?;
+                self.model
+                    .model
+                    .push(sampler::Statement::Sample { value, dist });
+                continue;
+            }
+            let value = concat_or_data(self, samples.iter().map(|s| s.0.clone()).collect());
+            let n_args = samples[0].1.len();
+            let mut args = Vec::with_capacity(n_args);
+            for k in 0..n_args {
+                let first = &samples[0].1[k];
+                let arg = if samples.iter().all(|s| s.1[k] == *first) {
+                    first.clone()
+                } else {
+                    concat_or_data(self, samples.iter().map(|s| s.1[k].clone()).collect())
+                };
+                args.push(Arg::of(arg, span));
+            }
+            let dist = self.dist(&base, span, args)?;
+            self.model
+                .model
+                .push(sampler::Statement::Sample { value, dist });
+        }
         Ok(())
     }
 
