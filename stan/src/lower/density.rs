@@ -39,21 +39,6 @@ impl Arg {
     }
 }
 
-/// Scalars as one vector: a data vector when all are constants.
-fn concat_or_data(lowerer: &mut Lowerer, parts: Vec<Ir>) -> Ir {
-    let constants: Option<Vec<f64>> = parts
-        .iter()
-        .map(|p| match p {
-            Ir::Const(x) => Some(*x),
-            _ => None,
-        })
-        .collect();
-    match constants {
-        Some(values) => lowerer.data_item(None, sampler::DataValue::Vector(values)),
-        None => Ir::Concat(parts),
-    }
-}
-
 impl Lowerer {
     fn dist_args(&mut self, args: &[Expr]) -> Result<Vec<Arg>, LowerError> {
         let mut out = Vec::with_capacity(args.len());
@@ -138,14 +123,11 @@ impl Lowerer {
             // Checked now, merged with the other scalar statements of `base` at the end.
             let irs: Vec<Ir> = args.iter().map(|a| a.ir.clone()).collect();
             self.dist(base, name_span, args)?;
-            // Grouped by the distribution and by which arguments are plain names or
-            // constants (those stay scalars when they agree).
+            // Grouped by the distribution and the structure of the operands.
             let mut key = base.to_owned();
-            for ir in &irs {
-                match ir {
-                    Ir::Ref(_) | Ir::Const(_) => key.push_str(&format!("|{ir:?}")),
-                    _ => key.push_str("|*"),
-                }
+            for ir in std::iter::once(&y.ir).chain(&irs) {
+                key.push('|');
+                key.push_str(&super::vectorize::skeleton(ir));
             }
             self.scalar_samples
                 .entry(key)
@@ -162,37 +144,47 @@ impl Lowerer {
 
     /// Scalar `Sample` statements of one distribution as one vectorised statement: a loop
     /// of `y[n] ~ normal(mu[n], sigma)` becomes `y ~ normal(mu, sigma)`, one density
-    /// instruction instead of one per element. Arguments equal in every statement stay
-    /// scalars; constant values become a data vector.
-    pub(super) fn merge_scalar_samples(&mut self) -> Result<(), LowerError> {
+    /// instruction instead of one per element (see `vectorize`). Scalar `Factor`s of one
+    /// structure likewise become one `Factor` of a vector.
+    pub(super) fn merge_scalar_terms(&mut self) -> Result<(), LowerError> {
         for (key, samples) in std::mem::take(&mut self.scalar_samples) {
             let base = key.split('|').next().unwrap_or_default().to_owned();
             let span = samples[0].2;
-            if samples.len() == 1 {
-                let (value, args, _) = samples.into_iter().next().expect("one");
-                let args = args.into_iter().map(|ir| Arg::of(ir, span)).collect();
-                let dist = self.dist(&base, span, args)?;
-                self.model
-                    .model
-                    .push(sampler::Statement::Sample { value, dist });
+            let repeated = samples
+                .windows(2)
+                .all(|w| w[0].0 == w[1].0 && w[0].1 == w[1].1);
+            if samples.len() == 1 || repeated {
+                for (value, args, _) in samples {
+                    let args = args.into_iter().map(|ir| Arg::of(ir, span)).collect();
+                    let dist = self.dist(&base, span, args)?;
+                    self.model
+                        .model
+                        .push(sampler::Statement::Sample { value, dist });
+                }
                 continue;
             }
-            let value = concat_or_data(self, samples.iter().map(|s| s.0.clone()).collect());
+            let values: Vec<Ir> = samples.iter().map(|s| s.0.clone()).collect();
+            let value = self.vectorize(&values);
             let n_args = samples[0].1.len();
             let mut args = Vec::with_capacity(n_args);
             for k in 0..n_args {
-                let first = &samples[0].1[k];
-                let arg = if samples.iter().all(|s| s.1[k] == *first) {
-                    first.clone()
-                } else {
-                    concat_or_data(self, samples.iter().map(|s| s.1[k].clone()).collect())
-                };
-                args.push(Arg::of(arg, span));
+                let parts: Vec<Ir> = samples.iter().map(|s| s.1[k].clone()).collect();
+                args.push(Arg::of(self.vectorize(&parts), span));
             }
             let dist = self.dist(&base, span, args)?;
             self.model
                 .model
                 .push(sampler::Statement::Sample { value, dist });
+        }
+        for (_, terms) in std::mem::take(&mut self.scalar_factors) {
+            let value = if terms.len() == 1 {
+                terms.into_iter().next().expect("one")
+            } else if terms.windows(2).all(|w| w[0] == w[1]) {
+                mul(c(terms.len() as f64), terms[0].clone())
+            } else {
+                self.vectorize(&terms)
+            };
+            self.model.model.push(sampler::Statement::Factor { value });
         }
         Ok(())
     }
