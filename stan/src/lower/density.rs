@@ -11,6 +11,23 @@ use super::{LowerError, Lowerer, unsupported};
 use crate::ast::{Expr, Span};
 use crate::value::Value;
 
+/// Distributions with an IR `Dist` (the others are written out by `lpdf_expr`).
+const IR_DISTRIBUTIONS: [&str; 13] = [
+    "normal",
+    "cauchy",
+    "student_t",
+    "exponential",
+    "gamma",
+    "inv_gamma",
+    "lognormal",
+    "beta",
+    "uniform",
+    "double_exponential",
+    "bernoulli_logit",
+    "binomial_logit",
+    "poisson_log",
+];
+
 const DENSITY_SUFFIXES: [&str; 4] = ["_lpdf", "_lupdf", "_lpmf", "_lupmf"];
 
 /// `normal` for `normal_lpdf`, `normal_lupmf`, ...; `None` for other names.
@@ -98,7 +115,8 @@ impl Lowerer {
         let mut it = all.into_iter();
         let y = it.next().expect("the value");
         let args: Vec<Arg> = it.collect();
-        if base == "dirichlet" {
+        if !IR_DISTRIBUTIONS.contains(&base) && base != "normal_id_glm" {
+            // No IR distribution: the log density written out (constants included).
             let term = self.lpdf_expr(base, name_span, y, args)?;
             self.model
                 .model
@@ -526,7 +544,7 @@ impl Lowerer {
                 );
                 return Ok(un(Un::Sum, pointwise));
             }
-            _ => return unsupported(span, format!("the density `{base}` used as a value")),
+            _ => return unsupported(span, format!("the distribution `{base}`")),
         };
         Ok(if dims.is_empty() {
             pointwise
