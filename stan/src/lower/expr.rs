@@ -525,6 +525,11 @@ impl Lowerer {
                     if s.dims.is_empty() {
                         return Ok((parts.pop().expect("a scalar has one element"), s.dims));
                     }
+                    // Elements assigned in a loop usually share one structure: one vector
+                    // expression then replaces many scalar ones.
+                    if parts.len() >= 2 && parts.windows(2).any(|w| w[0] != w[1]) {
+                        return Ok((self.vectorize(&parts), s.dims));
+                    }
                     Ok((Ir::Concat(parts), s.dims))
                 }
             },

@@ -635,3 +635,27 @@ fn lower_repeated_terms_count_once_per_iteration() {
         3.0 * (-0.5 * u[0] * u[0] + normal(u[0], 1.0, 2.0))
     });
 }
+
+#[test]
+fn lower_vectorises_a_loop_that_fills_a_vector() {
+    let source = "data {\n  int N;\n  vector[N] x;\n  vector[N] y;\n}\nparameters {\n  real a;\n  real b;\n  real<lower=0> s;\n}\ntransformed parameters {\n  vector[N] mu;\n  for (n in 1:N) mu[n] = a + b * x[n];\n}\nmodel {\n  y ~ normal(mu, s);\n}\n";
+    let (x, y) = ([0.5, 1.5, -2.0, 3.0], [1.0, 2.0, -1.0, 4.5]);
+    let data = data_json(&[("N", "4".into()), ("x", list(&x)), ("y", list(&y))]);
+    let ir = try_lower(source, &data).unwrap();
+    let mu = &ir
+        .transformed
+        .iter()
+        .find(|t| t.name == "mu")
+        .unwrap()
+        .value;
+    assert!(
+        !matches!(mu, sampler::Expr::Concat(_)),
+        "mu is not vectorised: {mu:?}"
+    );
+    let model = lower(source, &data);
+    check(&model, 3, |u| {
+        let (a, b) = (u[0], u[1]);
+        let (s, j) = positive(u[2]);
+        j + (0..4).map(|n| normal(y[n], a + b * x[n], s)).sum::<f64>()
+    });
+}
