@@ -11,7 +11,7 @@ use crate::value::{Value, Values};
 
 /// Expressions larger than this (in IR nodes) are given a hidden name when a variable holding
 /// them is read, so that repeated reads refer to one computed value.
-const SHARE_ABOVE: usize = 12;
+const SHARE_ABOVE: usize = 24;
 
 pub(crate) fn describe(dims: &[usize]) -> String {
     match dims {
