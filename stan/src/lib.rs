@@ -13,6 +13,7 @@ mod host;
 mod lexer;
 mod lower;
 mod parser;
+pub mod posteriordb;
 mod print;
 mod value;
 
