@@ -181,7 +181,7 @@ pub fn run(args: PosteriordbArgs) -> anyhow::Result<()> {
                     },
                 ),
                 Err(RunError::Unsupported(why)) => (
-                    format!("no: {}", why.message),
+                    format!("no ({}): {}", why.stage.as_str(), why.message),
                     Cell::Skipped(why.to_string()),
                 ),
                 Err(RunError::Sample(why)) => ("yes".to_owned(), Cell::Failed(why)),
