@@ -10,6 +10,7 @@ mod devices;
 mod join;
 mod limits;
 mod node;
+mod posteriordb;
 mod sample;
 mod sample_remote;
 mod status;
@@ -47,6 +48,8 @@ enum Command {
     BenchCluster(bench_cluster::BenchClusterArgs),
     /// Measure GPU shader size and compile time against model size and print a table.
     BenchCompile(bench_compile::BenchCompileArgs),
+    /// Run posteriordb's reference posteriors and check them: a table of |z| and ESS/s.
+    Posteriordb(posteriordb::PosteriordbArgs),
     /// TLS for a cluster: `tls init DIR` makes a private CA and node and client certificates.
     Tls(tls::TlsArgs),
     /// Test tools: raw requests, fault injection (hidden).
@@ -360,6 +363,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Status(args) => status::run(args),
         Command::BenchCluster(args) => bench_cluster::run(args),
         Command::BenchCompile(args) => bench_compile::run(args),
+        Command::Posteriordb(args) => posteriordb::run(args),
         Command::Tls(args) => tls::run(args),
         Command::Debug(args) => debug::run(args),
     }

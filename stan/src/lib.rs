@@ -15,6 +15,7 @@ mod host;
 mod lexer;
 mod lower;
 mod parser;
+pub mod posteriordb;
 mod print;
 mod value;
 
