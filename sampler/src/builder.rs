@@ -134,6 +134,7 @@ impl ModelBuilder {
             name: name.to_owned(),
             value,
             dims,
+            hidden: false,
         });
         Expr::Ref(name.to_owned())
     }
@@ -144,6 +145,7 @@ impl ModelBuilder {
             name: name.to_owned(),
             value,
             dims: Vec::new(),
+            hidden: false,
         });
         Expr::Ref(name.to_owned())
     }

@@ -171,6 +171,10 @@ pub struct Transformed {
     /// The value's shape for output names, as [`Parameter::dims`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dims: Vec<usize>,
+    /// An intermediate: computed once and shared by later uses, but not an output column
+    /// (front ends use it for common subexpressions).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hidden: bool,
 }
 
 /// One term of the log density.

@@ -306,6 +306,9 @@ impl<'a> Lowerer<'a> {
             }
             self.symbols
                 .insert(transformed.name.clone(), Symbol::Value(value));
+            if transformed.hidden {
+                continue;
+            }
             self.program.outputs.push(Output {
                 name: transformed.name.clone(),
                 is_parameter: false,

@@ -577,6 +577,7 @@ fn mutate_model(rng: &mut Xorshift, model: &mut Model) {
             name: format!("t{}", model.transformed.len()),
             value: random_expr(rng, &names, 3),
             dims: Vec::new(),
+            hidden: rng.below(2) == 0,
         }),
         7 => match rng.below(4) {
             0 if !model.model.is_empty() => {

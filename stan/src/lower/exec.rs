@@ -101,6 +101,7 @@ impl Lowerer {
                 } else {
                     Vec::new()
                 },
+                hidden: false,
             });
             self.syms
                 .insert(name.clone(), Sym::whole(Ir::Ref(name), dims));

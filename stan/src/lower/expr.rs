@@ -334,6 +334,7 @@ impl Lowerer {
             } else {
                 Vec::new()
             },
+            hidden: true,
         });
         Ir::Ref(name)
     }
