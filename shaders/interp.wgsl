@@ -207,8 +207,12 @@ fn it_term1(term: u32, a: T) -> DTerm1 {
         r = dt_neg_lgamma(a);
     } else if (term == 3u) {
         r = dt_neg_log_x(a);
-    } else {
+    } else if (term == 4u) {
         r = dt_student_t_nu(a);
+    } else if (term == 9u) {
+        r = dt_chi_square_nu(a);
+    } else {
+        r = dt_neg_half_x(a);
     }
     return r;
 }
@@ -219,8 +223,14 @@ fn it_term2(term: u32, a: T, b: T) -> DTerm2 {
         r = dt_shape_log_rate(a, b);
     } else if (term == 6u) {
         r = dt_beta_norm(a, b);
-    } else {
+    } else if (term == 7u) {
         r = dt_uniform_norm(a, b);
+    } else if (term == 8u) {
+        r = dt_neg_shape_log_scale(a, b);
+    } else if (term == 11u) {
+        r = dt_neg_binomial_choose(a, b);
+    } else {
+        r = dt_multiply_log(a, b);
     }
     return r;
 }
@@ -255,8 +265,24 @@ fn it_kernel(kind: u32, x: T, p0: T, p1: T, p2: T) -> DKern {
         r = dk_bernoulli_logit(x, p0, p1, p2);
     } else if (kind == 13u) {
         r = dk_binomial_logit(x, p0, p1, p2);
-    } else {
+    } else if (kind == 14u) {
         r = dk_poisson_log(x, p0, p1, p2);
+    } else if (kind == 15u) {
+        r = dk_logistic(x, p0, p1, p2);
+    } else if (kind == 16u) {
+        r = dk_weibull(x, p0, p1, p2);
+    } else if (kind == 17u) {
+        r = dk_chi_square(x, p0, p1, p2);
+    } else if (kind == 18u) {
+        r = dk_bernoulli(x, p0, p1, p2);
+    } else if (kind == 19u) {
+        r = dk_binomial(x, p0, p1, p2);
+    } else if (kind == 20u) {
+        r = dk_poisson(x, p0, p1, p2);
+    } else if (kind == 21u) {
+        r = dk_neg_binomial_2(x, p0, p1, p2);
+    } else {
+        r = dk_neg_binomial_2_log(x, p0, p1, p2);
     }
     return r;
 }

@@ -324,6 +324,11 @@ fn term_index(term: TermFn) -> u32 {
         TermFn::ShapeLogRate => 5,
         TermFn::BetaNorm => 6,
         TermFn::UniformNorm => 7,
+        TermFn::NegShapeLogScale => 8,
+        TermFn::ChiSquareNu => 9,
+        TermFn::NegHalfX => 10,
+        TermFn::NegBinomialChoose => 11,
+        TermFn::MultiplyLog => 12,
     }
 }
 
@@ -368,6 +373,14 @@ fn density_kind(kind: DensityKind) -> u32 {
         DensityKind::BernoulliLogit => 12,
         DensityKind::BinomialLogit => 13,
         DensityKind::PoissonLog => 14,
+        DensityKind::Logistic => 15,
+        DensityKind::Weibull => 16,
+        DensityKind::ChiSquare => 17,
+        DensityKind::Bernoulli => 18,
+        DensityKind::Binomial => 19,
+        DensityKind::Poisson => 20,
+        DensityKind::NegBinomial2 => 21,
+        DensityKind::NegBinomial2Log => 22,
     }
 }
 

@@ -83,6 +83,14 @@ fn every_library_function_the_generator_calls_is_defined() {
         DensityKind::BernoulliLogit,
         DensityKind::BinomialLogit,
         DensityKind::PoissonLog,
+        DensityKind::Logistic,
+        DensityKind::Weibull,
+        DensityKind::ChiSquare,
+        DensityKind::Bernoulli,
+        DensityKind::Binomial,
+        DensityKind::Poisson,
+        DensityKind::NegBinomial2,
+        DensityKind::NegBinomial2Log,
     ];
     let functions = [
         LibFn::Exp,

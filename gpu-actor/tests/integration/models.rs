@@ -88,7 +88,107 @@ pub fn op_models() -> Vec<TestModel> {
 pub fn all() -> Vec<TestModel> {
     let mut models = benchmark_models();
     models.extend(op_models());
+    models.extend(stan_models());
     models
+}
+
+/// Models of what Stan programs added to the IR: the distributions logistic, weibull,
+/// chi_square, bernoulli, binomial, poisson, neg_binomial_2 and neg_binomial_2_log.
+pub fn stan_models() -> Vec<TestModel> {
+    let mut models: Vec<TestModel> = [
+        "bernoulli_binomial",
+        "poisson",
+        "neg_binomial_2",
+        "neg_binomial_2_log",
+    ]
+    .iter()
+    .map(|family| test_model(&format!("counts_{family}"), counts(family), BOTH))
+    .collect();
+    for case in stan_continuous_cases() {
+        models.push(test_model(
+            &format!("dist_{}", case.name),
+            distribution(&case),
+            BOTH,
+        ));
+    }
+    models
+}
+
+/// The count distributions with probabilities, rates and means each a scalar parameter, a
+/// vector parameter or a constant, and a single observation (every operand a scalar); one
+/// model per family, so that each compiles within the budget in f64 on a software adapter.
+fn counts(family: &str) -> Model {
+    use Constraint::{Positive as Pos, UnitInterval as Unit};
+    let mut m = ModelBuilder::new(family);
+    let ys = m.data_int_vector("ys", vec![1, 0, 1, 1, 0]);
+    let counts = m.data_int_vector("counts", vec![3, 0, 7, 1, 4]);
+    let trials = m.data_int_vector("trials", vec![5, 2, 9, 1, 4]);
+    let one = m.data_int_vector("one", vec![3]);
+    match family {
+        "bernoulli_binomial" => {
+            let p_s = m.param_with("p_s", None, Unit);
+            let p_v = m.param_with("p_v", Some(5), Unit);
+            m.sample(&ys, Dist::bernoulli(&p_v));
+            m.sample(&ys, Dist::bernoulli(&p_s));
+            m.sample(&counts, Dist::binomial(&trials, &p_v));
+            m.sample(&counts, Dist::binomial(&trials, &p_s));
+            m.sample(&one, Dist::binomial(5.0, &p_s));
+        }
+        "poisson" => {
+            let rate_s = m.param_with("rate_s", None, Pos);
+            let rate_v = m.param_with("rate_v", Some(5), Pos);
+            m.sample(&counts, Dist::poisson(&rate_v));
+            m.sample(&counts, Dist::poisson(&rate_s));
+            m.sample(&one, Dist::poisson(&rate_s));
+        }
+        "neg_binomial_2" => {
+            let mu_s = m.param_with("mu_s", None, Pos);
+            let mu_v = m.param_with("mu_v", Some(5), Pos);
+            let phi = m.param_with("phi", None, Pos);
+            let phi_v = m.param_with("phi_v", Some(5), Pos);
+            m.sample(&counts, Dist::neg_binomial_2(&mu_v, &phi));
+            m.sample(&counts, Dist::neg_binomial_2(2.5, &phi_v));
+            m.sample(&counts, Dist::neg_binomial_2(&mu_s, 3.0));
+            m.sample(&one, Dist::neg_binomial_2(&mu_s, &phi));
+        }
+        _ => {
+            let phi = m.param_with("phi", None, Pos);
+            let phi_v = m.param_with("phi_v", Some(5), Pos);
+            let a = m.param("a");
+            let b = m.vector_param("b", 5);
+            let eta = &a + &b * 0.8;
+            m.sample(&counts, Dist::neg_binomial_2_log(&eta, &phi));
+            m.sample(&counts, Dist::neg_binomial_2_log(&a, &phi_v));
+            m.sample(&counts, Dist::neg_binomial_2_log(&eta, 4.0));
+            m.sample(&one, Dist::neg_binomial_2_log(&a, &phi));
+            m.sample(&b, Dist::normal(0.0, 1.0));
+        }
+    }
+    m.build()
+}
+
+fn stan_continuous_cases() -> Vec<Case> {
+    use Constraint::{Positive as Pos, Real};
+    vec![
+        Case {
+            name: "logistic",
+            value: Real,
+            args: vec![Real, Pos],
+            make: |a| Dist::logistic(a[0].clone(), a[1].clone()),
+        },
+        Case {
+            name: "weibull",
+            value: Pos,
+            args: vec![Pos, Pos],
+            make: |a| Dist::weibull(a[0].clone(), a[1].clone()),
+        },
+        Case {
+            name: "chi_square",
+            value: Pos,
+            args: vec![Pos],
+            make: |a| Dist::chi_square(a[0].clone()),
+        },
+    ]
 }
 
 /// `factor(sum(w * op(x)))` for every unary operation (with a prior on each x).
