@@ -260,6 +260,7 @@ impl Lowerer {
                     name: var.name.name.clone(),
                     size,
                     constraint,
+                    ..Parameter::default()
                 });
                 let shape = size.map_or(Shape::Scalar, Shape::Vector);
                 self.syms.insert(
@@ -424,6 +425,7 @@ impl Lowerer {
             self.model.transformed.push(Transformed {
                 name: name.to_owned(),
                 value: ir,
+                dims: Vec::new(),
             });
             self.syms
                 .insert(name.to_owned(), (Ir::Ref(name.to_owned()), shape));
