@@ -30,6 +30,9 @@ const IT_GATHER: u32 = 7u;
 const IT_DENSITY: u32 = 8u;
 const IT_RANDOM_WALK: u32 = 9u;
 const IT_FACTOR: u32 = 10u;
+const IT_LOG_SUM_EXP: u32 = 11u;
+// One part of a concatenation: its operand copied to its run of the written slot.
+const IT_COPY: u32 = 12u;
 // A constrain's transform (word 1).
 const IT_IDENTITY: u32 = 0u;
 const IT_LOWER: u32 = 1u;
@@ -133,8 +136,10 @@ fn it_map(op: u32, x: T) -> T {
         r = sf_logistic(x);
     } else if (op == 7u) {
         r = sqrt(x);
-    } else {
+    } else if (op == 8u) {
         r = abs(x);
+    } else {
+        r = sf_lgamma_real(x);
     }
     return r;
 }
@@ -158,8 +163,10 @@ fn it_map_derivative(op: u32, x: T, out: T) -> T {
         r = out * (1.0 - out);
     } else if (op == 7u) {
         r = 0.5 / out;
-    } else {
+    } else if (op == 8u) {
         r = sf_sign_or_zero(x);
+    } else {
+        r = sf_digamma_real(x);
     }
     return r;
 }
@@ -174,8 +181,13 @@ fn it_zip(op: u32, x: T, y: T) -> T {
         r = x * y;
     } else if (op == 3u) {
         r = x / y;
-    } else {
+    } else if (op == 4u) {
         r = sf_pow(x, y);
+    } else if (op == 5u) {
+        // max and min: `y` where strictly larger (smaller), else `x` (sampler's eval.rs).
+        r = select(x, y, y > x);
+    } else {
+        r = select(x, y, y < x);
     }
     return r;
 }
@@ -191,8 +203,13 @@ fn it_zip_derivatives(op: u32, x: T, y: T, out: T) -> vec2<T> {
         r = vec2<T>(y, x);
     } else if (op == 3u) {
         r = vec2<T>(1.0 / y, -out / y);
-    } else {
+    } else if (op == 4u) {
         r = vec2<T>(y * sf_pow(x, y - 1.0), out * sf_log(x));
+    } else if (op == 5u) {
+        // The gradient goes to the selected argument, x on a tie.
+        r = select(vec2<T>(1.0, 0.0), vec2<T>(0.0, 1.0), y > x);
+    } else {
+        r = select(vec2<T>(1.0, 0.0), vec2<T>(0.0, 1.0), y < x);
     }
     return r;
 }
@@ -421,9 +438,15 @@ fn it_forward(pc: u32) {
     var prev: T = 0.0;
     var inv_s: T = 0.0;
     var inside = true;
+    // A log-sum-exp's maximum, and whether an element is NaN.
+    var lse_max: T = -sf_inf();
+    var lse_nan = false;
     if (op == IT_CONSTRAIN) {
         trips = e1;
         bounds = it_bounds(pc);
+    } else if (op == IT_LOG_SUM_EXP) {
+        // The maximum over the elements, then the sum of the shifted exponentials.
+        trips = 2u * a.len;
     } else if (op == IT_SUM || op == IT_DOT || op == IT_FACTOR) {
         trips = a.len;
     } else if (op == IT_MATVEC) {
@@ -519,6 +542,20 @@ fn it_forward(pc: u32) {
         } else if (op == IT_FACTOR) {
             s += it_read(a, t);
             it_add_to(a, t, 1.0);
+        } else if (op == IT_COPY) {
+            it_set(dst + t, it_read(a, t));
+        } else if (op == IT_LOG_SUM_EXP) {
+            if (t < a.len) {
+                let v = it_read(a, t);
+                if (v != v) {
+                    lse_nan = true;
+                }
+                if (v > lse_max) {
+                    lse_max = v;
+                }
+            } else if (abs(lse_max) < sf_inf()) {
+                s += sf_exp(it_read(a, t - a.len) - lse_max);
+            }
         }
     }
     if (op == IT_CONSTRAIN) {
@@ -547,6 +584,15 @@ fn it_forward(pc: u32) {
         }
     } else if (op == IT_FACTOR) {
         it_lp += s;
+    } else if (op == IT_LOG_SUM_EXP) {
+        // As sampler's eval.rs: NaN for a NaN element, the maximum when it is infinite.
+        var r = lse_max;
+        if (lse_nan) {
+            r = sf_nan();
+        } else if (abs(lse_max) < sf_inf()) {
+            r = lse_max + sf_log(s);
+        }
+        it_set(dst, r);
     }
 }
 
@@ -590,6 +636,15 @@ fn it_backward(pc: u32) {
         trips = select(e1 * e2, 0u, a.data);
     } else if (op == IT_GATHER) {
         trips = select(e1, 0u, a.data);
+    } else if (op == IT_COPY) {
+        trips = select(len, 0u, a.data);
+    } else if (op == IT_LOG_SUM_EXP) {
+        // The CPU skips a zero adjoint and a non-finite result.
+        g = it_adjoint(dst);
+        let r = it_value(dst);
+        if (!a.data && g != 0.0 && abs(r) < sf_inf()) {
+            trips = a.len;
+        }
     }
     for (var t = 0u; t < trips; t += 1u) {
         if (op == IT_CONSTRAIN) {
@@ -645,6 +700,10 @@ fn it_backward(pc: u32) {
             }
         } else if (op == IT_GATHER) {
             it_add(a.off + g_index[e0 + t], it_adjoint(dst + t));
+        } else if (op == IT_COPY) {
+            it_add(it_pos(a, t), it_adjoint(dst + t));
+        } else if (op == IT_LOG_SUM_EXP) {
+            it_add(it_pos(a, t), g * sf_exp(it_read(a, t) - it_value(dst)));
         }
     }
     if (op == IT_ZIP && trips > 0u) {

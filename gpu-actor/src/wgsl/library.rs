@@ -106,6 +106,10 @@ pub(crate) enum LibFn {
     Logistic,
     Pow,
     SignOrZero,
+    /// `ln |Γ(x)|` for any real `x` (MapOp::Lgamma).
+    Lgamma,
+    /// `ψ(x)`, its derivative.
+    Digamma,
     Inf,
     Nan,
     Term(TermFn),
@@ -164,6 +168,8 @@ impl LibFn {
             LibFn::Logistic => "sf_logistic",
             LibFn::Pow => "sf_pow",
             LibFn::SignOrZero => "sf_sign_or_zero",
+            LibFn::Lgamma => "sf_lgamma_real",
+            LibFn::Digamma => "sf_digamma_real",
             LibFn::Inf => "sf_inf",
             LibFn::Nan => "sf_nan",
             LibFn::InterpLogpGrad => "it_logp_grad",
