@@ -2,7 +2,7 @@
 // run by interpreting the program's table rather than as code generated per instruction.
 //
 // gpu-actor's wgsl/interp.rs writes the table (one record of IT_RECORD words per instruction,
-// in `g_index` from G_CODE_AT; its constants after the model's data in `g_data`) and says what
+// a concatenation one per part, in `g_index` from G_CODE_AT; its constants after the model's data in `g_data`) and says what
 // each word means. Each instruction does exactly what wgsl/model.rs and wgsl/density.rs
 // generate for it with one chain per invocation and a storage tape, which is what sampler's
 // eval.rs and dist.rs compute: the same operations on the same values in the same order, so
