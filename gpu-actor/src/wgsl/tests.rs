@@ -236,6 +236,40 @@ fn placement_is_private_for_short_tapes_and_storage_for_long_ones() {
     assert!(source(&program, &options(Precision::F32, TapePlacement::Storage)).is_ok());
 }
 
+/// IR v2 instructions not translated yet are refused with an error that sends the model to
+/// the CPU ([`crate::GpuError::model_unsupported`]), never a panic or wrong code.
+#[test]
+fn ir_v2_instructions_are_refused_so_the_cpu_runs_them() {
+    type Term = fn(&sampler::Expr) -> sampler::Expr;
+    let terms: [(&str, Term); 5] = [
+        ("log_sum_exp", |x| x.log_sum_exp()),
+        ("lgamma", |x| x.exp().lgamma().sum()),
+        ("max", |x| x.max(0.5).sum()),
+        ("min", |x| x.min(0.5).sum()),
+        ("concat", |x| {
+            sampler::Expr::concat([x.clone(), x.elem(0)]).sum()
+        }),
+    ];
+    for (kind, term) in terms {
+        let mut m = ModelBuilder::new("v2");
+        let x = m.vector_param("x", 3);
+        m.factor(term(&x));
+        let checked = CheckedModel::new(m.build(), &Limits::default()).expect("the model checks");
+        let program = (**checked.program()).clone();
+        for placement in [TapePlacement::Private, TapePlacement::Storage] {
+            let err = source(&program, &options(Precision::F32, placement))
+                .expect_err("not translated yet");
+            assert!(
+                matches!(err, CodegenError::Unsupported { kind: k, .. } if k == kind),
+                "{kind}: {err}"
+            );
+            assert!(crate::GpuError::Codegen(err).model_unsupported(), "{kind}");
+        }
+        // Uploading the model's data must not panic either.
+        let _ = (device_indices(&program), device_data(&program));
+    }
+}
+
 #[test]
 fn workgroup_sizes_outside_the_range_are_refused() {
     for size in [0, 1025] {
