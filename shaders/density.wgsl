@@ -113,6 +113,50 @@ fn dt_uniform_norm(lower: T, upper: T) -> DTerm2 {
     return dt_outside2();
 }
 
+// -a ln b for a shape a and a positive scale b (the Weibull's -alpha ln sigma).
+fn dt_neg_shape_log_scale(a: T, b: T) -> DTerm2 {
+    if (b > 0.0) {
+        let log_b = sf_log(b);
+        return DTerm2(-a * log_b, -log_b, -a / b);
+    }
+    return dt_outside2();
+}
+
+const DT_LN_2: T = 0.69314718055994530942;
+
+// The chi-square's normaliser -nu ln(2) / 2 - ln Γ(nu / 2).
+fn dt_chi_square_nu(nu: T) -> DTerm1 {
+    if (nu > 0.0) {
+        let half = 0.5 * nu;
+        return DTerm1(-half * DT_LN_2 - sf_lgamma(half), -0.5 * DT_LN_2 - 0.5 * sf_digamma(half));
+    }
+    return dt_outside1();
+}
+
+// -x / 2, the chi-square's term in its value alone.
+fn dt_neg_half_x(x: T) -> DTerm1 {
+    return DTerm1(-0.5 * x, -0.5);
+}
+
+// The negative binomial's ln C(y + phi - 1, y) for a count y (no derivative) and phi > 0.
+fn dt_neg_binomial_choose(y: T, phi: T) -> DTerm2 {
+    if (phi > 0.0) {
+        return DTerm2(sf_lgamma(y + phi) - sf_lgamma(y + 1.0) - sf_lgamma(phi), 0.0, sf_digamma(y + phi) - sf_digamma(phi));
+    }
+    return dt_outside2();
+}
+
+// Stan's multiply_log(y, mu) = y ln mu for a count y (no derivative; 0 for y = 0), mu > 0.
+fn dt_multiply_log(y: T, mu: T) -> DTerm2 {
+    if (!(mu > 0.0)) {
+        return dt_outside2();
+    }
+    if (y == 0.0) {
+        return DTerm2(0.0, 0.0, 0.0);
+    }
+    return DTerm2(y * sf_log(mu), 0.0, y / mu);
+}
+
 fn dk_normal(x: T, mu: T, sigma: T, unused: T) -> DKern {
     let z = (x - mu) / sigma;
     let dz = z / sigma;
@@ -237,4 +281,115 @@ fn dk_binomial_logit(y: T, trials: T, eta: T, unused: T) -> DKern {
 fn dk_poisson_log(y: T, eta: T, unused1: T, unused2: T) -> DKern {
     let rate = sf_exp(eta);
     return DKern(y * eta - rate, 0.0, y - rate, 0.0, 0.0);
+}
+
+// -z - 2 ln(1 + exp(-z)) for z = (x - mu) / sigma; its derivative in z is 1 - 2 logistic(z).
+fn dk_logistic(x: T, mu: T, sigma: T, unused: T) -> DKern {
+    let z = (x - mu) / sigma;
+    let sl = sf_softplus_and_logistic(-z);
+    let q = 2.0 * sl.logistic - 1.0;
+    return DKern(-z - 2.0 * sl.softplus, q / sigma, -q / sigma, -q * z / sigma, 0.0);
+}
+
+// (alpha - 1) ln x - (x / sigma)^alpha.
+fn dk_weibull(x: T, alpha: T, sigma: T, unused: T) -> DKern {
+    if (x < 0.0 || sigma <= 0.0) {
+        return dk_outside();
+    }
+    let log_x = sf_log(x);
+    let log_ratio = log_x - sf_log(sigma);
+    let w = sf_exp(alpha * log_ratio);
+    return DKern((alpha - 1.0) * log_x - w, ((alpha - 1.0) - alpha * w) / x, log_x - w * log_ratio, alpha * w / sigma, 0.0);
+}
+
+// (nu / 2 - 1) ln x.
+fn dk_chi_square(x: T, nu: T, unused1: T, unused2: T) -> DKern {
+    if (x < 0.0) {
+        return dk_outside();
+    }
+    let log_x = sf_log(x);
+    let c = 0.5 * nu - 1.0;
+    return DKern(c * log_x, c / x, 0.5 * log_x, 0.0, 0.0);
+}
+
+// y ln p + (1 - y) ln(1 - p).
+fn dk_bernoulli(y: T, p: T, unused1: T, unused2: T) -> DKern {
+    if (!(p >= 0.0 && p <= 1.0)) {
+        return dk_outside();
+    }
+    if (y == 1.0) {
+        if (p > 0.0) {
+            return DKern(sf_log(p), 0.0, 1.0 / p, 0.0, 0.0);
+        }
+        return dk_outside();
+    }
+    if (p < 1.0) {
+        return DKern(sf_log1p(-p), 0.0, -1.0 / (1.0 - p), 0.0, 0.0);
+    }
+    return dk_outside();
+}
+
+// y ln p + (trials - y) ln(1 - p), a term of zero count left out.
+fn dk_binomial(y: T, trials: T, p: T, unused: T) -> DKern {
+    if (!(p >= 0.0 && p <= 1.0)) {
+        return dk_outside();
+    }
+    var value: T = 0.0;
+    var d: T = 0.0;
+    if (y > 0.0) {
+        if (p <= 0.0) {
+            return dk_outside();
+        }
+        value += y * sf_log(p);
+        d += y / p;
+    }
+    let failures = trials - y;
+    if (failures > 0.0) {
+        if (p >= 1.0) {
+            return dk_outside();
+        }
+        value += failures * sf_log1p(-p);
+        d -= failures / (1.0 - p);
+    }
+    return DKern(value, 0.0, 0.0, d, 0.0);
+}
+
+// y ln rate - rate.
+fn dk_poisson(y: T, rate: T, unused1: T, unused2: T) -> DKern {
+    if (!(rate >= 0.0) || rate == sf_inf()) {
+        return dk_outside();
+    }
+    if (y == 0.0) {
+        return DKern(-rate, 0.0, -1.0, 0.0, 0.0);
+    }
+    if (rate == 0.0) {
+        return dk_outside();
+    }
+    return DKern(y * sf_log(rate) - rate, 0.0, y / rate - 1.0, 0.0, 0.0);
+}
+
+// -phi ln(1 + mu / phi) - y ln(mu + phi).
+fn dk_neg_binomial_2(y: T, mu: T, phi: T, unused: T) -> DKern {
+    if (!(mu > 0.0 && phi > 0.0)) {
+        return dk_outside();
+    }
+    let s = mu + phi;
+    let log1p_ratio = sf_log1p(mu / phi);
+    return DKern(-phi * log1p_ratio - y * sf_log(s), 0.0, -(phi + y) / s, -log1p_ratio + (mu - y) / s, 0.0);
+}
+
+// y eta - (phi + y) ln(1 + exp(eta - ln phi)) - y ln phi.
+fn dk_neg_binomial_2_log(y: T, eta: T, phi: T, unused: T) -> DKern {
+    if (!(phi > 0.0)) {
+        return dk_outside();
+    }
+    let log_phi = sf_log(phi);
+    let sl = sf_softplus_and_logistic(eta - log_phi);
+    return DKern(
+        y * eta - (phi + y) * sl.softplus - y * log_phi,
+        0.0,
+        y - (phi + y) * sl.logistic,
+        -sl.softplus + ((phi + y) * sl.logistic - y) / phi,
+        0.0,
+    );
 }

@@ -2,7 +2,7 @@
 // run by interpreting the program's table rather than as code generated per instruction.
 //
 // gpu-actor's wgsl/interp.rs writes the table (one record of IT_RECORD words per instruction,
-// in `g_index` from G_CODE_AT; its constants after the model's data in `g_data`) and says what
+// a concatenation one per part, in `g_index` from G_CODE_AT; its constants after the model's data in `g_data`) and says what
 // each word means. Each instruction does exactly what wgsl/model.rs and wgsl/density.rs
 // generate for it with one chain per invocation and a storage tape, which is what sampler's
 // eval.rs and dist.rs compute: the same operations on the same values in the same order, so
@@ -30,6 +30,9 @@ const IT_GATHER: u32 = 7u;
 const IT_DENSITY: u32 = 8u;
 const IT_RANDOM_WALK: u32 = 9u;
 const IT_FACTOR: u32 = 10u;
+const IT_LOG_SUM_EXP: u32 = 11u;
+// One part of a concatenation: its operand copied to its run of the written slot.
+const IT_COPY: u32 = 12u;
 // A constrain's transform (word 1).
 const IT_IDENTITY: u32 = 0u;
 const IT_LOWER: u32 = 1u;
@@ -133,8 +136,10 @@ fn it_map(op: u32, x: T) -> T {
         r = sf_logistic(x);
     } else if (op == 7u) {
         r = sqrt(x);
-    } else {
+    } else if (op == 8u) {
         r = abs(x);
+    } else {
+        r = sf_lgamma_real(x);
     }
     return r;
 }
@@ -158,8 +163,10 @@ fn it_map_derivative(op: u32, x: T, out: T) -> T {
         r = out * (1.0 - out);
     } else if (op == 7u) {
         r = 0.5 / out;
-    } else {
+    } else if (op == 8u) {
         r = sf_sign_or_zero(x);
+    } else {
+        r = sf_digamma_real(x);
     }
     return r;
 }
@@ -174,8 +181,13 @@ fn it_zip(op: u32, x: T, y: T) -> T {
         r = x * y;
     } else if (op == 3u) {
         r = x / y;
-    } else {
+    } else if (op == 4u) {
         r = sf_pow(x, y);
+    } else if (op == 5u) {
+        // max and min: `y` where strictly larger (smaller), else `x` (sampler's eval.rs).
+        r = select(x, y, y > x);
+    } else {
+        r = select(x, y, y < x);
     }
     return r;
 }
@@ -191,8 +203,13 @@ fn it_zip_derivatives(op: u32, x: T, y: T, out: T) -> vec2<T> {
         r = vec2<T>(y, x);
     } else if (op == 3u) {
         r = vec2<T>(1.0 / y, -out / y);
-    } else {
+    } else if (op == 4u) {
         r = vec2<T>(y * sf_pow(x, y - 1.0), out * sf_log(x));
+    } else if (op == 5u) {
+        // The gradient goes to the selected argument, x on a tie.
+        r = select(vec2<T>(1.0, 0.0), vec2<T>(0.0, 1.0), y > x);
+    } else {
+        r = select(vec2<T>(1.0, 0.0), vec2<T>(0.0, 1.0), y < x);
     }
     return r;
 }
@@ -207,8 +224,12 @@ fn it_term1(term: u32, a: T) -> DTerm1 {
         r = dt_neg_lgamma(a);
     } else if (term == 3u) {
         r = dt_neg_log_x(a);
-    } else {
+    } else if (term == 4u) {
         r = dt_student_t_nu(a);
+    } else if (term == 9u) {
+        r = dt_chi_square_nu(a);
+    } else {
+        r = dt_neg_half_x(a);
     }
     return r;
 }
@@ -219,8 +240,14 @@ fn it_term2(term: u32, a: T, b: T) -> DTerm2 {
         r = dt_shape_log_rate(a, b);
     } else if (term == 6u) {
         r = dt_beta_norm(a, b);
-    } else {
+    } else if (term == 7u) {
         r = dt_uniform_norm(a, b);
+    } else if (term == 8u) {
+        r = dt_neg_shape_log_scale(a, b);
+    } else if (term == 11u) {
+        r = dt_neg_binomial_choose(a, b);
+    } else {
+        r = dt_multiply_log(a, b);
     }
     return r;
 }
@@ -255,8 +282,24 @@ fn it_kernel(kind: u32, x: T, p0: T, p1: T, p2: T) -> DKern {
         r = dk_bernoulli_logit(x, p0, p1, p2);
     } else if (kind == 13u) {
         r = dk_binomial_logit(x, p0, p1, p2);
-    } else {
+    } else if (kind == 14u) {
         r = dk_poisson_log(x, p0, p1, p2);
+    } else if (kind == 15u) {
+        r = dk_logistic(x, p0, p1, p2);
+    } else if (kind == 16u) {
+        r = dk_weibull(x, p0, p1, p2);
+    } else if (kind == 17u) {
+        r = dk_chi_square(x, p0, p1, p2);
+    } else if (kind == 18u) {
+        r = dk_bernoulli(x, p0, p1, p2);
+    } else if (kind == 19u) {
+        r = dk_binomial(x, p0, p1, p2);
+    } else if (kind == 20u) {
+        r = dk_poisson(x, p0, p1, p2);
+    } else if (kind == 21u) {
+        r = dk_neg_binomial_2(x, p0, p1, p2);
+    } else {
+        r = dk_neg_binomial_2_log(x, p0, p1, p2);
     }
     return r;
 }
@@ -395,9 +438,15 @@ fn it_forward(pc: u32) {
     var prev: T = 0.0;
     var inv_s: T = 0.0;
     var inside = true;
+    // A log-sum-exp's maximum, and whether an element is NaN.
+    var lse_max: T = -sf_inf();
+    var lse_nan = false;
     if (op == IT_CONSTRAIN) {
         trips = e1;
         bounds = it_bounds(pc);
+    } else if (op == IT_LOG_SUM_EXP) {
+        // The maximum over the elements, then the sum of the shifted exponentials.
+        trips = 2u * a.len;
     } else if (op == IT_SUM || op == IT_DOT || op == IT_FACTOR) {
         trips = a.len;
     } else if (op == IT_MATVEC) {
@@ -493,6 +542,20 @@ fn it_forward(pc: u32) {
         } else if (op == IT_FACTOR) {
             s += it_read(a, t);
             it_add_to(a, t, 1.0);
+        } else if (op == IT_COPY) {
+            it_set(dst + t, it_read(a, t));
+        } else if (op == IT_LOG_SUM_EXP) {
+            if (t < a.len) {
+                let v = it_read(a, t);
+                if (v != v) {
+                    lse_nan = true;
+                }
+                if (v > lse_max) {
+                    lse_max = v;
+                }
+            } else if (abs(lse_max) < sf_inf()) {
+                s += sf_exp(it_read(a, t - a.len) - lse_max);
+            }
         }
     }
     if (op == IT_CONSTRAIN) {
@@ -521,6 +584,15 @@ fn it_forward(pc: u32) {
         }
     } else if (op == IT_FACTOR) {
         it_lp += s;
+    } else if (op == IT_LOG_SUM_EXP) {
+        // As sampler's eval.rs: NaN for a NaN element, the maximum when it is infinite.
+        var r = lse_max;
+        if (lse_nan) {
+            r = sf_nan();
+        } else if (abs(lse_max) < sf_inf()) {
+            r = lse_max + sf_log(s);
+        }
+        it_set(dst, r);
     }
 }
 
@@ -564,6 +636,15 @@ fn it_backward(pc: u32) {
         trips = select(e1 * e2, 0u, a.data);
     } else if (op == IT_GATHER) {
         trips = select(e1, 0u, a.data);
+    } else if (op == IT_COPY) {
+        trips = select(len, 0u, a.data);
+    } else if (op == IT_LOG_SUM_EXP) {
+        // The CPU skips a zero adjoint and a non-finite result.
+        g = it_adjoint(dst);
+        let r = it_value(dst);
+        if (!a.data && g != 0.0 && abs(r) < sf_inf()) {
+            trips = a.len;
+        }
     }
     for (var t = 0u; t < trips; t += 1u) {
         if (op == IT_CONSTRAIN) {
@@ -619,6 +700,10 @@ fn it_backward(pc: u32) {
             }
         } else if (op == IT_GATHER) {
             it_add(a.off + g_index[e0 + t], it_adjoint(dst + t));
+        } else if (op == IT_COPY) {
+            it_add(it_pos(a, t), it_adjoint(dst + t));
+        } else if (op == IT_LOG_SUM_EXP) {
+            it_add(it_pos(a, t), g * sf_exp(it_read(a, t) - it_value(dst)));
         }
     }
     if (op == IT_ZIP && trips > 0u) {

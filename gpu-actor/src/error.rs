@@ -209,9 +209,7 @@ impl GpuError {
     pub fn model_unsupported(&self) -> bool {
         matches!(
             self,
-            GpuError::LoopLimit { .. }
-                | GpuError::CompileBudget { .. }
-                | GpuError::Codegen(CodegenError::Unsupported { .. })
+            GpuError::LoopLimit { .. } | GpuError::CompileBudget { .. }
         )
     }
 }

@@ -258,12 +258,12 @@ impl TapePlacement {
     /// every access, whose compile time grows with the tape times the accesses.
     pub fn choose(program: &Program) -> TapePlacement {
         if program.tape_len <= PRIVATE_TAPE_LEN_THRESHOLD
-            && program.insts.len() <= PRIVATE_MAX_INSTS
+            && interp::records(program) <= PRIVATE_MAX_INSTS
             && check::check(program).is_ok()
             && !private_tape_indexed_at_run_time(program)
         {
             TapePlacement::Private
-        } else if program.insts.len() <= GENERATED_STORAGE_MAX_INSTS {
+        } else if interp::records(program) <= GENERATED_STORAGE_MAX_INSTS {
             TapePlacement::Storage
         } else {
             TapePlacement::Interpreted
@@ -596,7 +596,7 @@ pub fn choose_lanes(program: &Program, subgroup: bool, min_subgroup_size: u32) -
     if !subgroup
         || largest < 2
         || !largest.is_power_of_two()
-        || program.insts.len() > PRIVATE_MAX_INSTS
+        || interp::records(program) > PRIVATE_MAX_INSTS
         || check::check(program).is_err()
     {
         return 1;
@@ -793,17 +793,6 @@ pub enum CodegenError {
         /// The workgroup size.
         workgroup_size: u32,
     },
-    /// The program uses an instruction of IR v2 that the generator does not translate yet.
-    /// The model runs on the CPU instead ([`crate::GpuError::model_unsupported`]).
-    #[error(
-        "this model uses `{kind}` (instruction {inst}), which the GPU does not run yet; the CPU sampler runs it"
-    )]
-    Unsupported {
-        /// Its position in `program.insts`.
-        inst: usize,
-        /// What it is.
-        kind: &'static str,
-    },
     /// The program cannot be split across lanes.
     #[error("this model cannot split a chain across {lanes} invocations: {refusal}")]
     Unsplittable {
@@ -927,7 +916,7 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
         Item::ConstU32(ModuleConst::SplitTrips, plan.trips),
         Item::ConstU32(ModuleConst::ZeroAt, interp::zero_at(program)),
         Item::ConstU32(ModuleConst::CodeAt, interp::code_at(program)),
-        Item::ConstU32(ModuleConst::CodeLen, program.insts.len() as u32),
+        Item::ConstU32(ModuleConst::CodeLen, interp::records(program) as u32),
         storage(DATA_BINDING, Global::Data, Access::Read, Element::Real),
         storage(INDEX_BINDING, Global::Index, Access::Read, Element::U32),
         storage(

@@ -468,6 +468,61 @@ impl Dist {
         }
     }
 
+    /// Logistic(mu, sigma).
+    pub fn logistic(mu: impl Into<Expr>, sigma: impl Into<Expr>) -> Dist {
+        Dist::Logistic {
+            mu: e(mu),
+            sigma: e(sigma),
+        }
+    }
+
+    /// Weibull(alpha, sigma): shape `alpha`, scale `sigma`.
+    pub fn weibull(alpha: impl Into<Expr>, sigma: impl Into<Expr>) -> Dist {
+        Dist::Weibull {
+            alpha: e(alpha),
+            sigma: e(sigma),
+        }
+    }
+
+    /// Chi-square(nu).
+    pub fn chi_square(nu: impl Into<Expr>) -> Dist {
+        Dist::ChiSquare { nu: e(nu) }
+    }
+
+    /// Bernoulli(p).
+    pub fn bernoulli(p: impl Into<Expr>) -> Dist {
+        Dist::Bernoulli { p: e(p) }
+    }
+
+    /// Binomial(trials, p).
+    pub fn binomial(trials: impl Into<Expr>, p: impl Into<Expr>) -> Dist {
+        Dist::Binomial {
+            trials: e(trials),
+            p: e(p),
+        }
+    }
+
+    /// Poisson(rate).
+    pub fn poisson(rate: impl Into<Expr>) -> Dist {
+        Dist::Poisson { rate: e(rate) }
+    }
+
+    /// Stan's neg_binomial_2(mu, phi).
+    pub fn neg_binomial_2(mu: impl Into<Expr>, phi: impl Into<Expr>) -> Dist {
+        Dist::NegBinomial2 {
+            mu: e(mu),
+            phi: e(phi),
+        }
+    }
+
+    /// Stan's neg_binomial_2_log(eta, phi).
+    pub fn neg_binomial_2_log(eta: impl Into<Expr>, phi: impl Into<Expr>) -> Dist {
+        Dist::NegBinomial2Log {
+            eta: e(eta),
+            phi: e(phi),
+        }
+    }
+
     /// A Gaussian random walk starting at 0 with steps of scale `sigma`.
     pub fn gaussian_random_walk(sigma: impl Into<Expr>) -> Dist {
         Dist::GaussianRandomWalk {

@@ -13,6 +13,9 @@ mod glm;
 
 use crate::special::{digamma, lgamma};
 
+#[cfg(test)]
+mod tests;
+
 const NEG_INF: f64 = f64::NEG_INFINITY;
 
 /// One operand as the kernels see it.
@@ -181,6 +184,65 @@ fn shape_log_rate(a: f64, b: f64) -> (f64, f64, f64) {
         (a * b.ln(), b.ln(), a / b)
     } else {
         (NEG_INF, 0.0, 0.0)
+    }
+}
+
+/// `-a ln b` for shape `a` and positive scale `b` (Weibull's `-alpha ln sigma`).
+#[inline]
+fn neg_shape_log_scale(a: f64, b: f64) -> (f64, f64, f64) {
+    if b > 0.0 {
+        (-a * b.ln(), -b.ln(), -a / b)
+    } else {
+        (NEG_INF, 0.0, 0.0)
+    }
+}
+
+/// The chi-square's normalising term `-nu ln(2) / 2 - ln Γ(nu / 2)` for positive `nu`.
+#[inline]
+fn chi_square_nu(nu: f64) -> (f64, f64) {
+    if nu > 0.0 {
+        let half = 0.5 * nu;
+        (
+            -half * std::f64::consts::LN_2 - lgamma(half),
+            -0.5 * std::f64::consts::LN_2 - 0.5 * digamma(half),
+        )
+    } else {
+        (NEG_INF, 0.0)
+    }
+}
+
+/// `-x / 2` (the chi-square's term in its value alone).
+#[inline]
+fn neg_half_x(x: f64) -> (f64, f64) {
+    (-0.5 * x, -0.5)
+}
+
+/// The negative binomial's `ln C(y + phi - 1, y) = ln Γ(y + phi) - ln Γ(y + 1) - ln Γ(phi)`
+/// for a count `y` (data, no derivative) and positive `phi`; Stan keeps it whole when `phi`
+/// is a parameter.
+#[inline]
+fn neg_binomial_choose(y: f64, phi: f64) -> (f64, f64, f64) {
+    if phi > 0.0 {
+        (
+            lgamma(y + phi) - lgamma(y + 1.0) - lgamma(phi),
+            0.0,
+            digamma(y + phi) - digamma(phi),
+        )
+    } else {
+        (NEG_INF, 0.0, 0.0)
+    }
+}
+
+/// Stan's `multiply_log(y, mu) = y ln mu` for a count `y` (data, no derivative; 0 when `y`
+/// is 0) and positive `mu`.
+#[inline]
+fn multiply_log(y: f64, mu: f64) -> (f64, f64, f64) {
+    if !(mu > 0.0) {
+        (NEG_INF, 0.0, 0.0)
+    } else if y == 0.0 {
+        (0.0, 0.0, 0.0)
+    } else {
+        (y * mu.ln(), 0.0, y / mu)
     }
 }
 
@@ -445,6 +507,134 @@ pub(crate) fn density(kind: DensityKind, x: &Arg, p: &[Arg; 3], n: usize, adj: &
             let rate = eta.exp();
             (y * eta - rate, 0.0, [y - rate])
         }),
+        DensityKind::Logistic => {
+            term1(adj, n, p1, neg_log_scale)
+                + kernel(adj, n, x, [p0, p1], |x, [mu, sigma]| {
+                    // -z - 2 ln(1 + exp(-z)), whose derivative in z is 1 - 2 logistic(z).
+                    let z = (x - mu) / sigma;
+                    let (softplus_neg_z, logistic_neg_z) = softplus_and_logistic(-z);
+                    let q = 2.0 * logistic_neg_z - 1.0;
+                    (
+                        -z - 2.0 * softplus_neg_z,
+                        q / sigma,
+                        [-q / sigma, -q * z / sigma],
+                    )
+                })
+        }
+        DensityKind::Weibull => {
+            term1(adj, n, p0, log_rate)
+                + term2(adj, n, p0, p1, neg_shape_log_scale)
+                + kernel(adj, n, x, [p0, p1], |x, [alpha, sigma]| {
+                    if x < 0.0 || sigma <= 0.0 {
+                        return (NEG_INF, 0.0, [0.0, 0.0]);
+                    }
+                    let log_x = x.ln();
+                    let log_ratio = log_x - sigma.ln();
+                    let w = (alpha * log_ratio).exp();
+                    (
+                        (alpha - 1.0) * log_x - w,
+                        ((alpha - 1.0) - alpha * w) / x,
+                        [log_x - w * log_ratio, alpha * w / sigma],
+                    )
+                })
+        }
+        DensityKind::ChiSquare => {
+            term1(adj, n, p0, chi_square_nu)
+                + kernel(adj, n, x, [p0], |x, [nu]| {
+                    if x < 0.0 {
+                        return (NEG_INF, 0.0, [0.0]);
+                    }
+                    let log_x = x.ln();
+                    let c = 0.5 * nu - 1.0;
+                    (c * log_x, c / x, [0.5 * log_x])
+                })
+                + term1(adj, n, x, neg_half_x)
+        }
+        DensityKind::Bernoulli => kernel(adj, n, x, [p0], |y, [p]| {
+            if !(0.0..=1.0).contains(&p) {
+                return (NEG_INF, 0.0, [0.0]);
+            }
+            if y == 1.0 {
+                if p > 0.0 {
+                    (p.ln(), 0.0, [1.0 / p])
+                } else {
+                    (NEG_INF, 0.0, [0.0])
+                }
+            } else if p < 1.0 {
+                ((-p).ln_1p(), 0.0, [-1.0 / (1.0 - p)])
+            } else {
+                (NEG_INF, 0.0, [0.0])
+            }
+        }),
+        DensityKind::Binomial => kernel(adj, n, x, [p0, p1], |y, [trials, p]| {
+            if !(0.0..=1.0).contains(&p) {
+                return (NEG_INF, 0.0, [0.0, 0.0]);
+            }
+            let (mut value, mut d) = (0.0, 0.0);
+            if y > 0.0 {
+                if p <= 0.0 {
+                    return (NEG_INF, 0.0, [0.0, 0.0]);
+                }
+                value += y * p.ln();
+                d += y / p;
+            }
+            let failures = trials - y;
+            if failures > 0.0 {
+                if p >= 1.0 {
+                    return (NEG_INF, 0.0, [0.0, 0.0]);
+                }
+                value += failures * (-p).ln_1p();
+                d -= failures / (1.0 - p);
+            }
+            (value, 0.0, [0.0, d])
+        }),
+        DensityKind::Poisson => kernel(adj, n, x, [p0], |y, [rate]| {
+            if !(rate >= 0.0) || rate == f64::INFINITY {
+                return (NEG_INF, 0.0, [0.0]);
+            }
+            if y == 0.0 {
+                return (-rate, 0.0, [-1.0]);
+            }
+            if rate == 0.0 {
+                return (NEG_INF, 0.0, [0.0]);
+            }
+            (y * rate.ln() - rate, 0.0, [y / rate - 1.0])
+        }),
+        DensityKind::NegBinomial2 => {
+            term2(adj, n, x, p1, neg_binomial_choose)
+                + term2(adj, n, x, p0, multiply_log)
+                + kernel(adj, n, x, [p0, p1], |y, [mu, phi]| {
+                    if !(mu > 0.0 && phi > 0.0) {
+                        return (NEG_INF, 0.0, [0.0, 0.0]);
+                    }
+                    let s = mu + phi;
+                    let log1p_ratio = (mu / phi).ln_1p();
+                    (
+                        -phi * log1p_ratio - y * s.ln(),
+                        0.0,
+                        [-(phi + y) / s, -log1p_ratio + (mu - y) / s],
+                    )
+                })
+        }
+        DensityKind::NegBinomial2Log => {
+            term2(adj, n, x, p1, neg_binomial_choose)
+                + kernel(adj, n, x, [p0, p1], |y, [eta, phi]| {
+                    if !(phi > 0.0) {
+                        return (NEG_INF, 0.0, [0.0, 0.0]);
+                    }
+                    // y eta - (phi + y) ln(1 + exp(eta - ln phi)) - y ln phi.
+                    let log_phi = phi.ln();
+                    let (softplus_t, logistic_t) = softplus_and_logistic(eta - log_phi);
+                    (
+                        y * eta - (phi + y) * softplus_t - y * log_phi,
+                        0.0,
+                        [
+                            y - (phi + y) * logistic_t,
+                            -softplus_t + ((phi + y) * logistic_t - y) / phi,
+                        ],
+                    )
+                })
+        }
     }
 }
 

@@ -296,6 +296,60 @@ pub enum Dist {
         /// Log of the rate.
         log_rate: Expr,
     },
+    /// Logistic(mu, sigma).
+    Logistic {
+        /// Location.
+        mu: Expr,
+        /// Scale, > 0.
+        sigma: Expr,
+    },
+    /// Weibull(alpha, sigma) over `x >= 0`: `alpha / sigma (x / sigma)^(alpha - 1)
+    /// exp(-(x / sigma)^alpha)`.
+    Weibull {
+        /// Shape, > 0.
+        alpha: Expr,
+        /// Scale, > 0.
+        sigma: Expr,
+    },
+    /// Chi-square(nu) over `x >= 0`.
+    ChiSquare {
+        /// Degrees of freedom, > 0.
+        nu: Expr,
+    },
+    /// Bernoulli(p); the value is 0/1 data.
+    Bernoulli {
+        /// Probability of success, in `[0, 1]`.
+        p: Expr,
+    },
+    /// Binomial(trials, p); the value is integer data in `0..=trials`.
+    Binomial {
+        /// Number of trials: integer data or constant, >= 0.
+        trials: Expr,
+        /// Probability of success, in `[0, 1]`.
+        p: Expr,
+    },
+    /// Poisson(rate); the value is non-negative integer data.
+    Poisson {
+        /// Rate, >= 0.
+        rate: Expr,
+    },
+    /// Stan's `neg_binomial_2(mu, phi)`: mean `mu`, variance `mu + mu^2 / phi`; the value is
+    /// non-negative integer data.
+    #[serde(rename = "neg_binomial_2")]
+    NegBinomial2 {
+        /// Mean, > 0.
+        mu: Expr,
+        /// Precision, > 0.
+        phi: Expr,
+    },
+    /// Stan's `neg_binomial_2_log(eta, phi)`: `neg_binomial_2(exp(eta), phi)`.
+    #[serde(rename = "neg_binomial_2_log")]
+    NegBinomial2Log {
+        /// Log of the mean.
+        eta: Expr,
+        /// Precision, > 0.
+        phi: Expr,
+    },
     /// A Gaussian random walk over a vector `x`:
     /// `x[0] ~ Normal(init_mu, init_sigma)`, `x[t] ~ Normal(x[t-1] + drift, sigma)`.
     GaussianRandomWalk {
@@ -483,6 +537,14 @@ impl Dist {
             Dist::BinomialLogit { .. } => "binomial_logit",
             Dist::PoissonLog { .. } => "poisson_log",
             Dist::GaussianRandomWalk { .. } => "gaussian_random_walk",
+            Dist::Logistic { .. } => "logistic",
+            Dist::Weibull { .. } => "weibull",
+            Dist::ChiSquare { .. } => "chi_square",
+            Dist::Bernoulli { .. } => "bernoulli",
+            Dist::Binomial { .. } => "binomial",
+            Dist::Poisson { .. } => "poisson",
+            Dist::NegBinomial2 { .. } => "neg_binomial_2",
+            Dist::NegBinomial2Log { .. } => "neg_binomial_2_log",
         }
     }
 
@@ -503,6 +565,14 @@ impl Dist {
             Dist::BernoulliLogit { logit } => vec![("logit", logit)],
             Dist::BinomialLogit { trials, logit } => vec![("trials", trials), ("logit", logit)],
             Dist::PoissonLog { log_rate } => vec![("log_rate", log_rate)],
+            Dist::Logistic { mu, sigma } => vec![("mu", mu), ("sigma", sigma)],
+            Dist::Weibull { alpha, sigma } => vec![("alpha", alpha), ("sigma", sigma)],
+            Dist::ChiSquare { nu } => vec![("nu", nu)],
+            Dist::Bernoulli { p } => vec![("p", p)],
+            Dist::Binomial { trials, p } => vec![("trials", trials), ("p", p)],
+            Dist::Poisson { rate } => vec![("rate", rate)],
+            Dist::NegBinomial2 { mu, phi } => vec![("mu", mu), ("phi", phi)],
+            Dist::NegBinomial2Log { eta, phi } => vec![("eta", eta), ("phi", phi)],
             Dist::GaussianRandomWalk {
                 sigma,
                 drift,

@@ -122,6 +122,10 @@ enum Domain {
     Positive,
     /// A non-negative integer (a number of trials).
     Count,
+    /// `>= 0`.
+    NonNegative,
+    /// A probability, in `[0, 1]`.
+    Probability,
 }
 
 /// The support of a distribution's value.
@@ -235,6 +239,36 @@ fn dist_spec(dist: &Dist) -> Option<DistSpec> {
         Dist::PoissonLog { .. } => {
             spec(DensityKind::PoissonLog, Support::Count, [Real, Real, Real])
         }
+        Dist::Logistic { .. } => spec(DensityKind::Logistic, Support::Real, [Real, Pos, Real]),
+        Dist::Weibull { .. } => spec(DensityKind::Weibull, Support::NonNegative, [Pos, Pos, Real]),
+        Dist::ChiSquare { .. } => spec(
+            DensityKind::ChiSquare,
+            Support::NonNegative,
+            [Pos, Real, Real],
+        ),
+        Dist::Bernoulli { .. } => spec(
+            DensityKind::Bernoulli,
+            Support::Binary,
+            [Domain::Probability, Real, Real],
+        ),
+        Dist::Binomial { .. } => spec(
+            DensityKind::Binomial,
+            Support::UpToTrials,
+            [Count, Domain::Probability, Real],
+        ),
+        Dist::Poisson { .. } => spec(
+            DensityKind::Poisson,
+            Support::Count,
+            [Domain::NonNegative, Real, Real],
+        ),
+        Dist::NegBinomial2 { .. } => {
+            spec(DensityKind::NegBinomial2, Support::Count, [Pos, Pos, Real])
+        }
+        Dist::NegBinomial2Log { .. } => spec(
+            DensityKind::NegBinomial2Log,
+            Support::Count,
+            [Real, Pos, Real],
+        ),
         Dist::GaussianRandomWalk { .. } => None,
     }
 }
@@ -554,6 +588,8 @@ impl<'a> Lowerer<'a> {
             Domain::Real => return Ok(()),
             Domain::Positive => (|v| v > 0.0, "> 0"),
             Domain::Count => (|v| v >= 0.0 && v.fract() == 0.0, "a non-negative integer"),
+            Domain::NonNegative => (|v| v >= 0.0, ">= 0"),
+            Domain::Probability => (|v| (0.0..=1.0).contains(&v), "in [0, 1]"),
         };
         match self.values(arg).iter().find(|v| !ok(**v)) {
             Some(&value) => Err(ModelError::new(

@@ -180,6 +180,22 @@ pub enum DensityKind {
     BinomialLogit,
     /// params: log_rate (x is integer data)
     PoissonLog,
+    /// params: mu, sigma
+    Logistic,
+    /// params: alpha (shape), sigma (scale)
+    Weibull,
+    /// params: nu
+    ChiSquare,
+    /// params: p (x is 0/1 data)
+    Bernoulli,
+    /// params: trials, p (x is integer data)
+    Binomial,
+    /// params: rate (x is integer data)
+    Poisson,
+    /// params: mu, phi (x is integer data)
+    NegBinomial2,
+    /// params: eta (log of mu), phi (x is integer data)
+    NegBinomial2Log,
 }
 
 impl DensityKind {
@@ -190,7 +206,10 @@ impl DensityKind {
             | DensityKind::Exponential
             | DensityKind::HalfCauchy
             | DensityKind::BernoulliLogit
-            | DensityKind::PoissonLog => 1,
+            | DensityKind::PoissonLog
+            | DensityKind::ChiSquare
+            | DensityKind::Bernoulli
+            | DensityKind::Poisson => 1,
             DensityKind::StudentT => 3,
             _ => 2,
         }

@@ -29,7 +29,7 @@ pub(crate) fn outputs_program(program: &Program) -> Program {
             && needed[dst.0 as usize]
         {
             keep[k] = true;
-            for operand in inst.reads() {
+            for operand in program.reads(inst) {
                 mark(&operand, &mut needed);
             }
         }

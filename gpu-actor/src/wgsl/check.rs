@@ -5,7 +5,7 @@
 //! `Program` is plain public data, and a malformed one must give a [`CodegenError`] rather than
 //! a panic here or out-of-range reads on the device.
 
-use sampler::{Inst, MapOp, Operand, Program, SlotId, ZipOp};
+use sampler::{Inst, Operand, Program, SlotId};
 
 use super::CodegenError;
 use super::model::inst_name;
@@ -41,12 +41,20 @@ pub(crate) fn check(program: &Program) -> Result<(), CodegenError> {
             });
         }
     }
+    // The interpreter's table (a record per instruction, one per part of a concatenation)
+    // follows the indices in one u32-indexed buffer.
+    let records = super::interp::records(program);
+    let limit = (u32::MAX as usize - program.index.len() - 1) / super::interp::RECORD as usize;
+    if records > limit {
+        return Err(CodegenError::TooLarge {
+            what: "number of instructions and concatenated parts",
+            value: records,
+            limit,
+        });
+    }
     let mut theta_readers = vec![0usize; program.dim];
     let mut written = vec![false; program.slots.len()];
     for (k, inst) in program.insts.iter().enumerate() {
-        if let Some(kind) = unsupported(inst) {
-            return Err(CodegenError::Unsupported { inst: k, kind });
-        }
         let check = InstCheck {
             program,
             inst: k,
@@ -59,22 +67,6 @@ pub(crate) fn check(program: &Program) -> Result<(), CodegenError> {
         return Err(CodegenError::ThetaCoverage { coordinate, count });
     }
     Ok(())
-}
-
-/// The IR v2 instructions the generator does not translate yet, by name. Code generation
-/// refuses a program with one (the caller falls back to the CPU), so the generators below
-/// never see them.
-pub(crate) fn unsupported(inst: &Inst) -> Option<&'static str> {
-    match *inst {
-        Inst::Concat { .. } => Some("concat"),
-        Inst::LogSumExp { .. } => Some("log_sum_exp"),
-        Inst::Map {
-            op: MapOp::Lgamma, ..
-        } => Some("lgamma"),
-        Inst::Zip { op: ZipOp::Max, .. } => Some("max"),
-        Inst::Zip { op: ZipOp::Min, .. } => Some("min"),
-        _ => None,
-    }
 }
 
 struct InstCheck<'a> {
@@ -147,6 +139,9 @@ impl InstCheck<'_> {
     /// (the generated code clears a storage tape's adjoints as it writes each slot).
     fn order(&self, inst: &Inst, written: &mut [bool]) -> Result<(), CodegenError> {
         let (reads, dst): (Vec<Operand>, Option<SlotId>) = match *inst {
+            // Its list run was checked by `check`, which runs first.
+            Inst::Concat { parts, dst } => (self.program.list(parts).to_vec(), Some(dst)),
+            Inst::LogSumExp { a, dst } => (vec![a], Some(dst)),
             Inst::Constrain { dst, .. } => (Vec::new(), Some(dst)),
             Inst::Map { a, dst, .. }
             | Inst::Sum { a, dst }
@@ -164,9 +159,6 @@ impl InstCheck<'_> {
                 ..
             } => (vec![x, sigma, drift, init_mu, init_sigma], None),
             Inst::Factor { a, .. } => (vec![a], None),
-            // Refused by `unsupported` before this runs.
-            Inst::Concat { dst, .. } => (Vec::new(), Some(dst)),
-            Inst::LogSumExp { a, dst } => (vec![a], Some(dst)),
         };
         for operand in reads {
             if let Operand::Slot(id) = operand
@@ -282,8 +274,24 @@ impl InstCheck<'_> {
                 Ok(())
             }
             Inst::Factor { a, .. } => self.len(a).map(|_| ()),
-            Inst::Concat { .. } | Inst::LogSumExp { .. } => {
-                Err(self.fail("not supported on the GPU yet".into()))
+            Inst::Concat { parts, dst } => {
+                let end = u64::from(parts.offset) + u64::from(parts.len);
+                if parts.len == 0 || end > self.program.lists.len() as u64 {
+                    return Err(self.fail(format!(
+                        "list run {}..{end} is outside the {} listed operands, or empty",
+                        parts.offset,
+                        self.program.lists.len()
+                    )));
+                }
+                let mut total = 0usize;
+                for &part in self.program.list(parts) {
+                    total = total.saturating_add(self.len(part)?);
+                }
+                self.equal(self.slot_len(dst)?, total, "the result")
+            }
+            Inst::LogSumExp { a, dst } => {
+                self.len(a)?;
+                self.equal(self.slot_len(dst)?, 1, "the result")
             }
         }
     }

@@ -49,9 +49,21 @@ pub(crate) fn parts(kind: DensityKind) -> &'static [Part] {
         DensityKind::Beta => &[Two(P0, P1, BetaNorm), Kernel],
         DensityKind::Uniform => &[Two(P0, P1, UniformNorm), Kernel],
         DensityKind::Laplace => &[One(P1, NegLogScale), Kernel],
-        DensityKind::BernoulliLogit | DensityKind::BinomialLogit | DensityKind::PoissonLog => {
-            &[Kernel]
-        }
+        DensityKind::BernoulliLogit
+        | DensityKind::BinomialLogit
+        | DensityKind::PoissonLog
+        | DensityKind::Bernoulli
+        | DensityKind::Binomial
+        | DensityKind::Poisson => &[Kernel],
+        DensityKind::Logistic => &[One(P1, NegLogScale), Kernel],
+        DensityKind::Weibull => &[One(P0, LogRate), Two(P0, P1, NegShapeLogScale), Kernel],
+        DensityKind::ChiSquare => &[One(P0, ChiSquareNu), Kernel, One(X, NegHalfX)],
+        DensityKind::NegBinomial2 => &[
+            Two(X, P1, NegBinomialChoose),
+            Two(X, P0, MultiplyLog),
+            Kernel,
+        ],
+        DensityKind::NegBinomial2Log => &[Two(X, P1, NegBinomialChoose), Kernel],
     }
 }
 
@@ -75,6 +87,14 @@ pub(crate) fn used_terms() -> Vec<TermFn> {
         BernoulliLogit,
         BinomialLogit,
         PoissonLog,
+        Logistic,
+        Weibull,
+        ChiSquare,
+        Bernoulli,
+        Binomial,
+        Poisson,
+        NegBinomial2,
+        NegBinomial2Log,
     ];
     kinds
         .iter()

@@ -22,7 +22,10 @@
 //! | 5..15 | operands 0..4, each its offset and length (1: a broadcast scalar) |
 //! | 15..20 | what else the kind needs (below) |
 //!
-//! Operands: `Map`, `Sum`, `Cumsum`, `Factor`: `a`; `Zip`, `Dot`: `a`, `b`; `Matvec`: `v`;
+//! A `Concat` takes one record per part (kind `Copy`): the part is operand 0, and the written
+//! run is the part's own run of the concatenation's slot, so a part's record is a copy.
+//!
+//! Operands: `Map`, `Sum`, `Cumsum`, `Factor`, `LogSumExp`, `Copy`: `a`; `Zip`, `Dot`: `a`, `b`; `Matvec`: `v`;
 //! `Gather`: `a`; `Density`: `x` and the three parameters (those the distribution does not
 //! read are the constant 0); `RandomWalk`: `x`, `sigma`, `drift`, `init_mu`, `init_sigma`.
 //! Extras: `Constrain`: the coordinates' offset and length and where its constants `lower`,
@@ -68,6 +71,9 @@ pub(crate) enum Op {
     Density = 8,
     RandomWalk = 9,
     Factor = 10,
+    LogSumExp = 11,
+    /// One part of a `Concat`: its operand copied to a run of the written slot.
+    Copy = 12,
 }
 
 /// Kinds of a density's part (`IT_PART_*`); 0 ends the list.
@@ -171,6 +177,18 @@ impl Record {
     }
 }
 
+/// Records of `program`'s table: one per instruction, a `Concat` one per part.
+pub(crate) fn records(program: &Program) -> usize {
+    program
+        .insts
+        .iter()
+        .map(|inst| match *inst {
+            Inst::Concat { parts, .. } => parts.len as usize,
+            _ => 1,
+        })
+        .sum()
+}
+
 /// The table of `program`, which has passed `check`. Offsets are the program's own: the
 /// interpreter runs one chain per invocation (no lanes), on a storage tape.
 pub(crate) fn table(program: &Program) -> Table {
@@ -181,7 +199,7 @@ pub(crate) fn table(program: &Program) -> Table {
         bounds: HashMap::new(),
     };
     let column_major = layout::column_major(program);
-    let mut words = Vec::with_capacity(program.insts.len() * RECORD as usize);
+    let mut words = Vec::with_capacity(records(program) * RECORD as usize);
     for inst in &program.insts {
         let c = &mut constants;
         let record = match *inst {
@@ -270,8 +288,23 @@ pub(crate) fn table(program: &Program) -> Table {
                     record.operand(k, program, c, operand)
                 }),
             Inst::Factor { a, .. } => Record::new(Op::Factor, 0).operand(0, program, c, a),
-            // Refused by `check::unsupported`: the table of a checked program has none.
-            Inst::Concat { .. } | Inst::LogSumExp { .. } => continue,
+            Inst::LogSumExp { a, dst } => Record::new(Op::LogSumExp, 0)
+                .dst(program, dst)
+                .operand(0, program, c, a),
+            Inst::Concat { parts, dst } => {
+                // One record per part, each writing its run of `dst`.
+                let slot = program.slot(dst);
+                let mut at = slot.offset;
+                for &part in program.list(parts) {
+                    let len = program.len_of(part) as u32;
+                    let mut record = Record::new(Op::Copy, 0).operand(0, program, c, part);
+                    record.words[2] = at;
+                    record.words[3] = len;
+                    words.extend(record.words);
+                    at += len;
+                }
+                continue;
+            }
         };
         words.extend(record.words);
     }
@@ -326,6 +359,11 @@ fn term_index(term: TermFn) -> u32 {
         TermFn::ShapeLogRate => 5,
         TermFn::BetaNorm => 6,
         TermFn::UniformNorm => 7,
+        TermFn::NegShapeLogScale => 8,
+        TermFn::ChiSquareNu => 9,
+        TermFn::NegHalfX => 10,
+        TermFn::NegBinomialChoose => 11,
+        TermFn::MultiplyLog => 12,
     }
 }
 
@@ -340,8 +378,7 @@ fn map_op(op: MapOp) -> u32 {
         MapOp::Logistic => 6,
         MapOp::Sqrt => 7,
         MapOp::Abs => 8,
-        // Refused by `check::unsupported`.
-        MapOp::Lgamma => u32::MAX,
+        MapOp::Lgamma => 9,
     }
 }
 
@@ -352,8 +389,8 @@ fn zip_op(op: ZipOp) -> u32 {
         ZipOp::Mul => 2,
         ZipOp::Div => 3,
         ZipOp::Pow => 4,
-        // Refused by `check::unsupported`.
-        ZipOp::Max | ZipOp::Min => u32::MAX,
+        ZipOp::Max => 5,
+        ZipOp::Min => 6,
     }
 }
 
@@ -374,6 +411,14 @@ fn density_kind(kind: DensityKind) -> u32 {
         DensityKind::BernoulliLogit => 12,
         DensityKind::BinomialLogit => 13,
         DensityKind::PoissonLog => 14,
+        DensityKind::Logistic => 15,
+        DensityKind::Weibull => 16,
+        DensityKind::ChiSquare => 17,
+        DensityKind::Bernoulli => 18,
+        DensityKind::Binomial => 19,
+        DensityKind::Poisson => 20,
+        DensityKind::NegBinomial2 => 21,
+        DensityKind::NegBinomial2Log => 22,
     }
 }
 

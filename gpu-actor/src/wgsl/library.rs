@@ -106,6 +106,10 @@ pub(crate) enum LibFn {
     Logistic,
     Pow,
     SignOrZero,
+    /// `ln |Γ(x)|` for any real `x` (MapOp::Lgamma).
+    Lgamma,
+    /// `ψ(x)`, its derivative.
+    Digamma,
     Inf,
     Nan,
     Term(TermFn),
@@ -125,12 +129,17 @@ pub(crate) enum TermFn {
     ShapeLogRate,
     BetaNorm,
     UniformNorm,
+    NegShapeLogScale,
+    ChiSquareNu,
+    NegHalfX,
+    NegBinomialChoose,
+    MultiplyLog,
 }
 
 impl TermFn {
     /// Every term, for tests.
     #[cfg(test)]
-    pub(crate) const ALL: [TermFn; 8] = [
+    pub(crate) const ALL: [TermFn; 13] = [
         TermFn::NegLogScale,
         TermFn::LogRate,
         TermFn::NegLgamma,
@@ -139,6 +148,11 @@ impl TermFn {
         TermFn::ShapeLogRate,
         TermFn::BetaNorm,
         TermFn::UniformNorm,
+        TermFn::NegShapeLogScale,
+        TermFn::ChiSquareNu,
+        TermFn::NegHalfX,
+        TermFn::NegBinomialChoose,
+        TermFn::MultiplyLog,
     ];
 }
 
@@ -154,6 +168,8 @@ impl LibFn {
             LibFn::Logistic => "sf_logistic",
             LibFn::Pow => "sf_pow",
             LibFn::SignOrZero => "sf_sign_or_zero",
+            LibFn::Lgamma => "sf_lgamma_real",
+            LibFn::Digamma => "sf_digamma_real",
             LibFn::Inf => "sf_inf",
             LibFn::Nan => "sf_nan",
             LibFn::InterpLogpGrad => "it_logp_grad",
@@ -166,6 +182,11 @@ impl LibFn {
                 TermFn::ShapeLogRate => "dt_shape_log_rate",
                 TermFn::BetaNorm => "dt_beta_norm",
                 TermFn::UniformNorm => "dt_uniform_norm",
+                TermFn::NegShapeLogScale => "dt_neg_shape_log_scale",
+                TermFn::ChiSquareNu => "dt_chi_square_nu",
+                TermFn::NegHalfX => "dt_neg_half_x",
+                TermFn::NegBinomialChoose => "dt_neg_binomial_choose",
+                TermFn::MultiplyLog => "dt_multiply_log",
             },
             LibFn::Kernel(kind) => match kind {
                 DensityKind::Normal => "dk_normal",
@@ -183,6 +204,14 @@ impl LibFn {
                 DensityKind::BernoulliLogit => "dk_bernoulli_logit",
                 DensityKind::BinomialLogit => "dk_binomial_logit",
                 DensityKind::PoissonLog => "dk_poisson_log",
+                DensityKind::Logistic => "dk_logistic",
+                DensityKind::Weibull => "dk_weibull",
+                DensityKind::ChiSquare => "dk_chi_square",
+                DensityKind::Bernoulli => "dk_bernoulli",
+                DensityKind::Binomial => "dk_binomial",
+                DensityKind::Poisson => "dk_poisson",
+                DensityKind::NegBinomial2 => "dk_neg_binomial_2",
+                DensityKind::NegBinomial2Log => "dk_neg_binomial_2_log",
             },
         }
     }

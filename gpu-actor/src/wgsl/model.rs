@@ -107,7 +107,7 @@ fn fused_loop(program: &Program, tape: &Tape, lp: &Ident) -> Vec<Stmt> {
     let mut sums = vec![(Expr::local(&lane_lp), Expr::local(lp))];
     let mut replicated: Vec<SlotId> = Vec::new();
     for &(_, inst) in &split {
-        for operand in inst.reads() {
+        for operand in program.reads(inst) {
             if let Operand::Slot(id) = operand
                 && !tape.slot(id).split
                 && !replicated.contains(&id)
@@ -350,8 +350,7 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
                 MapOp::Logistic => Expr::lib(LibFn::Logistic, vec![x]),
                 MapOp::Sqrt => Expr::builtin(Builtin::Sqrt, vec![x]),
                 MapOp::Abs => Expr::builtin(Builtin::Abs, vec![x]),
-                // Refused by `check::unsupported`.
-                MapOp::Lgamma => Expr::Real(f64::NAN),
+                MapOp::Lgamma => Expr::lib(LibFn::Lgamma, vec![x]),
             };
             out.push(each(dst.len(), set(tape, &dst, &ie(), value)));
             out
@@ -370,8 +369,9 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
                 ZipOp::Mul => x * y,
                 ZipOp::Div => x / y,
                 ZipOp::Pow => Expr::lib(LibFn::Pow, vec![x, y]),
-                // Refused by `check::unsupported`.
-                ZipOp::Max | ZipOp::Min => Expr::Real(f64::NAN),
+                // As the CPU: `b` where it is strictly larger (smaller), else `a`.
+                ZipOp::Max => select(x.clone(), y.clone(), y.gt(x)),
+                ZipOp::Min => select(x.clone(), y.clone(), x.gt(y)),
             };
             out.push(each(dst.len(), set(tape, &dst, &ie(), value)));
             out
@@ -495,9 +495,94 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
             out.push(Stmt::add_to(Expr::local(lp), Expr::local(&s)));
             out
         }
-        // Refused by `check::unsupported`.
-        Inst::Concat { .. } | Inst::LogSumExp { .. } => Vec::new(),
+        Inst::Concat { parts, dst } => {
+            // Never split (split.rs): one loop per part, into its run of `dst`.
+            let dst = slot_arg(program, tape, dst);
+            let mut out = Vec::new();
+            let mut at = 0;
+            for &part in program.list(parts) {
+                let part = Arg::new(program, tape, part);
+                let len = part.len();
+                out.push(Stmt::Block(vec![each(
+                    len,
+                    set(tape, &dst, &ie().plus_u32(at), part.at(tape, &ie())),
+                )]));
+                at += len;
+            }
+            out
+        }
+        Inst::LogSumExp { a, dst } => {
+            let dst = slot_arg(program, tape, dst);
+            let a = Arg::new(program, tape, a);
+            log_sum_exp_forward(tape, &a, &dst)
+        }
     }
+}
+
+/// `select(if_false, if_true, condition)`.
+fn select(if_false: Expr, if_true: Expr, condition: Expr) -> Expr {
+    Expr::builtin(Builtin::Select, vec![if_false, if_true, condition])
+}
+
+/// Whether `x` is finite (false for NaN).
+fn is_finite(x: Expr) -> Expr {
+    Expr::lib(LibFn::Inf, Vec::new()).gt(Expr::builtin(Builtin::Abs, vec![x]))
+}
+
+/// `dst = log(sum_i exp(a[i]))` as sampler's eval.rs computes it: shifted by the maximum; NaN
+/// if an element is NaN; the maximum itself when it is infinite (all `-inf`, or one `+inf`).
+fn log_sum_exp_forward(tape: &Tape, a: &Arg, dst: &Arg) -> Vec<Stmt> {
+    let (m, nan, v, s, r) = (
+        Ident::new("m"),
+        Ident::new("nan"),
+        Ident::new("v"),
+        Ident::new("s"),
+        Ident::new("r"),
+    );
+    let local = Expr::local;
+    let neg_inf = || -Expr::lib(LibFn::Inf, Vec::new());
+    let each = |body: Vec<Stmt>| Stmt::for_(&i(), Expr::U32(a.len()), body);
+    vec![
+        Stmt::Var(m.clone(), Ty::Real, Some(neg_inf())),
+        // 1 once a NaN is seen.
+        Stmt::zero(&nan),
+        each(vec![
+            Stmt::let_(&v, a.at(tape, &ie())),
+            Stmt::If(
+                local(&v).ne(local(&v)),
+                vec![Stmt::Assign(local(&nan), Expr::Real(1.0))],
+                Vec::new(),
+            ),
+            Stmt::If(
+                local(&v).gt(local(&m)),
+                vec![Stmt::Assign(local(&m), local(&v))],
+                Vec::new(),
+            ),
+        ]),
+        Stmt::Var(r.clone(), Ty::Real, Some(local(&m))),
+        Stmt::If(
+            local(&nan).ne(Expr::Real(0.0)),
+            vec![Stmt::Assign(local(&r), Expr::lib(LibFn::Nan, Vec::new()))],
+            vec![Stmt::If(
+                is_finite(local(&m)),
+                vec![
+                    Stmt::zero(&s),
+                    each(vec![Stmt::add_to(
+                        local(&s),
+                        Expr::lib(LibFn::Exp, vec![a.at(tape, &ie()) - local(&m)]),
+                    )]),
+                    Stmt::Assign(
+                        local(&r),
+                        local(&m) + Expr::lib(LibFn::Log, vec![local(&s)]),
+                    ),
+                ],
+                Vec::new(),
+            )],
+        ),
+    ]
+    .into_iter()
+    .chain(set(tape, dst, &Expr::U32(0), local(&r)))
+    .collect()
 }
 
 /// Writes element `i` of a slot. A storage tape also clears the element's adjoint here, in
@@ -653,8 +738,7 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                 MapOp::Logistic => oe() * (Expr::Real(1.0) - oe()),
                 MapOp::Sqrt => Expr::Real(0.5) / oe(),
                 MapOp::Abs => Expr::lib(LibFn::SignOrZero, vec![xe()]),
-                // Refused by `check::unsupported`.
-                MapOp::Lgamma => Expr::Real(f64::NAN),
+                MapOp::Lgamma => Expr::lib(LibFn::Digamma, vec![xe()]),
             };
             // The CPU skips elements whose adjoint is 0 (so that 0 * inf stays 0).
             vec![each(
@@ -700,8 +784,15 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                     ye() * Expr::lib(LibFn::Pow, vec![xe(), ye() - Expr::Real(1.0)]),
                     out_value() * Expr::lib(LibFn::Log, vec![xe()]),
                 ),
-                // Refused by `check::unsupported`.
-                ZipOp::Max | ZipOp::Min => (Expr::Real(f64::NAN), Expr::Real(f64::NAN)),
+                // The gradient goes to the selected argument, `a` on a tie (eval.rs).
+                ZipOp::Max => (
+                    select(Expr::Real(1.0), Expr::Real(0.0), ye().gt(xe())),
+                    select(Expr::Real(0.0), Expr::Real(1.0), ye().gt(xe())),
+                ),
+                ZipOp::Min => (
+                    select(Expr::Real(1.0), Expr::Real(0.0), xe().gt(ye())),
+                    select(Expr::Real(0.0), Expr::Real(1.0), xe().gt(ye())),
+                ),
             };
             let mut body = vec![
                 Stmt::let_(&g, dst.adjoint_at(tape, &ie())),
@@ -850,9 +941,56 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                 ],
             )]
         }
+        Inst::Concat { parts, dst } => {
+            let dst = slot_arg(program, tape, dst);
+            let mut out = Vec::new();
+            let mut at = 0;
+            for &part in program.list(parts) {
+                let part = Arg::new(program, tape, part);
+                let len = part.len();
+                if part.is_param() {
+                    out.push(Stmt::Block(vec![each(
+                        len,
+                        vec![Stmt::add_to(
+                            part.adjoint_at(tape, &ie()),
+                            dst.adjoint_at(tape, &ie().plus_u32(at)),
+                        )],
+                    )]));
+                }
+                at += len;
+            }
+            out
+        }
+        Inst::LogSumExp { a, dst } => {
+            let a = Arg::new(program, tape, a);
+            if !a.is_param() {
+                return Vec::new();
+            }
+            let dst = slot_arg(program, tape, dst);
+            let (g, r) = (Ident::new("g"), Ident::new("r"));
+            let zero = Expr::U32(0);
+            // The CPU skips a zero adjoint and a non-finite result.
+            vec![
+                Stmt::let_(&g, dst.adjoint_at(tape, &zero)),
+                Stmt::let_(&r, dst.at(tape, &zero)),
+                Stmt::If(
+                    Expr::local(&g)
+                        .ne(Expr::Real(0.0))
+                        .and(is_finite(Expr::local(&r))),
+                    vec![Stmt::for_(
+                        &i(),
+                        Expr::U32(a.len()),
+                        vec![Stmt::add_to(
+                            a.adjoint_at(tape, &ie()),
+                            Expr::local(&g)
+                                * Expr::lib(LibFn::Exp, vec![a.at(tape, &ie()) - Expr::local(&r)]),
+                        )],
+                    )],
+                    Vec::new(),
+                ),
+            ]
+        }
         Inst::Density { .. } | Inst::RandomWalk { .. } | Inst::Factor { .. } => Vec::new(),
-        // Refused by `check::unsupported`.
-        Inst::Concat { .. } | Inst::LogSumExp { .. } => Vec::new(),
     }
 }
 

@@ -20,7 +20,8 @@
 //! Gaussian random walk over a split vector (each step's previous element comes from the
 //! neighbouring lane). When splitting the parameter vectors leaves a split slot that must be
 //! gathered whole (a replicated vector combined with a split one, a cumulative sum over a
-//! split slot, a gather from one, a product with one), the plan keeps parameter vectors
+//! split slot, a gather from one, a product with one, a concatenation or log-sum-exp of
+//! one), the plan keeps parameter vectors
 //! replicated instead; a program that needs such a gather even then cannot use lanes:
 //! [`plan`] says which instruction is in the way.
 //!
@@ -203,9 +204,23 @@ fn plan_with(program: &Program, lanes: u32, split_params: bool) -> Result<Plan, 
                 }
                 (Some(dst), false)
             }
-            // Refused by `check::unsupported` before a split is planned for a kernel.
-            Inst::Concat { .. } | Inst::LogSumExp { .. } => {
-                return Err(refuse("is not supported on the GPU yet"));
+            // Replicated: a concatenation writes its parts at shifted positions, which a
+            // lane's own elements do not line up with; a log-sum-exp reads every element twice.
+            Inst::Concat { parts, dst } => {
+                if program
+                    .list(parts)
+                    .iter()
+                    .any(|&part| held(&split, part) == Held::Split)
+                {
+                    return Err(refuse("concatenates a split vector"));
+                }
+                (Some(dst), false)
+            }
+            Inst::LogSumExp { a, dst } => {
+                if held(&split, a) == Held::Split {
+                    return Err(refuse("reduces a split vector"));
+                }
+                (Some(dst), false)
             }
             // Its parameters are scalars (sampler's lowering).
             Inst::RandomWalk { x, .. } => (None, held(&split, x) == Held::Split),

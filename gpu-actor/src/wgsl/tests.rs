@@ -83,6 +83,14 @@ fn every_library_function_the_generator_calls_is_defined() {
         DensityKind::BernoulliLogit,
         DensityKind::BinomialLogit,
         DensityKind::PoissonLog,
+        DensityKind::Logistic,
+        DensityKind::Weibull,
+        DensityKind::ChiSquare,
+        DensityKind::Bernoulli,
+        DensityKind::Binomial,
+        DensityKind::Poisson,
+        DensityKind::NegBinomial2,
+        DensityKind::NegBinomial2Log,
     ];
     let functions = [
         LibFn::Exp,
@@ -93,6 +101,8 @@ fn every_library_function_the_generator_calls_is_defined() {
         LibFn::Logistic,
         LibFn::Pow,
         LibFn::SignOrZero,
+        LibFn::Lgamma,
+        LibFn::Digamma,
         LibFn::Inf,
         LibFn::Nan,
     ]
@@ -226,10 +236,10 @@ fn placement_is_private_for_short_tapes_and_storage_for_long_ones() {
     assert!(source(&program, &options(Precision::F32, TapePlacement::Storage)).is_ok());
 }
 
-/// IR v2 instructions not translated yet are refused with an error that sends the model to
-/// the CPU ([`crate::GpuError::model_unsupported`]), never a panic or wrong code.
+/// IR v2 instructions generate valid WGSL (naga) in every placement and precision; the GPU's
+/// values are checked against the CPU by the parity tests.
 #[test]
-fn ir_v2_instructions_are_refused_so_the_cpu_runs_them() {
+fn ir_v2_instructions_generate_code_in_every_placement() {
     type Term = fn(&sampler::Expr) -> sampler::Expr;
     let terms: [(&str, Term); 5] = [
         ("log_sum_exp", |x| x.log_sum_exp()),
@@ -246,16 +256,23 @@ fn ir_v2_instructions_are_refused_so_the_cpu_runs_them() {
         m.factor(term(&x));
         let checked = CheckedModel::new(m.build(), &Limits::default()).expect("the model checks");
         let program = (**checked.program()).clone();
-        for placement in [TapePlacement::Private, TapePlacement::Storage] {
-            let err = source(&program, &options(Precision::F32, placement))
-                .expect_err("not translated yet");
-            assert!(
-                matches!(err, CodegenError::Unsupported { kind: k, .. } if k == kind),
-                "{kind}: {err}"
-            );
-            assert!(crate::GpuError::Codegen(err).model_unsupported(), "{kind}");
+        for placement in [
+            TapePlacement::Private,
+            TapePlacement::Storage,
+            TapePlacement::Interpreted,
+        ] {
+            for precision in [Precision::F32, Precision::F64] {
+                let text = source(&program, &options(precision, placement))
+                    .unwrap_or_else(|err| panic!("{kind} {placement} {precision}: {err}"));
+                let module = naga::front::wgsl::parse_str(&text).expect("parses");
+                naga::valid::Validator::new(
+                    naga::valid::ValidationFlags::all(),
+                    naga::valid::Capabilities::all(),
+                )
+                .validate(&module)
+                .unwrap_or_else(|err| panic!("{kind} {placement} {precision}: {err:?}"));
+            }
         }
-        // Uploading the model's data must not panic either.
         let _ = (device_indices(&program), device_data(&program));
     }
 }
@@ -909,4 +926,137 @@ fn many_chains_of_a_small_fused_model_take_eight_lanes() {
     let ten = schools(8);
     assert_eq!(choose_lanes(&ten, true, 32), 1);
     assert_eq!(lanes_for_chains(&ten, 1, 65536), 1);
+}
+
+/// `program()` with a concatenation of a constant, the parameter `mu` and the vector `z`
+/// appended (its parts in the list buffer), and its sum added as a factor.
+fn with_concat(program: &Program) -> (Program, usize) {
+    let mut p = program.clone();
+    let mu = p
+        .insts
+        .iter()
+        .find_map(|inst| match *inst {
+            Inst::Constrain { theta, dst, .. } if theta.len == 1 => Some(dst),
+            _ => None,
+        })
+        .expect("mu");
+    let z = p
+        .insts
+        .iter()
+        .find_map(|inst| match *inst {
+            Inst::Constrain { theta, dst, .. } if theta.len == 3 => Some(dst),
+            _ => None,
+        })
+        .expect("z");
+    let dst = SlotId(p.slots.len() as u32);
+    p.slots.push(sampler::Slot {
+        offset: p.tape_len as u32,
+        len: 5,
+    });
+    p.tape_len += 5;
+    let offset = p.lists.len() as u32;
+    p.lists
+        .extend([Operand::Const(2.0), Operand::Slot(mu), Operand::Slot(z)]);
+    p.insts.push(Inst::Concat {
+        parts: sampler::ListRef { offset, len: 3 },
+        dst,
+    });
+    p.insts.push(Inst::Factor {
+        a: Operand::Slot(dst),
+        source: sampler::StatementId(0),
+    });
+    let concat = p.insts.len() - 2;
+    (p, concat)
+}
+
+/// A concatenation's list run and lengths are checked before anything reads them: a run
+/// outside the list buffer, an empty one and a result of the wrong length are refused.
+#[test]
+fn malformed_concatenations_are_errors_not_panics() {
+    let (good, concat) = with_concat(&program());
+    for placement in [
+        TapePlacement::Private,
+        TapePlacement::Storage,
+        TapePlacement::Interpreted,
+    ] {
+        let options = options(Precision::F64, placement);
+        assert!(source(&good, &options).is_ok(), "{placement}");
+    }
+    let options = options(Precision::F32, TapePlacement::Storage);
+    type Corrupt = Box<dyn Fn(&mut Program)>;
+    let cases: Vec<(&str, Corrupt)> = vec![
+        (
+            "outside the 3 listed operands",
+            Box::new(move |p| {
+                if let Inst::Concat { parts, .. } = &mut p.insts[concat] {
+                    parts.offset = 2;
+                }
+            }),
+        ),
+        (
+            "outside the 3 listed operands",
+            Box::new(move |p| {
+                if let Inst::Concat { parts, .. } = &mut p.insts[concat] {
+                    parts.offset = u32::MAX;
+                }
+            }),
+        ),
+        (
+            "concatenated parts is 4294967",
+            Box::new(move |p| {
+                if let Inst::Concat { parts, .. } = &mut p.insts[concat] {
+                    parts.len = u32::MAX;
+                }
+            }),
+        ),
+        (
+            "or empty",
+            Box::new(move |p| {
+                if let Inst::Concat { parts, .. } = &mut p.insts[concat] {
+                    parts.len = 0;
+                }
+            }),
+        ),
+        (
+            "the result has length 5, expected 3",
+            Box::new(|p| {
+                // z (3 values) replaced by one constant.
+                p.lists[2] = Operand::Const(0.0);
+            }),
+        ),
+        (
+            "slot 77",
+            Box::new(|p| {
+                p.lists[1] = Operand::Slot(SlotId(77));
+            }),
+        ),
+    ];
+    for (expected, corrupt) in cases {
+        let mut bad = good.clone();
+        corrupt(&mut bad);
+        match source(&bad, &options) {
+            Ok(_) => panic!("a concatenation corrupted at \"{expected}\" was accepted"),
+            Err(err) => assert!(
+                err.to_string().contains(expected),
+                "expected \"{expected}\" in: {err}"
+            ),
+        }
+    }
+}
+
+/// Concatenations and log-sum-exps are never split; a program that would concatenate a split
+/// vector keeps its parameter vectors whole instead.
+#[test]
+fn concatenations_keep_their_parts_whole() {
+    let (p, concat) = with_concat(&program());
+    let plan = split::plan(&p, 2).expect("a plan with parameters whole");
+    assert!(!plan.insts[concat]);
+    if let Inst::Concat { parts, dst } = p.insts[concat] {
+        assert!(!plan.slot(dst).split);
+        for part in p.list(parts) {
+            if let Operand::Slot(id) = part {
+                assert!(!plan.slot(*id).split, "{id:?}");
+            }
+        }
+    }
 }

@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 
 use gpu_actor::Precision;
-use sampler::{CheckedModel, Constraint, Dist, Expr, Limits, Model, ModelBuilder};
+use sampler::{
+    BinaryOp, CheckedModel, Constraint, Dist, Expr, Limits, Model, ModelBuilder, UnaryOp,
+};
 
 pub struct TestModel {
     pub name: String,
@@ -88,7 +90,184 @@ pub fn op_models() -> Vec<TestModel> {
 pub fn all() -> Vec<TestModel> {
     let mut models = benchmark_models();
     models.extend(op_models());
+    models.extend(stan_models());
     models
+}
+
+/// Models of what Stan programs added to the IR: the instructions of IR v2 (`lgamma`, `max`,
+/// `min`, `log_sum_exp`, `concat`) and the distributions logistic, weibull, chi_square,
+/// bernoulli, binomial, poisson, neg_binomial_2 and neg_binomial_2_log.
+pub fn stan_models() -> Vec<TestModel> {
+    let mut models = vec![
+        test_model("v2_elementwise", v2_elementwise(), BOTH),
+        test_model("v2_reductions", v2_reductions(), BOTH),
+        test_model("v2_split", v2_split(), BOTH),
+    ];
+    models.extend(
+        [
+            "bernoulli_binomial",
+            "poisson",
+            "neg_binomial_2",
+            "neg_binomial_2_log",
+        ]
+        .iter()
+        .map(|family| test_model(&format!("counts_{family}"), counts(family), BOTH)),
+    );
+    for case in stan_continuous_cases() {
+        models.push(test_model(
+            &format!("dist_{}", case.name),
+            distribution(&case),
+            BOTH,
+        ));
+    }
+    models
+}
+
+fn un(op: UnaryOp, a: &Expr) -> Expr {
+    Expr::Unary(op, Box::new(a.clone()))
+}
+
+fn bin(op: BinaryOp, a: impl Into<Expr>, b: impl Into<Expr>) -> Expr {
+    Expr::Binary(op, Box::new(a.into()), Box::new(b.into()))
+}
+
+/// The new elementwise instructions with parameters, data and constants as operands,
+/// broadcasting both ways: `lgamma` of positive and of any reals (its reflection), `max` and
+/// `min`.
+fn v2_elementwise() -> Model {
+    let mut m = ModelBuilder::new("v2_elementwise");
+    let w = m.data_vector("w", vec![0.3, -0.7, 1.1, 0.5]);
+    let d = m.data_vector("d", vec![0.2, -1.3, 0.8, 2.1]);
+    let x = m.vector_param("x", 4);
+    let p = m.param_with("p", Some(4), Constraint::Positive);
+    let a = m.param("a");
+    m.factor((&w * un(UnaryOp::Lgamma, &p)).sum());
+    m.factor((&w * un(UnaryOp::Lgamma, &(&x * 0.45 + 0.03))).sum());
+    m.factor((&w * bin(BinaryOp::Max, &x, &p)).sum());
+    m.factor((&w * bin(BinaryOp::Min, &x, &a)).sum());
+    m.factor((&w * bin(BinaryOp::Max, 0.25, &x)).sum());
+    m.factor((&w * bin(BinaryOp::Min, &d, &x)).sum());
+    m.sample(&x, Dist::normal(0.0, 1.0));
+    m.sample(&a, Dist::normal(0.0, 1.0));
+    m.build()
+}
+
+/// `log_sum_exp` of a vector and of a scalar, and a concatenation of a scalar parameter, a
+/// vector parameter, a constant, data and a computed vector, read whole and by element (a
+/// gather).
+fn v2_reductions() -> Model {
+    let mut m = ModelBuilder::new("v2_reductions");
+    let d = m.data_vector("d", vec![0.2, -1.3, 0.8, 2.1]);
+    let x = m.vector_param("x", 4);
+    let p = m.param_with("p", Some(2), Constraint::Positive);
+    let a = m.param("a");
+    m.factor(un(UnaryOp::LogSumExp, &(&x * 2.0 + &d)));
+    m.factor(&un(UnaryOp::LogSumExp, &a) * 0.5);
+    let c = Expr::Concat(vec![
+        a.clone(),
+        x.clone(),
+        Expr::Const(2.0),
+        d.clone(),
+        p.ln(),
+    ]);
+    m.sample(&c, Dist::normal(0.5, 2.0));
+    m.sample(Expr::Elem(Box::new(c), 5), Dist::normal(&a, 1.5));
+    m.sample(&x, Dist::normal(0.0, 1.0));
+    m.build()
+}
+
+/// The elementwise new instructions over a long computed vector, which split chains split
+/// across their lanes (fused into the density's loop).
+fn v2_split() -> Model {
+    let mut m = ModelBuilder::new("v2_split");
+    let d = m.data_vector("d", vec![0.4, 1.3, 2.2, 0.7, 3.1, 1.9, 0.6, 2.5]);
+    let y = m.data_vector("y", vec![-0.5, 0.3, 1.2, 0.1, 1.7, 0.4, -0.2, 1.1]);
+    let mu = m.param("mu");
+    let s = m.param("s");
+    let v = un(UnaryOp::Lgamma, &(&d * mu.exp()));
+    let v = bin(BinaryOp::Max, &v, &s);
+    let v = bin(BinaryOp::Min, &v, &d);
+    m.sample(&y, Dist::normal(&v, 1.5));
+    m.sample(&mu, Dist::normal(0.0, 1.0));
+    m.sample(&s, Dist::normal(0.0, 1.0));
+    m.build()
+}
+
+/// The count distributions with probabilities, rates and means each a scalar parameter, a
+/// vector parameter or a constant, and a single observation (every operand a scalar); one
+/// model per family, so that each compiles within the budget in f64 on a software adapter.
+fn counts(family: &str) -> Model {
+    use Constraint::{Positive as Pos, UnitInterval as Unit};
+    let mut m = ModelBuilder::new(family);
+    let ys = m.data_int_vector("ys", vec![1, 0, 1, 1, 0]);
+    let counts = m.data_int_vector("counts", vec![3, 0, 7, 1, 4]);
+    let trials = m.data_int_vector("trials", vec![5, 2, 9, 1, 4]);
+    let one = m.data_int_vector("one", vec![3]);
+    match family {
+        "bernoulli_binomial" => {
+            let p_s = m.param_with("p_s", None, Unit);
+            let p_v = m.param_with("p_v", Some(5), Unit);
+            m.sample(&ys, Dist::bernoulli(&p_v));
+            m.sample(&ys, Dist::bernoulli(&p_s));
+            m.sample(&counts, Dist::binomial(&trials, &p_v));
+            m.sample(&counts, Dist::binomial(&trials, &p_s));
+            m.sample(&one, Dist::binomial(5.0, &p_s));
+        }
+        "poisson" => {
+            let rate_s = m.param_with("rate_s", None, Pos);
+            let rate_v = m.param_with("rate_v", Some(5), Pos);
+            m.sample(&counts, Dist::poisson(&rate_v));
+            m.sample(&counts, Dist::poisson(&rate_s));
+            m.sample(&one, Dist::poisson(&rate_s));
+        }
+        "neg_binomial_2" => {
+            let mu_s = m.param_with("mu_s", None, Pos);
+            let mu_v = m.param_with("mu_v", Some(5), Pos);
+            let phi = m.param_with("phi", None, Pos);
+            let phi_v = m.param_with("phi_v", Some(5), Pos);
+            m.sample(&counts, Dist::neg_binomial_2(&mu_v, &phi));
+            m.sample(&counts, Dist::neg_binomial_2(2.5, &phi_v));
+            m.sample(&counts, Dist::neg_binomial_2(&mu_s, 3.0));
+            m.sample(&one, Dist::neg_binomial_2(&mu_s, &phi));
+        }
+        _ => {
+            let phi = m.param_with("phi", None, Pos);
+            let phi_v = m.param_with("phi_v", Some(5), Pos);
+            let a = m.param("a");
+            let b = m.vector_param("b", 5);
+            let eta = &a + &b * 0.8;
+            m.sample(&counts, Dist::neg_binomial_2_log(&eta, &phi));
+            m.sample(&counts, Dist::neg_binomial_2_log(&a, &phi_v));
+            m.sample(&counts, Dist::neg_binomial_2_log(&eta, 4.0));
+            m.sample(&one, Dist::neg_binomial_2_log(&a, &phi));
+            m.sample(&b, Dist::normal(0.0, 1.0));
+        }
+    }
+    m.build()
+}
+
+fn stan_continuous_cases() -> Vec<Case> {
+    use Constraint::{Positive as Pos, Real};
+    vec![
+        Case {
+            name: "logistic",
+            value: Real,
+            args: vec![Real, Pos],
+            make: |a| Dist::logistic(a[0].clone(), a[1].clone()),
+        },
+        Case {
+            name: "weibull",
+            value: Pos,
+            args: vec![Pos, Pos],
+            make: |a| Dist::weibull(a[0].clone(), a[1].clone()),
+        },
+        Case {
+            name: "chi_square",
+            value: Pos,
+            args: vec![Pos],
+            make: |a| Dist::chi_square(a[0].clone()),
+        },
+    ]
 }
 
 /// `factor(sum(w * op(x)))` for every unary operation (with a prior on each x).

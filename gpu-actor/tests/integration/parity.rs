@@ -83,7 +83,9 @@ fn configs(model: &TestModel, max_lanes: u32) -> Vec<(TapePlacement, u32)> {
     out
 }
 
-fn check_all(precision: Precision) {
+/// `models` at random points in every configuration; with `all`, the models must cover split
+/// chains both fused and not.
+fn check_all(precision: Precision, models: Vec<TestModel>, all: bool) {
     let Some(device) = support::shared_device() else {
         return;
     };
@@ -100,7 +102,7 @@ fn check_all(precision: Precision) {
     let mut report = Vec::new();
     // Whether each split config ran unfused: both kinds of split code must be covered.
     let mut split_kinds = Vec::new();
-    for (k, model) in models::all().iter().enumerate() {
+    for (k, model) in models.iter().enumerate() {
         if !model.precisions.contains(&precision) {
             continue;
         }
@@ -141,7 +143,7 @@ fn check_all(precision: Precision) {
         "GPU and CPU disagree:\n{}",
         failures.join("\n")
     );
-    if max_lanes > 1 {
+    if max_lanes > 1 && all {
         assert!(
             split_kinds.contains(&true) && split_kinds.contains(&false),
             "the models cover split chains both fused and not"
@@ -151,12 +153,23 @@ fn check_all(precision: Precision) {
 
 #[test]
 fn parity_f32_matches_the_cpu_on_every_model() {
-    check_all(Precision::F32);
+    check_all(Precision::F32, models::all(), true);
 }
 
 #[test]
 fn parity_f64_matches_the_cpu_on_every_model() {
-    check_all(Precision::F64);
+    check_all(Precision::F64, models::all(), true);
+}
+
+/// What Stan programs added, alone (also part of every model above).
+#[test]
+fn parity_f32_matches_the_cpu_on_the_stan_additions() {
+    check_all(Precision::F32, models::stan_models(), false);
+}
+
+#[test]
+fn parity_f64_matches_the_cpu_on_the_stan_additions() {
+    check_all(Precision::F64, models::stan_models(), false);
 }
 
 /// Outside the support the GPU gives a non-finite log density where the CPU does.

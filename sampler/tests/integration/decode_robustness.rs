@@ -392,6 +392,13 @@ fn dist_args_mut(dist: &mut Dist) -> Vec<&mut Expr> {
         Dist::BernoulliLogit { logit } => vec![logit],
         Dist::BinomialLogit { trials, logit } => vec![trials, logit],
         Dist::PoissonLog { log_rate } => vec![log_rate],
+        Dist::Logistic { mu, sigma } => vec![mu, sigma],
+        Dist::Weibull { alpha, sigma } => vec![alpha, sigma],
+        Dist::ChiSquare { nu } => vec![nu],
+        Dist::Bernoulli { p } => vec![p],
+        Dist::Binomial { trials, p } => vec![trials, p],
+        Dist::Poisson { rate } => vec![rate],
+        Dist::NegBinomial2 { mu, phi } | Dist::NegBinomial2Log { eta: mu, phi } => vec![mu, phi],
         Dist::GaussianRandomWalk {
             sigma,
             drift,

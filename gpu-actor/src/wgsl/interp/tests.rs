@@ -115,3 +115,76 @@ fn density_parts_are_dropped_as_the_generator_drops_them() {
     assert_eq!(densities[1][4] >> 3 & 1, 1);
     assert_eq!(table.reals[(p2 - program.data.len() as u32) as usize], 0.0);
 }
+
+/// A concatenation is one `Copy` record per part, each writing the part's own run of the
+/// result, one after another; a log-sum-exp is one record.
+#[test]
+fn a_concatenation_is_a_copy_per_part() {
+    let mut m = ModelBuilder::new("concat");
+    let mu = m.param("mu");
+    let z = m.vector_param("z", 3);
+    m.sample(&z, Dist::normal(&mu, 1.0));
+    let mut program = lowered(m);
+    let value = |name: &str| {
+        program
+            .outputs
+            .iter()
+            .find(|output| output.name == name)
+            .map(|output| output.value)
+            .expect("an output")
+    };
+    let (mu, z) = (value("mu"), value("z"));
+    let y = Operand::Data(sampler::DataRef {
+        offset: program.data.len() as u32,
+        len: 2,
+    });
+    program.data.extend([0.5, -1.0]);
+    let offset = program.tape_len as u32;
+    let dst = sampler::SlotId(program.slots.len() as u32);
+    program.slots.push(sampler::Slot { offset, len: 7 });
+    let lse = sampler::SlotId(program.slots.len() as u32);
+    program.slots.push(sampler::Slot {
+        offset: offset + 7,
+        len: 1,
+    });
+    program.tape_len += 8;
+    program.lists.extend([z, Operand::Const(3.0), y, mu]);
+    let before = program.insts.len();
+    program.insts.push(Inst::Concat {
+        parts: sampler::ListRef { offset: 0, len: 4 },
+        dst,
+    });
+    program.insts.push(Inst::LogSumExp {
+        a: Operand::Slot(dst),
+        dst: lse,
+    });
+    assert_eq!(records(&program), before + 5);
+    let table = table(&program);
+    assert_eq!(table.words.len(), records(&program) * RECORD as usize);
+    let runs: Vec<[u32; 3]> = (before..before + 4)
+        .map(|k| {
+            let words = record(&table, k);
+            [words[0], words[2], words[3]]
+        })
+        .collect();
+    let copy = Op::Copy as u32;
+    assert_eq!(
+        runs,
+        vec![
+            [copy, offset, 3],
+            [copy, offset + 3, 1],
+            [copy, offset + 4, 2],
+            [copy, offset + 6, 1]
+        ]
+    );
+    // The constant part reads the table's constant 3, the data part the data.
+    let constant = record(&table, before + 1);
+    assert_eq!(constant[4] & 1, 1);
+    let base = program.data.len() as u32;
+    assert_eq!(table.reals[(constant[5] - base) as usize], 3.0);
+    assert_eq!(record(&table, before + 2)[5..7], [base - 2, 2]);
+    let last = record(&table, before + 4);
+    assert_eq!(last[0], Op::LogSumExp as u32);
+    assert_eq!(last[2..4], [offset + 7, 1]);
+    assert_eq!(last[5..7], [offset, 7]);
+}
