@@ -107,7 +107,7 @@ fn fused_loop(program: &Program, tape: &Tape, lp: &Ident) -> Vec<Stmt> {
     let mut sums = vec![(Expr::local(&lane_lp), Expr::local(lp))];
     let mut replicated: Vec<SlotId> = Vec::new();
     for &(_, inst) in &split {
-        for operand in inst.reads() {
+        for operand in program.reads(inst) {
             if let Operand::Slot(id) = operand
                 && !tape.slot(id).split
                 && !replicated.contains(&id)
