@@ -29,6 +29,7 @@ pub(crate) fn outputs_program(program: &Program) -> Program {
             && needed[dst.0 as usize]
         {
             keep[k] = true;
+            // `Program::reads`: a `Concat`'s operands are in the program's list buffer.
             for operand in program.reads(inst) {
                 mark(&operand, &mut needed);
             }

@@ -63,7 +63,7 @@ fn operand_ranges(program: &Program) -> Vec<(u32, u32)> {
     program
         .insts
         .iter()
-        .flat_map(Inst::reads)
+        .flat_map(|inst| program.reads(inst))
         .filter_map(|operand| match operand {
             Operand::Data(data) => Some((data.offset, data.offset + data.len)),
             _ => None,
