@@ -46,11 +46,7 @@ fn extend_rows(
     failures: &mut Failures,
 ) -> Vec<f64> {
     let n_generated = generated.quantities.columns().len();
-    let n_rows = if n_columns == 0 {
-        0
-    } else {
-        draws.len() / n_columns
-    };
+    let n_rows = draws.len().checked_div(n_columns).unwrap_or(0);
     let (seed, chain, first_draw) = stream;
     let mut out = Vec::with_capacity(n_rows * (n_columns + n_generated));
     let mut inputs: BTreeMap<String, Vec<f64>> = BTreeMap::new();
