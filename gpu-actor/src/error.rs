@@ -209,7 +209,9 @@ impl GpuError {
     pub fn model_unsupported(&self) -> bool {
         matches!(
             self,
-            GpuError::LoopLimit { .. } | GpuError::CompileBudget { .. }
+            GpuError::LoopLimit { .. }
+                | GpuError::CompileBudget { .. }
+                | GpuError::Codegen(CodegenError::Unsupported { .. })
         )
     }
 }

@@ -793,6 +793,17 @@ pub enum CodegenError {
         /// The workgroup size.
         workgroup_size: u32,
     },
+    /// The program uses an instruction of IR v2 that the generator does not translate yet.
+    /// The model runs on the CPU instead ([`crate::GpuError::model_unsupported`]).
+    #[error(
+        "this model uses `{kind}` (instruction {inst}), which the GPU does not run yet; the CPU sampler runs it"
+    )]
+    Unsupported {
+        /// Its position in `program.insts`.
+        inst: usize,
+        /// What it is.
+        kind: &'static str,
+    },
     /// The program cannot be split across lanes.
     #[error("this model cannot split a chain across {lanes} invocations: {refusal}")]
     Unsplittable {

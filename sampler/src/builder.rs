@@ -83,6 +83,7 @@ impl ModelBuilder {
             name: name.to_owned(),
             size,
             constraint,
+            ..Parameter::default()
         });
         Expr::Ref(name.to_owned())
     }
@@ -107,6 +108,7 @@ impl ModelBuilder {
         self.model.transformed.push(Transformed {
             name: name.to_owned(),
             value,
+            dims: Vec::new(),
         });
         Expr::Ref(name.to_owned())
     }

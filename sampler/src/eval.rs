@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use crate::dist::{self, Arg};
 use crate::linalg::{self, matvec, matvec_transpose_add};
-use crate::program::{Inst, MapOp, Operand, Program, Slot, Transform, ZipOp};
-use crate::special::{logistic, softplus};
+use crate::program::{Inst, MapOp, Operand, Program, Slot, StatementId, Transform, ZipOp};
+use crate::special::{digamma, lgamma, logistic, softplus};
 
 /// A log density with gradient: what the sampler needs from a model.
 ///
@@ -205,7 +205,9 @@ fn step(
         | Inst::Cumsum { .. }
         | Inst::Dot { .. }
         | Inst::Matvec { .. }
-        | Inst::Gather { .. } => {
+        | Inst::Gather { .. }
+        | Inst::Concat { .. }
+        | Inst::LogSumExp { .. } => {
             value_forward(program, inst, tape);
             0.0
         }
@@ -283,6 +285,10 @@ fn explain(program: &Program, theta: &[f64]) -> Option<String> {
                 ),
                 !lp.is_finite(),
             ),
+            Inst::Factor { source, .. } if *source == StatementId::JACOBIAN => (
+                "a parameter's transform (its log-Jacobian)".to_owned(),
+                !lp.is_finite(),
+            ),
             Inst::Density { source, .. }
             | Inst::RandomWalk { source, .. }
             | Inst::Factor { source, .. } => {
@@ -352,6 +358,7 @@ fn map_forward(op: MapOp, a: &[f64], out: &mut [f64]) {
         MapOp::Logistic => logistic,
         MapOp::Sqrt => f64::sqrt,
         MapOp::Abs => f64::abs,
+        MapOp::Lgamma => lgamma,
     };
     for (o, &a) in out.iter_mut().zip(a) {
         *o = f(a);
@@ -365,6 +372,8 @@ fn zip_forward(op: ZipOp, a: &[f64], b: &[f64], out: &mut [f64]) {
         ZipOp::Mul => |a, b| a * b,
         ZipOp::Div => |a, b| a / b,
         ZipOp::Pow => f64::powf,
+        ZipOp::Max => |a, b| if b > a { b } else { a },
+        ZipOp::Min => |a, b| if b < a { b } else { a },
     };
     match (a.len(), b.len()) {
         (1, 1) => out[0] = f(a[0], b[0]),
@@ -425,8 +434,33 @@ pub(crate) fn value_forward(program: &Program, inst: &Inst, tape: &mut [f64]) {
                 *o = a[i as usize];
             }
         }
+        Inst::Concat { parts, .. } => {
+            let mut at = 0;
+            for part in program.list(*parts) {
+                let values = values!(part);
+                out[at..at + values.len()].copy_from_slice(values);
+                at += values.len();
+            }
+        }
+        Inst::LogSumExp { a, .. } => out[0] = log_sum_exp_all(values!(a)),
         _ => {}
     }
+}
+
+/// `log(sum(exp(values)))`, shifted by the maximum so that it neither overflows nor
+/// underflows to `-inf` early. A NaN gives NaN; an infinite maximum gives itself.
+fn log_sum_exp_all(values: &[f64]) -> f64 {
+    let mut max = f64::NEG_INFINITY;
+    for &v in values {
+        if v.is_nan() {
+            return f64::NAN;
+        }
+        max = max.max(v);
+    }
+    if max.is_infinite() {
+        return max;
+    }
+    max + values.iter().map(|v| (v - max).exp()).sum::<f64>().ln()
 }
 
 /// Carries adjoints from each written slot back to its operands, last instruction first.
@@ -488,6 +522,7 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
                         MapOp::Logistic => out * (1.0 - out),
                         MapOp::Sqrt => 0.5 / out,
                         MapOp::Abs => a.signum() * f64::from(u8::from(a != 0.0)),
+                        MapOp::Lgamma => digamma(a),
                     };
                     adj[a_off + i] += out_adj * d;
                 }
@@ -513,6 +548,12 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
                         ZipOp::Mul => pull(target, out_adj, y),
                         ZipOp::Div => pull(target, out_adj, |i| 1.0 / y(i)),
                         ZipOp::Pow => pull(target, out_adj, |i| y(i) * x(i).powf(y(i) - 1.0)),
+                        ZipOp::Max => {
+                            pull(target, out_adj, |i| f64::from(u8::from(!(y(i) > x(i)))))
+                        }
+                        ZipOp::Min => {
+                            pull(target, out_adj, |i| f64::from(u8::from(!(y(i) < x(i)))))
+                        }
                     }
                 }
                 if let Some(off) = adj_offset(program, b) {
@@ -523,6 +564,8 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
                         ZipOp::Mul => pull(target, out_adj, x),
                         ZipOp::Div => pull(target, out_adj, |i| -out[i] / y(i)),
                         ZipOp::Pow => pull(target, out_adj, |i| out[i] * x(i).ln()),
+                        ZipOp::Max => pull(target, out_adj, |i| f64::from(u8::from(y(i) > x(i)))),
+                        ZipOp::Min => pull(target, out_adj, |i| f64::from(u8::from(y(i) < x(i)))),
                     }
                 }
             }
@@ -579,6 +622,34 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
                         &program.index[idx.offset as usize..(idx.offset + idx.len) as usize];
                     for (k, &i) in index.iter().enumerate() {
                         adj[off + i as usize] += adj[slot.offset as usize + k];
+                    }
+                }
+            }
+            Inst::Concat { parts, dst } => {
+                let slot = program.slot(*dst);
+                // Every part slot is earlier on the tape than dst.
+                let (head, tail) = adj.split_at_mut(slot.offset as usize);
+                let out_adj = &tail[..slot.len as usize];
+                let mut at = 0;
+                for part in program.list(*parts) {
+                    let len = program.len_of(*part);
+                    if let Some(off) = adj_offset(program, part) {
+                        for (t, &g) in head[off..off + len].iter_mut().zip(&out_adj[at..at + len]) {
+                            *t += g;
+                        }
+                    }
+                    at += len;
+                }
+            }
+            Inst::LogSumExp { a, dst } => {
+                if let Some(off) = adj_offset(program, a) {
+                    let out_i = program.slot(*dst).offset as usize;
+                    let (out, out_adj) = (tape[out_i], adj[out_i]);
+                    if out_adj != 0.0 && out.is_finite() {
+                        let a_vals = operand_values(program, tape, a);
+                        for (i, &x) in a_vals.iter().enumerate() {
+                            adj[off + i] += out_adj * (x - out).exp();
+                        }
                     }
                 }
             }

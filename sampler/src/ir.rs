@@ -18,7 +18,11 @@
 //!
 //! In an expression a number is a constant, a string names a data item, parameter or
 //! transformed parameter, and a one-key object applies an operation: `{"exp": "x"}`,
-//! `{"add": ["a", "b"]}`.
+//! `{"add": ["a", "b"]}`. Version 2 adds `{"concat": [e1, e2]}`, `{"elem": [e, k]}` and
+//! `{"slice": [e, start, len]}` (0-based constant positions), expression bounds and affine
+//! transforms on parameters (`"lower"`, `"upper"`, `"offset"`, `"multiplier"`), `"dims"`
+//! for array and matrix shapes, and the constraints `ordered`, `positive_ordered`, `simplex`
+//! and `unit_vector`. Version 1 files load unchanged.
 
 mod expr_serde;
 
@@ -26,14 +30,17 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// The IR version this build reads and writes.
-pub const IR_VERSION: u32 = 1;
+/// The IR version this build writes; it reads [`MIN_IR_VERSION`]`..=IR_VERSION`.
+pub const IR_VERSION: u32 = 2;
+
+/// The oldest IR version this build reads.
+pub const MIN_IR_VERSION: u32 = 1;
 
 /// A whole model: data, parameters, deterministic quantities and log-density statements.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Model {
-    /// Must equal [`IR_VERSION`].
+    /// Between [`MIN_IR_VERSION`] and [`IR_VERSION`].
     pub ir_version: u32,
     /// A human-readable name, used in reports and output files.
     pub name: String,
@@ -66,7 +73,11 @@ pub enum DataValue {
 }
 
 /// A sampled parameter: a scalar or a vector, with a support constraint.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// `lower`/`upper` (expression bounds) and `offset`/`multiplier` (Stan's affine transform)
+/// are expressions of data and of *earlier* parameters: scalars, or vectors of the
+/// parameter's length. Bounds go only with `constraint: real`; bounds and affine not together.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Parameter {
     /// Its name, unique among data, parameters and transformed parameters.
@@ -77,6 +88,22 @@ pub struct Parameter {
     /// The support; sampling happens on the unconstrained scale through a transform.
     #[serde(default)]
     pub constraint: Constraint,
+    /// A lower bound: `x = lower + exp(u)` (with `upper` too, a scaled logistic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lower: Option<Expr>,
+    /// An upper bound: `x = upper - exp(u)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upper: Option<Expr>,
+    /// Affine offset: `x = offset + multiplier * u` (0 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<Expr>,
+    /// Affine multiplier, > 0 (1 when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multiplier: Option<Expr>,
+    /// The value's shape for output names (`theta[2,1]`), flattened row-major; empty for a
+    /// plain scalar or vector. The product equals the length.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dims: Vec<usize>,
 }
 
 /// The support of a parameter. Each maps to a transform with a log-Jacobian (Stan's transforms).
@@ -101,6 +128,36 @@ pub enum Constraint {
         /// The upper bound.
         upper: f64,
     },
+    /// An increasing vector: `x_1 = u_1`, `x_k = x_{k-1} + exp(u_k)`.
+    Ordered,
+    /// A positive increasing vector: `x_k = x_{k-1} + exp(u_k)` from `x_0 = 0`.
+    PositiveOrdered,
+    /// A vector of `size` K non-negative values summing to 1, from K-1 unconstrained
+    /// coordinates by Stan's stick-breaking transform (Stan <= 2.35).
+    Simplex,
+    /// A vector of unit Euclidean length: `x = u / |u|`, with the density term `-u.u/2`.
+    UnitVector,
+}
+
+impl Constraint {
+    /// Whether the constraint applies to a vector as a whole (and needs `size`).
+    pub fn is_vector_transform(self) -> bool {
+        matches!(
+            self,
+            Constraint::Ordered
+                | Constraint::PositiveOrdered
+                | Constraint::Simplex
+                | Constraint::UnitVector
+        )
+    }
+
+    /// Unconstrained coordinates of a parameter of `len` values under this constraint.
+    pub fn unconstrained_len(self, len: usize) -> usize {
+        match self {
+            Constraint::Simplex => len.saturating_sub(1),
+            _ => len,
+        }
+    }
 }
 
 /// A named deterministic quantity.
@@ -111,6 +168,9 @@ pub struct Transformed {
     pub name: String,
     /// Its definition; may use parameters, data and earlier transformed parameters.
     pub value: Expr,
+    /// The value's shape for output names, as [`Parameter::dims`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dims: Vec<usize>,
 }
 
 /// One term of the log density.
@@ -262,6 +322,12 @@ pub enum Expr {
     Unary(UnaryOp, Box<Expr>),
     /// An operation with two arguments.
     Binary(BinaryOp, Box<Expr>, Box<Expr>),
+    /// Scalars and vectors joined into one vector (at least one part). JSON `{"concat": [..]}`.
+    Concat(Vec<Expr>),
+    /// Element `k` (0-based) of a vector: a scalar. JSON `{"elem": [e, k]}`.
+    Elem(Box<Expr>, u32),
+    /// `e[start..start + len]` of a vector. JSON `{"slice": [e, start, len]}`.
+    Slice(Box<Expr>, u32, u32),
 }
 
 /// Operations with one argument.
@@ -290,6 +356,10 @@ pub enum UnaryOp {
     Sum,
     /// The running sum: a vector of the same length.
     Cumsum,
+    /// `ln |Gamma(x)|`, elementwise.
+    Lgamma,
+    /// `log(sum(exp(x)))`, computed with the maximum: a scalar.
+    LogSumExp,
 }
 
 /// Operations with two arguments.
@@ -313,11 +383,15 @@ pub enum BinaryOp {
     /// `a[idx[i]]` for each `i`: the first argument is a vector, the second integer data
     /// (0-based indices).
     Gather,
+    /// `max(a, b)`, elementwise with scalar broadcasting.
+    Max,
+    /// `min(a, b)`, elementwise with scalar broadcasting.
+    Min,
 }
 
 impl UnaryOp {
     /// Every unary operation, for tests and documentation.
-    pub const ALL: [UnaryOp; 11] = [
+    pub const ALL: [UnaryOp; 13] = [
         UnaryOp::Neg,
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -329,6 +403,8 @@ impl UnaryOp {
         UnaryOp::Abs,
         UnaryOp::Sum,
         UnaryOp::Cumsum,
+        UnaryOp::Lgamma,
+        UnaryOp::LogSumExp,
     ];
 
     /// The key of this operation in the JSON form.
@@ -345,13 +421,15 @@ impl UnaryOp {
             UnaryOp::Abs => "abs",
             UnaryOp::Sum => "sum",
             UnaryOp::Cumsum => "cumsum",
+            UnaryOp::Lgamma => "lgamma",
+            UnaryOp::LogSumExp => "log_sum_exp",
         }
     }
 }
 
 impl BinaryOp {
     /// Every binary operation, for tests and documentation.
-    pub const ALL: [BinaryOp; 8] = [
+    pub const ALL: [BinaryOp; 10] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -360,6 +438,8 @@ impl BinaryOp {
         BinaryOp::Dot,
         BinaryOp::Matvec,
         BinaryOp::Gather,
+        BinaryOp::Max,
+        BinaryOp::Min,
     ];
 
     /// The key of this operation in the JSON form.
@@ -373,6 +453,8 @@ impl BinaryOp {
             BinaryOp::Dot => "dot",
             BinaryOp::Matvec => "matvec",
             BinaryOp::Gather => "gather",
+            BinaryOp::Max => "max",
+            BinaryOp::Min => "min",
         }
     }
 }

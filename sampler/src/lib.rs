@@ -29,13 +29,13 @@ pub use adapt::{AdaptationKind, MetricKind, Welford, WindowOptions, WindowedMetr
 pub use builder::ModelBuilder;
 pub use eval::{Evaluator, LogDensity};
 pub use ir::{
-    BinaryOp, Constraint, DataValue, DecodeError, Dist, Expr, IR_VERSION, Model, Parameter,
-    Statement, Transformed, UnaryOp,
+    BinaryOp, Constraint, DataValue, DecodeError, Dist, Expr, IR_VERSION, MIN_IR_VERSION, Model,
+    Parameter, Statement, Transformed, UnaryOp,
 };
 pub use metric::Metric;
 pub use program::{
-    Column, DataRef, DensityKind, IndexRef, Inst, MapOp, MatrixRef, Operand, Output, Program, Slot,
-    SlotId, StatementId, ThetaRef, Transform, ZipOp,
+    Column, DataRef, DensityKind, IndexRef, Inst, ListRef, MapOp, MatrixRef, Operand, Output,
+    Program, Slot, SlotId, StatementId, ThetaRef, Transform, ZipOp,
 };
 pub use rng::{ChainId, ChainRng, Seed};
 pub use sample::{

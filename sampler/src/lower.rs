@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use crate::eval::value_forward;
 use crate::ir::{BinaryOp, Constraint, DataValue, Dist, Expr, Model, Statement, UnaryOp};
 use crate::program::{
-    DataRef, DensityKind, IndexRef, Inst, MapOp, MatrixRef, Operand, Output, Program, Slot, SlotId,
-    StatementId, ThetaRef, Transform, ZipOp,
+    DataRef, DensityKind, IndexRef, Inst, ListRef, MapOp, MatrixRef, Operand, Output, Program,
+    Slot, SlotId, StatementId, ThetaRef, Transform, ZipOp,
 };
 use crate::validate::{Limits, ModelError, Num, Problem};
 
@@ -26,15 +26,7 @@ pub(crate) fn lower(model: &Model, limits: &Limits) -> Result<Lowered, ModelErro
     let mut lowerer = Lowerer {
         model,
         limits,
-        program: Program {
-            dim: 0,
-            slots: Vec::new(),
-            tape_len: 0,
-            data: Vec::new(),
-            index: Vec::new(),
-            insts: Vec::new(),
-            outputs: Vec::new(),
-        },
+        program: Program::default(),
         symbols: HashMap::new(),
         index_cache: HashMap::new(),
         expr_nodes: 0,
@@ -292,6 +284,17 @@ impl<'a> Lowerer<'a> {
         for (i, param) in self.model.parameters.iter().enumerate() {
             let path = format!("parameters[{i}]");
             let len = param.size.unwrap_or(1);
+            if param.constraint.is_vector_transform()
+                || param.lower.is_some()
+                || param.upper.is_some()
+                || param.offset.is_some()
+                || param.multiplier.is_some()
+            {
+                return Err(ModelError::new(
+                    &path,
+                    Problem::Invalid("IR v2 parameter transforms are not lowered yet".into()),
+                ));
+            }
             let transform = match param.constraint {
                 Constraint::Real => Transform::Identity,
                 Constraint::Positive => Transform::Lower(0.0),
@@ -299,6 +302,7 @@ impl<'a> Lowerer<'a> {
                 Constraint::Lower(lower) => Transform::Lower(lower),
                 Constraint::Upper(upper) => Transform::Upper(upper),
                 Constraint::Interval { lower, upper } => Transform::Interval(lower, upper),
+                _ => Transform::Identity,
             };
             let dst = self.alloc(&path, len)?;
             self.program.insts.push(Inst::Constrain {
@@ -326,6 +330,7 @@ impl<'a> Lowerer<'a> {
                 value: value.operand,
                 len: len as u32,
                 scalar: param.size.is_none(),
+                dims: param.dims.clone(),
             });
         }
         self.program.dim = offset;
@@ -350,6 +355,7 @@ impl<'a> Lowerer<'a> {
                 value: value.operand,
                 len: value.shape.len() as u32,
                 scalar: value.shape == Shape::Scalar,
+                dims: transformed.dims.clone(),
             });
         }
         Ok(())
@@ -698,7 +704,132 @@ impl<'a> Lowerer<'a> {
                 let rhs_value = self.expr(rhs, &rhs_path)?;
                 self.binary(*op, (lhs_value, &lhs_path), (rhs_value, &rhs_path), rhs)
             }
+            Expr::Concat(parts) => {
+                let mut values = Vec::with_capacity(parts.len());
+                for (k, part) in parts.iter().enumerate() {
+                    let part_path = format!("{path}.concat[{k}]");
+                    values.push((self.expr(part, &part_path)?, part_path));
+                }
+                self.concat(&values, path)
+            }
+            Expr::Elem(arg, k) => {
+                let arg_path = format!("{path}.elem[0]");
+                let value = self.expr(arg, &arg_path)?;
+                let n = self.vector_len(&value, "elem", &arg_path)?;
+                if *k as usize >= n {
+                    return Err(shape_error(
+                        &format!("{path}.elem[1]"),
+                        format!(
+                            "element {k} is out of range for a vector of length {n} (positions are 0-based)"
+                        ),
+                    ));
+                }
+                self.take(value, *k as usize, 1, Shape::Scalar, path)
+            }
+            Expr::Slice(arg, start, len) => {
+                let arg_path = format!("{path}.slice[0]");
+                let value = self.expr(arg, &arg_path)?;
+                let n = self.vector_len(&value, "slice", &arg_path)?;
+                let (start, len) = (*start as usize, *len as usize);
+                if len == 0 || start + len > n {
+                    return Err(shape_error(
+                        &format!("{path}.slice[1]"),
+                        format!(
+                            "slice {start}..{} (start {start}, length {len}) is not a non-empty range inside a vector of length {n}",
+                            start + len
+                        ),
+                    ));
+                }
+                if start == 0 && len == n {
+                    return Ok(value);
+                }
+                self.take(value, start, len, Shape::Vector(len), path)
+            }
         }
+    }
+
+    /// The length of a vector operand of `op`, or an error naming what it is instead.
+    fn vector_len(&self, value: &Value, op: &str, path: &str) -> Result<usize, ModelError> {
+        match value.shape {
+            Shape::Vector(n) => Ok(n),
+            other => Err(shape_error(
+                path,
+                format!("`{op}` reads from a vector, found {}", other.describe()),
+            )),
+        }
+    }
+
+    /// `value[start..start + len]` as a `Gather` over a new run of the index buffer.
+    fn take(
+        &mut self,
+        value: Value,
+        start: usize,
+        len: usize,
+        shape: Shape,
+        path: &str,
+    ) -> Result<Value, ModelError> {
+        let index_len = self.program.index.len();
+        let idx = IndexRef {
+            offset: index_len as u32,
+            len: len as u32,
+        };
+        self.program
+            .index
+            .extend((start..start + len).map(|i| i as u32));
+        let a = value.operand;
+        let result = self.emit(
+            path,
+            shape,
+            value.integer,
+            value.is_constant(),
+            Box::new(move |dst| Inst::Gather { a, idx, dst }),
+        );
+        if value.is_constant() {
+            // Folded: the run is not referenced.
+            self.program.index.truncate(index_len);
+        }
+        result
+    }
+
+    /// Scalars and vectors joined into one vector.
+    fn concat(&mut self, parts: &[(Value, String)], path: &str) -> Result<Value, ModelError> {
+        if parts.is_empty() {
+            return Err(shape_error(path, "`concat` needs at least one part".into()));
+        }
+        let mut total = 0usize;
+        for (value, part_path) in parts {
+            match value.shape {
+                Shape::Scalar => total += 1,
+                Shape::Vector(n) => total += n,
+                Shape::Matrix(..) => {
+                    return Err(shape_error(
+                        part_path,
+                        "`concat` joins scalars and vectors, found a matrix".into(),
+                    ));
+                }
+            }
+        }
+        let constant = parts.iter().all(|(value, _)| value.is_constant());
+        let integer = parts.iter().all(|(value, _)| value.integer);
+        let lists_len = self.program.lists.len();
+        let list = ListRef {
+            offset: lists_len as u32,
+            len: parts.len() as u32,
+        };
+        self.program
+            .lists
+            .extend(parts.iter().map(|(value, _)| value.operand));
+        let result = self.emit(
+            path,
+            Shape::Vector(total),
+            integer,
+            constant,
+            Box::new(move |dst| Inst::Concat { parts: list, dst }),
+        );
+        if constant {
+            self.program.lists.truncate(lists_len);
+        }
+        result
     }
 
     fn reference(&mut self, name: &str, path: &str) -> Result<Value, ModelError> {
@@ -773,6 +904,13 @@ impl<'a> Lowerer<'a> {
             ));
         }
         let (shape, make): (Shape, Box<dyn Fn(SlotId) -> Inst>) = match op {
+            UnaryOp::LogSumExp => (
+                Shape::Scalar,
+                Box::new(move |dst| Inst::LogSumExp {
+                    a: arg.operand,
+                    dst,
+                }),
+            ),
             UnaryOp::Sum => (
                 Shape::Scalar,
                 Box::new(move |dst| Inst::Sum {
@@ -798,7 +936,10 @@ impl<'a> Lowerer<'a> {
                     UnaryOp::Logistic => MapOp::Logistic,
                     UnaryOp::Sqrt => MapOp::Sqrt,
                     UnaryOp::Abs => MapOp::Abs,
-                    UnaryOp::Sum | UnaryOp::Cumsum => unreachable!("handled above"),
+                    UnaryOp::Lgamma => MapOp::Lgamma,
+                    UnaryOp::Sum | UnaryOp::Cumsum | UnaryOp::LogSumExp => {
+                        unreachable!("handled above")
+                    }
                 };
                 (
                     arg.shape,
@@ -827,7 +968,13 @@ impl<'a> Lowerer<'a> {
     ) -> Result<Value, ModelError> {
         let constant = lhs.is_constant() && rhs.is_constant();
         match op {
-            BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div | BinaryOp::Pow => {
+            BinaryOp::Add
+            | BinaryOp::Sub
+            | BinaryOp::Mul
+            | BinaryOp::Div
+            | BinaryOp::Pow
+            | BinaryOp::Max
+            | BinaryOp::Min => {
                 let shape = match (lhs.shape, rhs.shape) {
                     (Shape::Matrix(..), _) => {
                         return Err(shape_error(
@@ -860,11 +1007,20 @@ impl<'a> Lowerer<'a> {
                     BinaryOp::Sub => ZipOp::Sub,
                     BinaryOp::Mul => ZipOp::Mul,
                     BinaryOp::Div => ZipOp::Div,
+                    BinaryOp::Max => ZipOp::Max,
+                    BinaryOp::Min => ZipOp::Min,
                     _ => ZipOp::Pow,
                 };
                 let integer = lhs.integer
                     && rhs.integer
-                    && matches!(op, BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul);
+                    && matches!(
+                        op,
+                        BinaryOp::Add
+                            | BinaryOp::Sub
+                            | BinaryOp::Mul
+                            | BinaryOp::Max
+                            | BinaryOp::Min
+                    );
                 let (a, b) = (lhs.operand, rhs.operand);
                 self.emit(
                     rhs_path,

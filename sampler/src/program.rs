@@ -8,6 +8,7 @@
 //!   `offset`; a scalar is a slot of length 1. Slots are written once, in program order.
 //! * the *data* buffer: observations and constants (real values, integers stored exactly as
 //!   f64) shared by all chains; and the *index* buffer: `u32` indices for `Gather`.
+//! * the *list* buffer: operands of `Concat`, a [`ListRef`] run per instruction.
 //! * operands broadcast: an operand of length 1 stands for a vector of any length.
 //!
 //! Terms of the log density that do not depend on parameters are dropped, as Stan's `~`
@@ -56,6 +57,15 @@ pub struct IndexRef {
     /// First index.
     pub offset: u32,
     /// Number of indices.
+    pub len: u32,
+}
+
+/// A run of the operand list buffer ([`Program::lists`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListRef {
+    /// First operand.
+    pub offset: u32,
+    /// Number of operands.
     pub len: u32,
 }
 
@@ -114,6 +124,8 @@ pub enum MapOp {
     Sqrt,
     /// `|a|`
     Abs,
+    /// `ln |Gamma(a)|`
+    Lgamma,
 }
 
 /// Elementwise operations with two arguments (scalar broadcasting).
@@ -129,6 +141,10 @@ pub enum ZipOp {
     Div,
     /// `a ^ b`
     Pow,
+    /// `max(a, b)`; the gradient goes to the selected argument (to `a` on a tie).
+    Max,
+    /// `min(a, b)`; the gradient goes to the selected argument (to `a` on a tie).
+    Min,
 }
 
 /// Elementwise densities: `sum_i log p(x_i | params_i)`, parameters broadcasting.
@@ -184,6 +200,12 @@ impl DensityKind {
 /// Index of a statement of the source model, for error messages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct StatementId(pub u32);
+
+impl StatementId {
+    /// The source of a `Factor` that adds a parameter's log-Jacobian (a transform lowered
+    /// to ordinary instructions), not a model statement.
+    pub const JACOBIAN: StatementId = StatementId(u32::MAX);
+}
 
 /// One instruction. Each either writes its `dst` slot or adds to the log density.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -286,6 +308,21 @@ pub enum Inst {
         /// The source statement.
         source: StatementId,
     },
+    /// `dst` = the operands `lists[parts]` one after another (a scalar operand gives one
+    /// value, a vector its length).
+    Concat {
+        /// The operands, in order.
+        parts: ListRef,
+        /// A vector of the summed lengths.
+        dst: SlotId,
+    },
+    /// `dst = log(sum_i exp(a[i]))`, computed with the maximum.
+    LogSumExp {
+        /// The vector.
+        a: Operand,
+        /// A scalar slot.
+        dst: SlotId,
+    },
     /// `lp += sum_i a[i]`.
     Factor {
         /// The added values.
@@ -297,13 +334,15 @@ pub enum Inst {
 
 impl Inst {
     /// The operands it reads (a density's first [`DensityKind::n_params`] parameters).
+    /// A `Concat`'s operands are in the program's list buffer: see [`Program::reads`].
     pub fn reads(&self) -> Vec<Operand> {
         match *self {
-            Inst::Constrain { .. } => Vec::new(),
+            Inst::Constrain { .. } | Inst::Concat { .. } => Vec::new(),
             Inst::Map { a, .. }
             | Inst::Sum { a, .. }
             | Inst::Cumsum { a, .. }
             | Inst::Gather { a, .. }
+            | Inst::LogSumExp { a, .. }
             | Inst::Factor { a, .. } => vec![a],
             Inst::Zip { a, b, .. } | Inst::Dot { a, b, .. } => vec![a, b],
             Inst::Matvec { v, .. } => vec![v],
@@ -333,7 +372,9 @@ impl Inst {
             | Inst::Cumsum { dst, .. }
             | Inst::Dot { dst, .. }
             | Inst::Matvec { dst, .. }
-            | Inst::Gather { dst, .. } => Some(dst),
+            | Inst::Gather { dst, .. }
+            | Inst::Concat { dst, .. }
+            | Inst::LogSumExp { dst, .. } => Some(dst),
             Inst::Density { .. } | Inst::RandomWalk { .. } | Inst::Factor { .. } => None,
         }
     }
@@ -344,16 +385,54 @@ impl Inst {
 pub struct Column {
     /// The parameter's name.
     pub name: String,
-    /// Position in a vector (0-based), `None` for a scalar.
+    /// Position in the flattened (row-major) value, 0-based; `None` for a scalar.
     pub index: Option<usize>,
+    /// The value's shape when it has one (arrays, matrices); empty for a scalar or a plain
+    /// vector. With two or more dims the column is named by its multi-index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dims: Vec<usize>,
+}
+
+impl Column {
+    /// The 0-based multi-index of the element (one entry for a vector), empty for a scalar.
+    pub fn multi_index(&self) -> Vec<usize> {
+        let Some(flat) = self.index else {
+            return Vec::new();
+        };
+        if self.dims.len() < 2 {
+            return vec![flat];
+        }
+        let mut rest = flat;
+        let mut out = vec![0; self.dims.len()];
+        for (k, &dim) in self.dims.iter().enumerate().rev() {
+            let dim = dim.max(1);
+            out[k] = rest % dim;
+            rest /= dim;
+        }
+        out
+    }
+
+    /// The element's 1-based indices joined by `separator` (`2,1` or `2.1`), or `None` for
+    /// a scalar.
+    pub fn indices_1based(&self, separator: &str) -> Option<String> {
+        self.index?;
+        Some(
+            self.multi_index()
+                .iter()
+                .map(|i| (i + 1).to_string())
+                .collect::<Vec<_>>()
+                .join(separator),
+        )
+    }
 }
 
 impl std::fmt::Display for Column {
-    /// Stan's summary style: `z[1]` for the first element (1-based).
+    /// Stan's summary style: `z[1]` for the first element (1-based), `theta[2,1]` for an
+    /// element of a matrix or 2-D array.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.index {
+        match self.indices_1based(",") {
             None => f.write_str(&self.name),
-            Some(i) => write!(f, "{}[{}]", self.name, i + 1),
+            Some(indices) => write!(f, "{}[{indices}]", self.name),
         }
     }
 }
@@ -371,10 +450,13 @@ pub struct Output {
     pub len: u32,
     /// Whether it is a scalar (as opposed to a vector of length 1).
     pub scalar: bool,
+    /// Its shape for column names (see [`Column::dims`]); empty for a scalar or vector.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dims: Vec<usize>,
 }
 
 /// The lowered model.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Program {
     /// Length of the unconstrained parameter vector.
     pub dim: usize,
@@ -386,6 +468,9 @@ pub struct Program {
     pub data: Vec<f64>,
     /// Indices for `Gather`.
     pub index: Vec<u32>,
+    /// Operands of `Concat` instructions.
+    #[serde(default)]
+    pub lists: Vec<Operand>,
     /// The instructions, in execution order.
     pub insts: Vec<Inst>,
     /// Parameters then transformed parameters, in declaration order.
@@ -396,6 +481,19 @@ impl Program {
     /// The tape range of a slot.
     pub fn slot(&self, id: SlotId) -> Slot {
         self.slots[id.0 as usize]
+    }
+
+    /// The operands of a list run.
+    pub fn list(&self, parts: ListRef) -> &[Operand] {
+        &self.lists[parts.offset as usize..(parts.offset + parts.len) as usize]
+    }
+
+    /// The operands an instruction reads, `Concat`'s list included.
+    pub fn reads(&self, inst: &Inst) -> Vec<Operand> {
+        match *inst {
+            Inst::Concat { parts, .. } => self.list(parts).to_vec(),
+            _ => inst.reads(),
+        }
     }
 
     /// Length of an operand (1 for constants).
@@ -416,6 +514,11 @@ impl Program {
                 (0..output.len as usize).map(move |i| Column {
                     name: output.name.clone(),
                     index: (!output.scalar).then_some(i),
+                    dims: if output.dims.len() > 1 {
+                        output.dims.clone()
+                    } else {
+                        Vec::new()
+                    },
                 })
             })
             .collect()

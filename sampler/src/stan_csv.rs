@@ -29,11 +29,12 @@ pub struct CsvContext<'a> {
     pub file_name: &'a str,
 }
 
-/// Stan's column name: `z.1` for the first element of `z`.
+/// Stan's column name: `z.1` for the first element of `z`, `theta.2.1` for an element of a
+/// matrix or 2-D array.
 fn stan_name(column: &Column) -> String {
-    match column.index {
+    match column.indices_1based(".") {
         None => column.name.clone(),
-        Some(i) => format!("{}.{}", column.name, i + 1),
+        Some(indices) => format!("{}.{indices}", column.name),
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 
 use crate::eval::Evaluator;
-use crate::ir::{DataValue, DecodeError, IR_VERSION, Model};
+use crate::ir::{DataValue, DecodeError, IR_VERSION, MIN_IR_VERSION, Model};
 use crate::lower;
 use crate::program::{Column, Program};
 
@@ -72,11 +72,14 @@ impl ModelError {
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum Problem {
     /// The IR version is not the one this build reads.
-    #[error("unsupported ir_version {found}; this build reads version {supported}")]
+    #[error(
+        "unsupported ir_version {found}; this build reads versions {} to {supported}",
+        MIN_IR_VERSION
+    )]
     Version {
         /// The version in the input.
         found: u32,
-        /// The version this build reads.
+        /// The newest version this build reads.
         supported: u32,
     },
     /// A name with characters other than letters, digits and `_`, or too long.
@@ -315,7 +318,7 @@ fn check_limit(
 
 /// Version, names, data values and sizes.
 fn check_declarations(model: &Model, limits: &Limits) -> Result<(), ModelError> {
-    if model.ir_version != IR_VERSION {
+    if !(MIN_IR_VERSION..=IR_VERSION).contains(&model.ir_version) {
         return Err(ModelError::new(
             "ir_version",
             Problem::Version {

@@ -1,19 +1,66 @@
-//! Evaluation of Stan expressions on the host, over data and transformed data: sizes, bounds,
-//! and the `transformed data` block.
+//! The host interpreter: Stan statements and expressions on `f64` and integer values, for
+//! sizes and bounds, the `transformed data` block and `generated quantities`.
+//!
+//! Semantics follow the Stan reference manual: local reals start as NaN and ints as the
+//! smallest 32-bit int; integer `/` truncates toward zero; `&&` and `||` short-circuit;
+//! indices are 1-based and checked. A program cannot hang the host: `while` loops stop with an
+//! error after [`MAX_WHILE_ITERATIONS`] iterations and a run after [`MAX_STEPS`] statements.
+
+mod call;
+mod dist;
+mod expr;
+mod linalg;
+mod math;
+pub(crate) mod rng;
+mod stmt;
 
 use std::collections::BTreeMap;
 
-use crate::ast::{BinaryOp, Expr, ExprKind, Index, Span, UnaryOp};
-use crate::value::{Value, Values};
+use crate::ast::{Expr, Span};
+use crate::value::{Typed, Value};
+
+pub use rng::HostRng;
+pub(crate) use stmt::base_elem;
 
 /// Named host values in scope.
 pub type Env = BTreeMap<String, Value>;
 
-/// Why an expression cannot be evaluated on the host.
+/// Named host values with their Stan types.
+pub type TypedEnv = BTreeMap<String, Typed>;
+
+/// Most iterations of one `while` loop in one run.
+#[cfg(not(test))]
+pub const MAX_WHILE_ITERATIONS: u64 = 10_000_000;
+/// Small in tests, so that the test of the bound stays fast.
+#[cfg(test)]
+pub const MAX_WHILE_ITERATIONS: u64 = 10_000;
+
+/// Most statements one run of a block may execute (loop bodies count once per iteration).
+pub const MAX_STEPS: u64 = 200_000_000;
+
+/// Stan's value of an `int` that was declared but not assigned.
+pub const UNSET_INT: i64 = i32::MIN as i64;
+
+/// Why an expression or statement failed on the host, at its span.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HostError {
     pub span: Span,
     pub message: String,
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for HostError {}
+
+impl HostError {
+    /// `file:line:column: error: ...` with the source line and a caret.
+    pub fn render(&self, file_name: &str, source: &str) -> String {
+        crate::error::render(file_name, source, self.span, &self.message)
+    }
 }
 
 fn fail<T>(span: Span, message: impl Into<String>) -> Result<T, HostError> {
@@ -23,244 +70,88 @@ fn fail<T>(span: Span, message: impl Into<String>) -> Result<T, HostError> {
     })
 }
 
-/// Evaluates `expr` over `env`.
+/// Evaluates `expr` over `env` (no random numbers); element types are guessed from shapes.
 pub fn eval(expr: &Expr, env: &Env) -> Result<Value, HostError> {
-    let span = expr.span;
-    match &expr.kind {
-        ExprKind::Int(i) => Ok(Value::int(*i)),
-        ExprKind::Real(x) => Ok(Value::real(*x)),
-        ExprKind::Var(ident) => match env.get(&ident.name) {
-            Some(value) => Ok(value.clone()),
-            None => fail(
-                span,
-                format!("`{}` is not known before sampling", ident.name),
-            ),
-        },
-        ExprKind::Paren(inner) => eval(inner, env),
-        ExprKind::Unary { op, operand } => {
-            let value = eval(operand, env)?;
-            match op {
-                UnaryOp::Plus => Ok(value),
-                UnaryOp::Neg => map(&value, |x| -x, Some(|x: i64| x.checked_neg()), span),
-                UnaryOp::Not => fail(span, "`!` is not supported yet"),
-            }
-        }
-        ExprKind::Binary { op, lhs, rhs } => {
-            let (a, b) = (eval(lhs, env)?, eval(rhs, env)?);
-            binary(*op, &a, &b, span)
-        }
-        ExprKind::Call { name, args } => {
-            let values = args
-                .iter()
-                .map(|arg| eval(arg, env))
-                .collect::<Result<Vec<_>, _>>()?;
-            call(&name.name, &values, span)
-        }
-        ExprKind::Index { base, indices } => {
-            let value = eval(base, env)?;
-            let mut positions = Vec::with_capacity(indices.len());
-            for index in indices {
-                let Index::Single(e) = index else {
-                    return fail(span, "only single indices are supported yet");
-                };
-                match eval(e, env)?.as_int() {
-                    Some(i) => positions.push(i),
-                    None => return fail(e.span, "an index must be an integer"),
-                }
-            }
-            index(&value, &positions, span)
-        }
-        _ => fail(
-            span,
-            "this expression is not supported in data computations yet",
-        ),
-    }
+    let globals: TypedEnv = env
+        .iter()
+        .map(|(name, value)| (name.clone(), Typed::guess(value.clone())))
+        .collect();
+    let mut interp = Interp::new(vec![&globals], None);
+    Ok(interp.eval(expr)?.value)
 }
 
 /// `value[positions]` with 1-based positions; selects a scalar or a sub-array.
+#[allow(dead_code)] // for lowering, which folds indexed data
 pub fn index(value: &Value, positions: &[i64], span: Span) -> Result<Value, HostError> {
+    let typed = Typed::guess(value.clone());
+    let mut sels = Vec::with_capacity(positions.len());
     if positions.len() > value.shape.len() {
         return fail(span, "too many indices");
     }
-    let mut offset = 0usize;
-    let mut stride: usize = value.shape.iter().product();
-    for (dim, &pos) in value.shape.iter().zip(positions) {
-        stride /= (*dim).max(1);
-        if pos < 1 || pos as u64 > *dim as u64 {
-            return fail(span, format!("index {pos} out of range 1..={dim}"));
-        }
-        offset += (pos as usize - 1) * stride;
+    for (&pos, &dim) in positions.iter().zip(&value.shape) {
+        sels.push(expr::Sel::One(expr::check_index(pos, dim, span)?));
     }
-    let shape = value.shape[positions.len()..].to_vec();
-    let len: usize = shape.iter().product();
-    let values = match &value.values {
-        Values::Int(v) => Values::Int(v[offset..offset + len].to_vec()),
-        Values::Real(v) => Values::Real(v[offset..offset + len].to_vec()),
-    };
-    Ok(Value { shape, values })
+    Ok(expr::select(&typed, &sels, span)?.value)
 }
 
-fn map(
-    value: &Value,
-    real: impl Fn(f64) -> f64,
-    int: Option<impl Fn(i64) -> Option<i64>>,
-    span: Span,
-) -> Result<Value, HostError> {
-    let values = match (&value.values, int) {
-        (Values::Int(v), Some(f)) => {
-            let mut out = Vec::with_capacity(v.len());
-            for &x in v {
-                match f(x) {
-                    Some(y) => out.push(y),
-                    None => return fail(span, "integer overflow"),
-                }
-            }
-            Values::Int(out)
-        }
-        _ => Values::Real(value.reals().into_iter().map(real).collect()),
-    };
-    Ok(Value {
-        shape: value.shape.clone(),
-        values,
-    })
+/// `name(args)` for a density (`normal_lpdf`, ...): its value.
+#[cfg(test)]
+pub(crate) fn density(name: &str, args: &[Typed]) -> Result<f64, HostError> {
+    let mut interp = Interp::new(Vec::new(), None);
+    Ok(interp.call(name, args, Span::default())?.real_at(0))
 }
 
-fn broadcast_shape(a: &Value, b: &Value, span: Span) -> Result<Vec<usize>, HostError> {
-    if a.is_scalar() {
-        Ok(b.shape.clone())
-    } else if b.is_scalar() || a.shape == b.shape {
-        Ok(a.shape.clone())
-    } else {
-        fail(
-            span,
-            format!(
-                "operands of sizes {:?} and {:?} do not match",
-                a.shape, b.shape
-            ),
-        )
+/// `lgamma`, for tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) fn math_lgamma(x: f64) -> f64 {
+    math::lgamma(x)
+}
+
+/// Runs Stan statements on the host: scopes over read-only globals, a random stream for
+/// `_rng` functions when there is one, and the text of `print` statements.
+pub struct Interp<'a> {
+    /// Read-only values of earlier blocks, searched last to first.
+    globals: Vec<&'a TypedEnv>,
+    /// Innermost last; the first is the block's own scope.
+    scopes: Vec<TypedEnv>,
+    rng: Option<&'a mut HostRng>,
+    /// What `print` statements wrote, one entry per statement.
+    pub printed: Vec<String>,
+    steps: u64,
+}
+
+impl<'a> Interp<'a> {
+    /// An interpreter over `globals` (later maps shadow earlier ones); `_rng` functions fail
+    /// without `rng`.
+    pub fn new(globals: Vec<&'a TypedEnv>, rng: Option<&'a mut HostRng>) -> Interp<'a> {
+        Interp {
+            globals,
+            scopes: vec![TypedEnv::new()],
+            rng,
+            printed: Vec::new(),
+            steps: 0,
+        }
+    }
+
+    /// The variables declared at the top level of the block run so far.
+    pub fn into_block_scope(mut self) -> TypedEnv {
+        self.scopes.truncate(1);
+        self.scopes.pop().unwrap_or_default()
+    }
+
+    /// The variables declared at the top level so far.
+    pub fn block_scope(&self) -> &TypedEnv {
+        &self.scopes[0]
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Typed> {
+        self.scopes
+            .iter()
+            .rev()
+            .find_map(|scope| scope.get(name))
+            .or_else(|| self.globals.iter().rev().find_map(|g| g.get(name)))
     }
 }
 
-fn binary(op: BinaryOp, a: &Value, b: &Value, span: Span) -> Result<Value, HostError> {
-    use BinaryOp as B;
-    let elementwise = match op {
-        B::Add | B::Sub | B::EltMul | B::EltDiv | B::EltPow => true,
-        B::Mul | B::Div | B::Pow | B::Mod | B::IntDiv => a.is_scalar() || b.is_scalar(),
-        _ => false,
-    };
-    if !elementwise {
-        return fail(
-            span,
-            format!(
-                "`{}` is not supported in data computations yet",
-                op.as_str()
-            ),
-        );
-    }
-    let shape = broadcast_shape(a, b, span)?;
-    let len: usize = shape.iter().product::<usize>().max(1);
-    let pick = |v: &Value, i: usize| if v.is_scalar() { 0 } else { i };
-    let int_result = a.is_int() && b.is_int() && !matches!(op, B::Pow | B::EltPow | B::EltDiv);
-    if int_result {
-        let (Values::Int(x), Values::Int(y)) = (&a.values, &b.values) else {
-            return fail(span, "internal: integer operands expected");
-        };
-        let mut out = Vec::with_capacity(len);
-        for i in 0..len {
-            let (p, q) = (x[pick(a, i)], y[pick(b, i)]);
-            let r = match op {
-                B::Add => p.checked_add(q),
-                B::Sub => p.checked_sub(q),
-                B::Mul | B::EltMul => p.checked_mul(q),
-                B::Div | B::IntDiv => p.checked_div(q),
-                B::Mod => p.checked_rem(q),
-                _ => None,
-            };
-            match r {
-                Some(r) => out.push(r),
-                None => return fail(span, "integer overflow or division by zero"),
-            }
-        }
-        return Ok(Value {
-            shape,
-            values: Values::Int(out),
-        });
-    }
-    let mut out = Vec::with_capacity(len);
-    for i in 0..len {
-        let (p, q) = (a.real_at(pick(a, i)), b.real_at(pick(b, i)));
-        out.push(match op {
-            B::Add => p + q,
-            B::Sub => p - q,
-            B::Mul | B::EltMul => p * q,
-            B::Div | B::EltDiv => p / q,
-            B::Pow | B::EltPow => p.powf(q),
-            _ => return fail(span, format!("`{}` needs integers", op.as_str())),
-        });
-    }
-    Ok(Value {
-        shape,
-        values: Values::Real(out),
-    })
-}
-
-fn call(name: &str, args: &[Value], span: Span) -> Result<Value, HostError> {
-    let unary: Option<fn(f64) -> f64> = match name {
-        "log" => Some(f64::ln),
-        "log10" => Some(f64::log10),
-        "log2" => Some(f64::log2),
-        "exp" => Some(f64::exp),
-        "log1p" => Some(f64::ln_1p),
-        "expm1" => Some(f64::exp_m1),
-        "sqrt" => Some(f64::sqrt),
-        "fabs" => Some(f64::abs),
-        "square" => Some(|x| x * x),
-        "inv_logit" => Some(|x| 1.0 / (1.0 + (-x).exp())),
-        "logit" => Some(|x: f64| (x / (1.0 - x)).ln()),
-        _ => None,
-    };
-    if let Some(f) = unary {
-        let [x] = args else {
-            return fail(span, format!("`{name}` takes one argument"));
-        };
-        return map(x, f, None::<fn(i64) -> Option<i64>>, span);
-    }
-    match (name, args) {
-        ("abs", [x]) => map(x, f64::abs, Some(|v: i64| v.checked_abs()), span),
-        ("pow", [a, b]) => binary(BinaryOp::EltPow, a, b, span),
-        ("sum", [x]) => Ok(match &x.values {
-            Values::Int(v) => Value::int(v.iter().fold(0i64, |s, &y| s.wrapping_add(y))),
-            Values::Real(v) => Value::real(v.iter().sum()),
-        }),
-        ("mean", [x]) if !x.is_empty() => {
-            Ok(Value::real(x.reals().iter().sum::<f64>() / x.len() as f64))
-        }
-        ("sd", [x]) if x.len() > 1 => {
-            let v = x.reals();
-            let mean = v.iter().sum::<f64>() / v.len() as f64;
-            let ss: f64 = v.iter().map(|y| (y - mean) * (y - mean)).sum();
-            Ok(Value::real((ss / (v.len() - 1) as f64).sqrt()))
-        }
-        ("size" | "num_elements", [x]) => Ok(Value::int(if name == "size" {
-            x.shape.first().copied().unwrap_or(1)
-        } else {
-            x.len()
-        } as i64)),
-        ("rows", [x]) => Ok(Value::int(x.shape.first().copied().unwrap_or(1) as i64)),
-        ("cols", [x]) => Ok(Value::int(x.shape.get(1).copied().unwrap_or(1) as i64)),
-        ("rep_vector", [x, n]) => match (x.as_real(), n.as_int()) {
-            (Some(x), Some(n)) if (0..=crate::data::MAX_VALUES as i64).contains(&n) => Ok(Value {
-                shape: vec![n as usize],
-                values: Values::Real(vec![x; n as usize]),
-            }),
-            _ => fail(span, "`rep_vector` takes a real and a size"),
-        },
-        _ => fail(
-            span,
-            format!(
-                "`{name}` with {} argument(s) is not supported in data computations yet",
-                args.len()
-            ),
-        ),
-    }
-}
+#[cfg(test)]
+mod tests;

@@ -5,7 +5,7 @@
 //! `Program` is plain public data, and a malformed one must give a [`CodegenError`] rather than
 //! a panic here or out-of-range reads on the device.
 
-use sampler::{Inst, Operand, Program, SlotId};
+use sampler::{Inst, MapOp, Operand, Program, SlotId, ZipOp};
 
 use super::CodegenError;
 use super::model::inst_name;
@@ -44,6 +44,9 @@ pub(crate) fn check(program: &Program) -> Result<(), CodegenError> {
     let mut theta_readers = vec![0usize; program.dim];
     let mut written = vec![false; program.slots.len()];
     for (k, inst) in program.insts.iter().enumerate() {
+        if let Some(kind) = unsupported(inst) {
+            return Err(CodegenError::Unsupported { inst: k, kind });
+        }
         let check = InstCheck {
             program,
             inst: k,
@@ -56,6 +59,22 @@ pub(crate) fn check(program: &Program) -> Result<(), CodegenError> {
         return Err(CodegenError::ThetaCoverage { coordinate, count });
     }
     Ok(())
+}
+
+/// The IR v2 instructions the generator does not translate yet, by name. Code generation
+/// refuses a program with one (the caller falls back to the CPU), so the generators below
+/// never see them.
+pub(crate) fn unsupported(inst: &Inst) -> Option<&'static str> {
+    match *inst {
+        Inst::Concat { .. } => Some("concat"),
+        Inst::LogSumExp { .. } => Some("log_sum_exp"),
+        Inst::Map {
+            op: MapOp::Lgamma, ..
+        } => Some("lgamma"),
+        Inst::Zip { op: ZipOp::Max, .. } => Some("max"),
+        Inst::Zip { op: ZipOp::Min, .. } => Some("min"),
+        _ => None,
+    }
 }
 
 struct InstCheck<'a> {
@@ -145,6 +164,9 @@ impl InstCheck<'_> {
                 ..
             } => (vec![x, sigma, drift, init_mu, init_sigma], None),
             Inst::Factor { a, .. } => (vec![a], None),
+            // Refused by `unsupported` before this runs.
+            Inst::Concat { dst, .. } => (Vec::new(), Some(dst)),
+            Inst::LogSumExp { a, dst } => (vec![a], Some(dst)),
         };
         for operand in reads {
             if let Operand::Slot(id) = operand
@@ -260,6 +282,9 @@ impl InstCheck<'_> {
                 Ok(())
             }
             Inst::Factor { a, .. } => self.len(a).map(|_| ()),
+            Inst::Concat { .. } | Inst::LogSumExp { .. } => {
+                Err(self.fail("not supported on the GPU yet".into()))
+            }
         }
     }
 }

@@ -48,6 +48,8 @@ pub fn model_loop_iterations(program: &Program) -> u64 {
             Inst::Gather { idx, .. } => 4 * u64::from(idx.len),
             Inst::Density { x, len: n, .. } => 4 * len(program, x).max(u64::from(n)),
             Inst::RandomWalk { x, .. } => 4 * len(program, x),
+            Inst::Concat { dst, .. } => 4 * slot_len(dst),
+            Inst::LogSumExp { a, .. } => 8 * len(program, a),
         })
         .sum::<u64>()
         + 4 * program.insts.len() as u64

@@ -270,6 +270,8 @@ pub(crate) fn table(program: &Program) -> Table {
                     record.operand(k, program, c, operand)
                 }),
             Inst::Factor { a, .. } => Record::new(Op::Factor, 0).operand(0, program, c, a),
+            // Refused by `check::unsupported`: the table of a checked program has none.
+            Inst::Concat { .. } | Inst::LogSumExp { .. } => continue,
         };
         words.extend(record.words);
     }
@@ -338,6 +340,8 @@ fn map_op(op: MapOp) -> u32 {
         MapOp::Logistic => 6,
         MapOp::Sqrt => 7,
         MapOp::Abs => 8,
+        // Refused by `check::unsupported`.
+        MapOp::Lgamma => u32::MAX,
     }
 }
 
@@ -348,6 +352,8 @@ fn zip_op(op: ZipOp) -> u32 {
         ZipOp::Mul => 2,
         ZipOp::Div => 3,
         ZipOp::Pow => 4,
+        // Refused by `check::unsupported`.
+        ZipOp::Max | ZipOp::Min => u32::MAX,
     }
 }
 

@@ -263,6 +263,8 @@ pub(crate) fn inst_name(inst: &Inst) -> &'static str {
         Inst::Density { .. } => "density",
         Inst::RandomWalk { .. } => "random_walk",
         Inst::Factor { .. } => "factor",
+        Inst::Concat { .. } => "concat",
+        Inst::LogSumExp { .. } => "log_sum_exp",
     }
 }
 
@@ -348,6 +350,8 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
                 MapOp::Logistic => Expr::lib(LibFn::Logistic, vec![x]),
                 MapOp::Sqrt => Expr::builtin(Builtin::Sqrt, vec![x]),
                 MapOp::Abs => Expr::builtin(Builtin::Abs, vec![x]),
+                // Refused by `check::unsupported`.
+                MapOp::Lgamma => Expr::Real(f64::NAN),
             };
             out.push(each(dst.len(), set(tape, &dst, &ie(), value)));
             out
@@ -366,6 +370,8 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
                 ZipOp::Mul => x * y,
                 ZipOp::Div => x / y,
                 ZipOp::Pow => Expr::lib(LibFn::Pow, vec![x, y]),
+                // Refused by `check::unsupported`.
+                ZipOp::Max | ZipOp::Min => Expr::Real(f64::NAN),
             };
             out.push(each(dst.len(), set(tape, &dst, &ie(), value)));
             out
@@ -489,6 +495,8 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
             out.push(Stmt::add_to(Expr::local(lp), Expr::local(&s)));
             out
         }
+        // Refused by `check::unsupported`.
+        Inst::Concat { .. } | Inst::LogSumExp { .. } => Vec::new(),
     }
 }
 
@@ -645,6 +653,8 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                 MapOp::Logistic => oe() * (Expr::Real(1.0) - oe()),
                 MapOp::Sqrt => Expr::Real(0.5) / oe(),
                 MapOp::Abs => Expr::lib(LibFn::SignOrZero, vec![xe()]),
+                // Refused by `check::unsupported`.
+                MapOp::Lgamma => Expr::Real(f64::NAN),
             };
             // The CPU skips elements whose adjoint is 0 (so that 0 * inf stays 0).
             vec![each(
@@ -690,6 +700,8 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                     ye() * Expr::lib(LibFn::Pow, vec![xe(), ye() - Expr::Real(1.0)]),
                     out_value() * Expr::lib(LibFn::Log, vec![xe()]),
                 ),
+                // Refused by `check::unsupported`.
+                ZipOp::Max | ZipOp::Min => (Expr::Real(f64::NAN), Expr::Real(f64::NAN)),
             };
             let mut body = vec![
                 Stmt::let_(&g, dst.adjoint_at(tape, &ie())),
@@ -839,6 +851,8 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
             )]
         }
         Inst::Density { .. } | Inst::RandomWalk { .. } | Inst::Factor { .. } => Vec::new(),
+        // Refused by `check::unsupported`.
+        Inst::Concat { .. } | Inst::LogSumExp { .. } => Vec::new(),
     }
 }
 

@@ -203,6 +203,10 @@ fn plan_with(program: &Program, lanes: u32, split_params: bool) -> Result<Plan, 
                 }
                 (Some(dst), false)
             }
+            // Refused by `check::unsupported` before a split is planned for a kernel.
+            Inst::Concat { .. } | Inst::LogSumExp { .. } => {
+                return Err(refuse("is not supported on the GPU yet"));
+            }
             // Its parameters are scalars (sampler's lowering).
             Inst::RandomWalk { x, .. } => (None, held(&split, x) == Held::Split),
             Inst::Matvec { m, v, dst } => {

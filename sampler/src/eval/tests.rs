@@ -211,6 +211,7 @@ fn transforms_add_their_log_jacobians() {
                                 ((upper - lower) * s * (1.0 - s)).ln(),
                             )
                         }
+                        _ => unreachable!("elementwise constraints only"),
                     };
                     -0.5 * ((x - 0.3) / 2.0f64).powi(2) + log_jacobian
                 })
@@ -358,6 +359,7 @@ fn constrain_scalar(constraint: Constraint, u: f64) -> (f64, f64) {
         }
         Constraint::Lower(l) => (l + u.exp(), u),
         Constraint::Upper(b) => (b - u.exp(), u),
+        _ => unreachable!("elementwise constraints only"),
     }
 }
 

@@ -1,4 +1,8 @@
 //! Hand-written serde for [`Expr`]: compact JSON (numbers, names, one-key objects), bounded nesting.
+//!
+//! Besides the unary (`{"exp": e}`) and binary (`{"add": [a, b]}`) operations there are three
+//! structural forms: `{"concat": [e1, e2, ...]}`, `{"elem": [e, k]}` and
+//! `{"slice": [e, start, len]}`, where `k`, `start` and `len` are non-negative integers.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -28,7 +32,40 @@ impl Serialize for Expr {
                 map.serialize_entry(op.name(), &Pair(lhs, rhs))?;
                 map.end()
             }
+            Expr::Concat(parts) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry(CONCAT, parts)?;
+                map.end()
+            }
+            Expr::Elem(arg, k) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry(ELEM, &Indexed(arg, &[*k]))?;
+                map.end()
+            }
+            Expr::Slice(arg, start, len) => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry(SLICE, &Indexed(arg, &[*start, *len]))?;
+                map.end()
+            }
         }
+    }
+}
+
+const CONCAT: &str = "concat";
+const ELEM: &str = "elem";
+const SLICE: &str = "slice";
+
+/// An expression followed by constant positions: `[e, k]` or `[e, start, len]`.
+struct Indexed<'a>(&'a Expr, &'a [u32]);
+
+impl Serialize for Indexed<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut tuple = serializer.serialize_tuple(1 + self.1.len())?;
+        tuple.serialize_element(self.0)?;
+        for position in self.1 {
+            tuple.serialize_element(position)?;
+        }
+        tuple.end()
     }
 }
 
@@ -52,9 +89,18 @@ impl<'de> Deserialize<'de> for Expr {
 enum OpKey {
     Unary(UnaryOp),
     Binary(BinaryOp),
+    Concat,
+    /// `elem` (one position) or `slice` (two).
+    Indexed(&'static str, usize),
 }
 
 fn op_from_name(name: &str) -> Option<OpKey> {
+    match name {
+        CONCAT => return Some(OpKey::Concat),
+        ELEM => return Some(OpKey::Indexed(ELEM, 1)),
+        SLICE => return Some(OpKey::Indexed(SLICE, 2)),
+        _ => {}
+    }
     UnaryOp::ALL
         .iter()
         .find(|op| op.name() == name)
@@ -70,7 +116,11 @@ fn op_from_name(name: &str) -> Option<OpKey> {
 fn op_names() -> String {
     let unary = UnaryOp::ALL.iter().map(|op| op.name());
     let binary = BinaryOp::ALL.iter().map(|op| op.name());
-    unary.chain(binary).collect::<Vec<_>>().join(", ")
+    unary
+        .chain(binary)
+        .chain([CONCAT, ELEM, SLICE])
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[derive(Clone, Copy)]
@@ -141,6 +191,19 @@ impl<'de> Visitor<'de> for ExprSeed {
                 let (lhs, rhs) = map.next_value_seed(PairSeed { inner, op })?;
                 Expr::Binary(op, Box::new(lhs), Box::new(rhs))
             }
+            OpKey::Concat => Expr::Concat(map.next_value_seed(ListSeed { inner })?),
+            OpKey::Indexed(name, n_positions) => {
+                let (arg, positions) = map.next_value_seed(IndexedSeed {
+                    inner,
+                    name,
+                    n_positions,
+                })?;
+                match positions[..] {
+                    [k] => Expr::Elem(Box::new(arg), k),
+                    [start, len] => Expr::Slice(Box::new(arg), start, len),
+                    _ => unreachable!("n_positions is 1 or 2"),
+                }
+            }
         };
         if let Some(extra) = map.next_key::<String>()? {
             return Err(de::Error::custom(format_args!(
@@ -186,6 +249,89 @@ impl<'de> Visitor<'de> for PairSeed {
             return Err(wrong_len());
         }
         Ok((lhs, rhs))
+    }
+}
+
+/// The parts of a `concat`: a list of expressions.
+struct ListSeed {
+    inner: ExprSeed,
+}
+
+impl<'de> DeserializeSeed<'de> for ListSeed {
+    type Value = Vec<Expr>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Vec<Expr>, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ListSeed {
+    type Value = Vec<Expr>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of expressions for `concat`")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Expr>, A::Error> {
+        // No preallocation from the size hint: the input, not the hint, bounds the length.
+        let mut parts = Vec::new();
+        while let Some(part) = seq.next_element_seed(self.inner)? {
+            parts.push(part);
+        }
+        Ok(parts)
+    }
+}
+
+/// `[e, k]` for `elem`, `[e, start, len]` for `slice`.
+struct IndexedSeed {
+    inner: ExprSeed,
+    name: &'static str,
+    n_positions: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for IndexedSeed {
+    type Value = (Expr, Vec<u32>);
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for IndexedSeed {
+    type Value = (Expr, Vec<u32>);
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}", self.shape())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let wrong_len = || de::Error::custom(self.shape());
+        let arg = seq.next_element_seed(self.inner)?.ok_or_else(wrong_len)?;
+        let mut positions = Vec::with_capacity(self.n_positions);
+        for _ in 0..self.n_positions {
+            let position: u32 = seq.next_element()?.ok_or_else(wrong_len)?;
+            positions.push(position);
+        }
+        // As in `PairSeed`: an extra element is decoded with the bounded seed, not skipped.
+        if seq.size_hint().is_some_and(|n| n > 0) || seq.next_element_seed(self.inner)?.is_some() {
+            return Err(wrong_len());
+        }
+        Ok((arg, positions))
+    }
+}
+
+impl IndexedSeed {
+    fn shape(&self) -> String {
+        match self.n_positions {
+            1 => format!(
+                "`{}` takes a list [expression, k] with k a non-negative integer",
+                self.name
+            ),
+            _ => format!(
+                "`{}` takes a list [expression, start, len] of non-negative integers",
+                self.name
+            ),
+        }
     }
 }
 

@@ -191,6 +191,20 @@ fn collect_ops(
             collect_ops(lhs, unary, binary);
             collect_ops(rhs, unary, binary);
         }
+        Expr::Concat(parts) => {
+            unary.insert("concat");
+            parts
+                .iter()
+                .for_each(|part| collect_ops(part, unary, binary));
+        }
+        Expr::Elem(arg, _) => {
+            unary.insert("elem");
+            collect_ops(arg, unary, binary);
+        }
+        Expr::Slice(arg, _, _) => {
+            unary.insert("slice");
+            collect_ops(arg, unary, binary);
+        }
     }
 }
 
@@ -202,6 +216,10 @@ fn constraint_kind(constraint: &Constraint) -> &'static str {
         Constraint::Lower(_) => "lower",
         Constraint::Upper(_) => "upper",
         Constraint::Interval { .. } => "interval",
+        Constraint::Ordered => "ordered",
+        Constraint::PositiveOrdered => "positive_ordered",
+        Constraint::Simplex => "simplex",
+        Constraint::UnitVector => "unit_vector",
     }
 }
 

@@ -52,6 +52,7 @@ fn written(trace: &ChainTrace, settings: &SamplerSettings) -> String {
     let columns = [Column {
         name: "mu".into(),
         index: None,
+        dims: Vec::new(),
     }];
     let context = CsvContext {
         model_name: "m",

@@ -408,11 +408,20 @@ fn expr_roots(model: &mut Model) -> Vec<&mut Expr> {
 
 /// A random node of `expr`: the root or, half the time, a node below it.
 fn random_node<'a>(rng: &mut Xorshift, expr: &'a mut Expr) -> &'a mut Expr {
-    if matches!(expr, Expr::Const(_) | Expr::Ref(_)) || rng.below(2) == 0 {
+    let leaf = match expr {
+        Expr::Const(_) | Expr::Ref(_) => true,
+        Expr::Concat(parts) => parts.is_empty(),
+        _ => false,
+    };
+    if leaf || rng.below(2) == 0 {
         return expr;
     }
     match expr {
-        Expr::Unary(_, arg) => random_node(rng, arg),
+        Expr::Unary(_, arg) | Expr::Elem(arg, _) | Expr::Slice(arg, _, _) => random_node(rng, arg),
+        Expr::Concat(parts) => {
+            let at = rng.below(parts.len());
+            random_node(rng, &mut parts[at])
+        }
         Expr::Binary(_, lhs, rhs) => {
             if rng.below(2) == 0 {
                 random_node(rng, lhs)
@@ -524,6 +533,7 @@ fn mutate_model(rng: &mut Xorshift, model: &mut Model) {
         6 => model.transformed.push(Transformed {
             name: format!("t{}", model.transformed.len()),
             value: random_expr(rng, &names, 3),
+            dims: Vec::new(),
         }),
         7 => match rng.below(4) {
             0 if !model.model.is_empty() => {

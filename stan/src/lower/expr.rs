@@ -1,352 +1,630 @@
-//! Lowering of Stan expressions and distributions to IR expressions, folding what is known
-//! before sampling on the host.
+//! Evaluation of Stan expressions during symbolic execution: what is known before sampling is
+//! computed on the host, the rest becomes IR expressions over parameters.
 
-use sampler::{BinaryOp as Op, DataValue, Dist, Expr as Ir, UnaryOp as Un};
+use sampler::{BinaryOp as Op, DataValue, Expr as Ir, UnaryOp as Un};
 
-use super::{LowerError, Lowerer};
+use super::sym::{self, Repr, Sym, Val};
+use super::{LowerError, Lowerer, unsupported};
 use crate::ast::{BinaryOp, Expr, ExprKind, Index, Span, UnaryOp};
 use crate::host;
 use crate::value::{Value, Values};
 
-/// The shape of a lowered quantity.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    Scalar,
-    Vector(usize),
-    Matrix(usize, usize),
-}
+/// Expressions larger than this (in IR nodes) are given a hidden name when a variable holding
+/// them is read, so that repeated reads refer to one computed value.
+const SHARE_ABOVE: usize = 12;
 
-impl Shape {
-    pub fn of(value: &Value) -> Option<Shape> {
-        match value.shape[..] {
-            [] => Some(Shape::Scalar),
-            [n] => Some(Shape::Vector(n)),
-            [r, c] => Some(Shape::Matrix(r, c)),
-            _ => None,
-        }
-    }
-
-    fn describe(self) -> String {
-        match self {
-            Shape::Scalar => "a scalar".into(),
-            Shape::Vector(n) => format!("a vector of {n}"),
-            Shape::Matrix(r, c) => format!("a {r}x{c} matrix"),
-        }
+pub(crate) fn describe(dims: &[usize]) -> String {
+    match dims {
+        [] => "a scalar".into(),
+        [n] => format!("a vector of {n}"),
+        dims => format!(
+            "an array of shape [{}]",
+            dims.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
-/// A lowered expression: a host value (with its name when it is a plain variable) or an IR
-/// expression over parameters.
-pub enum Term {
-    Host(Value, Option<String>),
-    Ir(Ir, Shape),
-}
-
-fn unsupported<T>(span: Span, what: impl std::fmt::Display) -> Result<T, LowerError> {
-    Err(LowerError::new(
-        span,
-        format!("{what} is not supported yet"),
-    ))
+/// One resolved index: flat positions (0-based) and the shape of the selection.
+pub(crate) struct Selection {
+    pub positions: Vec<usize>,
+    pub dims: Vec<usize>,
 }
 
 impl Lowerer {
-    fn only_host(&self, expr: &Expr) -> bool {
+    /// Whether `expr` can be evaluated on the host: every name in it is known.
+    pub(super) fn only_host(&self, expr: &Expr) -> bool {
         match &expr.kind {
             ExprKind::Int(_) | ExprKind::Real(_) => true,
             ExprKind::Var(ident) => self.env.contains_key(&ident.name),
-            ExprKind::Paren(e) | ExprKind::Unary { operand: e, .. } => self.only_host(e),
+            ExprKind::Paren(e) | ExprKind::Unary { operand: e, .. } | ExprKind::Transpose(e) => {
+                self.only_host(e)
+            }
             ExprKind::Binary { lhs, rhs, .. } => self.only_host(lhs) && self.only_host(rhs),
-            ExprKind::Call { args, .. } => args.iter().all(|a| self.only_host(a)),
+            ExprKind::Ternary {
+                cond,
+                then,
+                otherwise,
+            } => self.only_host(cond) && self.only_host(then) && self.only_host(otherwise),
+            ExprKind::Call { args, .. }
+            | ExprKind::CondCall { args, .. }
+            | ExprKind::ArrayLit(args)
+            | ExprKind::RowVectorLit(args) => args.iter().all(|a| self.only_host(a)),
             ExprKind::Index { base, indices } => {
                 self.only_host(base)
-                    && indices
-                        .iter()
-                        .all(|i| matches!(i, Index::Single(e) if self.only_host(e)))
+                    && indices.iter().all(|i| match i {
+                        Index::All => true,
+                        Index::Single(e) | Index::From(e) | Index::UpTo(e) => self.only_host(e),
+                        Index::Between(a, b) => self.only_host(a) && self.only_host(b),
+                    })
             }
-            _ => false,
+            ExprKind::GetTarget => false,
         }
     }
 
-    pub fn term(&mut self, expr: &Expr) -> Result<Term, LowerError> {
-        if let ExprKind::Var(ident) = &expr.kind {
-            if let Some(value) = self.env.get(&ident.name) {
-                return Ok(Term::Host(value.clone(), Some(ident.name.clone())));
-            }
-            if let Some((ir, shape)) = self.syms.get(&ident.name) {
-                return Ok(Term::Ir(ir.clone(), *shape));
-            }
+    /// A value that must be known before sampling (a size, an index, a condition).
+    pub(super) fn known(&mut self, expr: &Expr, what: &str) -> Result<Value, LowerError> {
+        if !self.only_host(expr) {
             return Err(LowerError::new(
                 expr.span,
-                format!("unknown name `{}`", ident.name),
+                format!("{what} must not depend on parameters"),
             ));
         }
-        if self.only_host(expr) {
-            let value = host::eval(expr, &self.env).map_err(LowerError::from)?;
-            return Ok(Term::Host(value, None));
+        match self.eval(expr)? {
+            Val::Known(v, _) => Ok(v),
+            Val::Sym(_) => Err(LowerError::new(
+                expr.span,
+                format!("{what} could not be computed before sampling"),
+            )),
+        }
+    }
+
+    pub(super) fn known_int(&mut self, expr: &Expr, what: &str) -> Result<i64, LowerError> {
+        self.known(expr, what)?
+            .as_int()
+            .ok_or_else(|| LowerError::new(expr.span, format!("{what} must be an integer")))
+    }
+
+    /// A condition known before sampling; comparisons and logic on scalars are done here.
+    pub(super) fn cond(&mut self, expr: &Expr) -> Result<bool, LowerError> {
+        let scalar = |lowerer: &mut Lowerer, e: &Expr| -> Result<f64, LowerError> {
+            lowerer
+                .known(e, "a condition")?
+                .as_real()
+                .ok_or_else(|| LowerError::new(e.span, "a condition must be a scalar"))
+        };
+        match &expr.kind {
+            ExprKind::Paren(e) => self.cond(e),
+            ExprKind::Unary {
+                op: UnaryOp::Not,
+                operand,
+            } => Ok(!self.cond(operand)?),
+            ExprKind::Binary { op, lhs, rhs } => {
+                use BinaryOp as B;
+                match op {
+                    B::And => Ok(self.cond(lhs)? && self.cond(rhs)?),
+                    B::Or => Ok(self.cond(lhs)? || self.cond(rhs)?),
+                    B::Eq | B::NotEq | B::Lt | B::Le | B::Gt | B::Ge => {
+                        let (a, b) = (scalar(self, lhs)?, scalar(self, rhs)?);
+                        Ok(match op {
+                            B::Eq => a == b,
+                            B::NotEq => a != b,
+                            B::Lt => a < b,
+                            B::Le => a <= b,
+                            B::Gt => a > b,
+                            _ => a >= b,
+                        })
+                    }
+                    _ => Ok(scalar(self, expr)? != 0.0),
+                }
+            }
+            _ => Ok(scalar(self, expr)? != 0.0),
+        }
+    }
+
+    /// Evaluates `expr`: on the host when it is known, else symbolically.
+    pub(super) fn eval(&mut self, expr: &Expr) -> Result<Val, LowerError> {
+        if self.only_host(expr) && !matches!(expr.kind, ExprKind::Var(_)) {
+            // The host evaluator covers the common cases; what it refuses (lpdf values of
+            // constants, ranges, ...) falls through to the symbolic path with constants.
+            if let Ok(v) = host::eval(expr, &self.env) {
+                return Ok(Val::Known(v, None));
+            }
         }
         let span = expr.span;
         match &expr.kind {
-            ExprKind::Paren(inner) => self.term(inner),
+            ExprKind::Int(i) => Ok(Val::Known(Value::int(*i), None)),
+            ExprKind::Real(x) => Ok(Val::Known(Value::real(*x), None)),
+            ExprKind::Var(ident) => self.read_var(&ident.name, span),
+            ExprKind::Paren(inner) => self.eval(inner),
             ExprKind::Unary { op, operand } => {
-                let (ir, shape) = self.ir(operand)?;
+                let v = self.eval(operand)?;
                 match op {
-                    UnaryOp::Plus => Ok(Term::Ir(ir, shape)),
-                    UnaryOp::Neg => Ok(Term::Ir(Ir::Unary(Un::Neg, Box::new(ir)), shape)),
-                    UnaryOp::Not => unsupported(span, "`!` on parameters"),
-                }
-            }
-            ExprKind::Binary { op, lhs, rhs } => self.binary(*op, lhs, rhs, span),
-            ExprKind::Call { name, args } => self.call(&name.name, args, span),
-            ExprKind::Index { base, indices } => {
-                let [Index::Single(index)] = &indices[..] else {
-                    return unsupported(span, "indexing other than `x[i]`");
-                };
-                let (ir, shape) = self.ir(base)?;
-                let Shape::Vector(n) = shape else {
-                    return unsupported(span, format!("indexing {}", shape.describe()));
-                };
-                if !self.only_host(index) {
-                    return unsupported(index.span, "an index that depends on parameters");
-                }
-                let i = host::eval(index, &self.env)
-                    .map_err(LowerError::from)?
-                    .as_int()
-                    .ok_or_else(|| LowerError::new(index.span, "an index must be an integer"))?;
-                if i < 1 || i as u64 > n as u64 {
-                    return Err(LowerError::new(
-                        index.span,
-                        format!("index {i} out of range 1..={n}"),
-                    ));
-                }
-                // One element as a scalar: the sum of a one-element gather (0-based index).
-                let idx = self.data_item(None, DataValue::IntVector(vec![i - 1]));
-                let gather = Ir::Binary(Op::Gather, Box::new(ir), Box::new(idx));
-                Ok(Term::Ir(
-                    Ir::Unary(Un::Sum, Box::new(gather)),
-                    Shape::Scalar,
-                ))
-            }
-            ExprKind::CondCall { name, .. } => unsupported(
-                span,
-                format!("`{}` outside `target += {}(...)`", name.name, name.name),
-            ),
-            _ => unsupported(span, "this expression"),
-        }
-    }
-
-    /// Lowers to an IR expression, registering host vectors and matrices as data items.
-    pub fn ir(&mut self, expr: &Expr) -> Result<(Ir, Shape), LowerError> {
-        let term = self.term(expr)?;
-        self.lower_term(term, expr.span)
-    }
-
-    pub fn lower_term(&mut self, term: Term, span: Span) -> Result<(Ir, Shape), LowerError> {
-        match term {
-            Term::Ir(ir, shape) => Ok((ir, shape)),
-            Term::Host(value, name) => {
-                let Some(shape) = Shape::of(&value) else {
-                    return unsupported(span, "a multi-dimensional array in the model");
-                };
-                if let Shape::Scalar = shape {
-                    return Ok((Ir::Const(value.real_at(0)), shape));
-                }
-                let item = match (shape, &value.values) {
-                    (Shape::Vector(_), Values::Int(v)) => DataValue::IntVector(v.clone()),
-                    (Shape::Vector(_), Values::Real(v)) => DataValue::Vector(v.clone()),
-                    (Shape::Matrix(_, c), _) => {
-                        let reals = value.reals();
-                        DataValue::Matrix(reals.chunks(c.max(1)).map(<[f64]>::to_vec).collect())
+                    UnaryOp::Plus => Ok(v),
+                    UnaryOp::Neg => {
+                        let (ir, dims) = self.whole(v, operand.span)?;
+                        Ok(Val::Sym(Sym::whole(sym::un(Un::Neg, ir), dims)))
                     }
-                    (Shape::Scalar, _) => unreachable!("handled above"),
-                };
-                Ok((self.data_item(name, item), shape))
+                    UnaryOp::Not => unsupported(span, "`!` on a value that depends on parameters"),
+                }
+            }
+            ExprKind::Binary { op, lhs, rhs } => {
+                let transposed = matches!(lhs.kind, ExprKind::Transpose(_));
+                let a = self.eval(lhs)?;
+                let b = self.eval(rhs)?;
+                self.binary(*op, a, b, span, transposed)
+            }
+            ExprKind::Ternary {
+                cond,
+                then,
+                otherwise,
+            } => {
+                if self.cond(cond)? {
+                    self.eval(then)
+                } else {
+                    self.eval(otherwise)
+                }
+            }
+            ExprKind::Transpose(inner) => {
+                let v = self.eval(inner)?;
+                match v.dims() {
+                    [] | [_] => Ok(v),
+                    _ => unsupported(span, "transposing a matrix that depends on parameters"),
+                }
+            }
+            ExprKind::Call { name, args } => self.call(&name.name, name.span, args, span),
+            ExprKind::CondCall { name, args } => self.cond_call(&name.name, name.span, args, span),
+            ExprKind::Index { base, indices } => {
+                if let ExprKind::Var(ident) = &base.kind
+                    && let Some(s) = self.syms.get(&ident.name)
+                {
+                    let dims = s.dims.clone();
+                    let selection = self.select(&dims, indices, span)?;
+                    return self.read_elements(&ident.name, selection, span);
+                }
+                let value = self.eval(base)?;
+                let dims = value.dims().to_vec();
+                let selection = self.select(&dims, indices, span)?;
+                self.apply_selection(value, selection, span)
+            }
+            ExprKind::ArrayLit(items) | ExprKind::RowVectorLit(items) => {
+                let mut parts = Vec::with_capacity(items.len());
+                let mut inner: Option<Vec<usize>> = None;
+                for item in items {
+                    let v = self.eval(item)?;
+                    let dims = v.dims().to_vec();
+                    if inner.as_ref().is_some_and(|d| *d != dims) {
+                        return Err(LowerError::new(
+                            item.span,
+                            "the elements of a literal must have the same size",
+                        ));
+                    }
+                    inner = Some(dims);
+                    parts.push(self.whole(v, item.span)?.0);
+                }
+                let mut dims = vec![items.len()];
+                dims.extend(inner.unwrap_or_default());
+                Ok(Val::Sym(Sym::whole(Ir::Concat(parts), dims)))
+            }
+            ExprKind::GetTarget => unsupported(span, "`target()`"),
+        }
+    }
+
+    /// The value of a variable; large symbolic values get a hidden name first.
+    fn read_var(&mut self, name: &str, span: Span) -> Result<Val, LowerError> {
+        if let Some(value) = self.env.get(name) {
+            let global = !self.is_local(name);
+            return Ok(Val::Known(value.clone(), global.then(|| name.to_owned())));
+        }
+        let Some(s) = self.syms.get(name).cloned() else {
+            return Err(LowerError::new(span, format!("unknown name `{name}`")));
+        };
+        let len = s.len();
+        let selection = Selection {
+            positions: (0..len).collect(),
+            dims: s.dims.clone(),
+        };
+        match s.repr {
+            Repr::Whole(ir) => {
+                if sym::size(&ir) > SHARE_ABOVE {
+                    let shared = self.share(ir, &s.dims);
+                    self.syms.get_mut(name).expect("present").repr = Repr::Whole(shared.clone());
+                    return Ok(Val::Sym(Sym::whole(shared, s.dims)));
+                }
+                Ok(Val::Sym(Sym::whole(ir, s.dims)))
+            }
+            Repr::Elems(_) if s.dims.is_empty() => self.read_elements(name, selection, span),
+            Repr::Elems(_) => {
+                let v = self.read_elements(name, selection, span)?;
+                Ok(v)
             }
         }
     }
 
-    fn binary(
+    /// Elements `selection` of symbolic variable `name`.
+    fn read_elements(
+        &mut self,
+        name: &str,
+        selection: Selection,
+        span: Span,
+    ) -> Result<Val, LowerError> {
+        let s = self.syms.get(name).cloned().expect("caller checked");
+        match s.repr {
+            Repr::Whole(ir) => {
+                let ir = if sym::trivial(&ir) {
+                    ir
+                } else {
+                    let shared = self.share(ir, &s.dims);
+                    self.syms.get_mut(name).expect("present").repr = Repr::Whole(shared.clone());
+                    shared
+                };
+                self.apply_selection(Val::Sym(Sym::whole(ir, s.dims)), selection, span)
+            }
+            Repr::Elems(elems) => {
+                let mut picked = Vec::with_capacity(selection.positions.len());
+                for &p in &selection.positions {
+                    let Some(ir) = elems[p].clone() else {
+                        return Err(LowerError::new(
+                            span,
+                            format!(
+                                "`{name}{}` is used before it is assigned",
+                                position_text(&s.dims, p)
+                            ),
+                        ));
+                    };
+                    let ir = if sym::size(&ir) > SHARE_ABOVE {
+                        let shared = self.share(ir, &[]);
+                        if let Some(Sym {
+                            repr: Repr::Elems(e),
+                            ..
+                        }) = self.syms.get_mut(name)
+                        {
+                            e[p] = Some(shared.clone());
+                        }
+                        shared
+                    } else {
+                        ir
+                    };
+                    picked.push(ir);
+                }
+                if selection.dims.is_empty() {
+                    return Ok(Val::scalar(picked.pop().expect("one position")));
+                }
+                Ok(Val::Sym(Sym {
+                    dims: selection.dims,
+                    repr: Repr::Elems(picked.into_iter().map(Some).collect()),
+                }))
+            }
+        }
+    }
+
+    /// Gives a large expression a hidden name (a transformed value that is not reported),
+    /// so that it is computed once however often it is used.
+    pub(super) fn share(&mut self, ir: Ir, dims: &[usize]) -> Ir {
+        if sym::trivial(&ir) {
+            return ir;
+        }
+        self.hidden += 1;
+        let name = format!("_t{}", self.hidden);
+        self.model.transformed.push(sampler::Transformed {
+            name: name.clone(),
+            value: ir,
+            dims: if dims.len() >= 2 {
+                dims.to_vec()
+            } else {
+                Vec::new()
+            },
+        });
+        Ir::Ref(name)
+    }
+
+    /// Resolves `indices` against a value of shape `dims`.
+    pub(super) fn select(
+        &mut self,
+        dims: &[usize],
+        indices: &[Index],
+        span: Span,
+    ) -> Result<Selection, LowerError> {
+        if indices.len() > dims.len() {
+            return Err(LowerError::new(
+                span,
+                format!(
+                    "{} indices for {}",
+                    indices.len(),
+                    describe(dims).trim_start_matches("a ")
+                ),
+            ));
+        }
+        // Per dimension: the chosen positions (1-based) and whether the dimension is kept.
+        let mut chosen: Vec<(Vec<usize>, bool)> = Vec::with_capacity(dims.len());
+        for (d, &n) in dims.iter().enumerate() {
+            let check = |i: i64, e: &Expr| -> Result<usize, LowerError> {
+                if i < 1 || i as u64 > n as u64 {
+                    Err(LowerError::new(
+                        e.span,
+                        format!("index {i} out of range 1..={n}"),
+                    ))
+                } else {
+                    Ok(i as usize)
+                }
+            };
+            let Some(index) = indices.get(d) else {
+                chosen.push(((1..=n).collect(), true));
+                continue;
+            };
+            let entry = match index {
+                Index::All => ((1..=n).collect(), true),
+                Index::Single(e) => {
+                    let v = self.known(e, "an index")?;
+                    match (&v.values, v.shape.len()) {
+                        (Values::Int(i), 0) => (vec![check(i[0], e)?], false),
+                        (Values::Int(list), 1) => (
+                            list.iter()
+                                .map(|&i| check(i, e))
+                                .collect::<Result<_, _>>()?,
+                            true,
+                        ),
+                        _ => {
+                            return Err(LowerError::new(
+                                e.span,
+                                "an index must be an integer or an integer array",
+                            ));
+                        }
+                    }
+                }
+                Index::From(a) => {
+                    let lo = self.known_int(a, "an index")?;
+                    let lo = check(lo, a)?;
+                    ((lo..=n).collect(), true)
+                }
+                Index::UpTo(b) => {
+                    let hi = self.known_int(b, "an index")?;
+                    let hi = if hi < 1 { 0 } else { check(hi, b)? };
+                    ((1..=hi).collect(), true)
+                }
+                Index::Between(a, b) => {
+                    let lo = self.known_int(a, "an index")?;
+                    let hi = self.known_int(b, "an index")?;
+                    if hi < lo {
+                        (Vec::new(), true)
+                    } else {
+                        ((check(lo, a)?..=check(hi, b)?).collect(), true)
+                    }
+                }
+            };
+            chosen.push(entry);
+        }
+        let mut strides = vec![1usize; dims.len()];
+        for d in (0..dims.len().saturating_sub(1)).rev() {
+            strides[d] = strides[d + 1] * dims[d + 1];
+        }
+        let mut positions = vec![0usize];
+        for (d, (list, _)) in chosen.iter().enumerate() {
+            let mut next = Vec::with_capacity(positions.len() * list.len());
+            for &p in &positions {
+                for &i in list {
+                    next.push(p + (i - 1) * strides[d]);
+                }
+            }
+            positions = next;
+        }
+        let dims = chosen
+            .iter()
+            .filter(|(_, kept)| *kept)
+            .map(|(list, _)| list.len())
+            .collect();
+        Ok(Selection { positions, dims })
+    }
+
+    /// The elements `selection` of a value.
+    pub(super) fn apply_selection(
+        &mut self,
+        value: Val,
+        selection: Selection,
+        span: Span,
+    ) -> Result<Val, LowerError> {
+        match value {
+            Val::Known(v, _) => Ok(Val::Known(
+                sym::pick(&v, &selection.positions, selection.dims),
+                None,
+            )),
+            Val::Sym(Sym {
+                repr: Repr::Elems(elems),
+                dims,
+            }) => {
+                let mut picked = Vec::with_capacity(selection.positions.len());
+                for &p in &selection.positions {
+                    let Some(ir) = elems[p].clone() else {
+                        return Err(LowerError::new(
+                            span,
+                            format!(
+                                "element {} is used before it is assigned",
+                                position_text(&dims, p)
+                            ),
+                        ));
+                    };
+                    picked.push(ir);
+                }
+                if selection.dims.is_empty() {
+                    return Ok(Val::scalar(picked.pop().expect("one position")));
+                }
+                Ok(Val::Sym(Sym {
+                    dims: selection.dims,
+                    repr: Repr::Elems(picked.into_iter().map(Some).collect()),
+                }))
+            }
+            Val::Sym(Sym {
+                repr: Repr::Whole(ir),
+                dims,
+            }) => {
+                let total: usize = dims.iter().product();
+                let positions = selection.positions;
+                if positions.len() == total && positions.iter().enumerate().all(|(i, &p)| i == p) {
+                    return Ok(Val::Sym(Sym::whole(ir, selection.dims)));
+                }
+                let ir = self.share(ir, &dims);
+                if selection.dims.is_empty() {
+                    return Ok(Val::scalar(sym::elem(ir, positions[0])));
+                }
+                let contiguous = positions.windows(2).all(|w| w[1] == w[0] + 1);
+                let out = if contiguous && !positions.is_empty() {
+                    Ir::Slice(Box::new(ir), positions[0] as u32, positions.len() as u32)
+                } else {
+                    let index = self.data_item(
+                        None,
+                        DataValue::IntVector(positions.iter().map(|&p| p as i64).collect()),
+                    );
+                    Ir::Binary(Op::Gather, Box::new(ir), Box::new(index))
+                };
+                Ok(Val::Sym(Sym::whole(out, selection.dims)))
+            }
+        }
+    }
+
+    /// A value as one IR expression and its shape; host vectors become data items.
+    pub(super) fn whole(&mut self, value: Val, span: Span) -> Result<(Ir, Vec<usize>), LowerError> {
+        match value {
+            Val::Known(v, name) => {
+                if v.is_scalar() {
+                    return Ok((Ir::Const(v.real_at(0)), Vec::new()));
+                }
+                let item = match &v.values {
+                    Values::Int(x) => DataValue::IntVector(x.clone()),
+                    Values::Real(x) => DataValue::Vector(x.clone()),
+                };
+                // A named 2-D item is kept as a matrix under its name; a flattened copy is
+                // generated.
+                let name = name.filter(|_| v.shape.len() == 1);
+                Ok((self.data_item(name, item), v.shape))
+            }
+            Val::Sym(s) => match s.repr {
+                Repr::Whole(ir) => Ok((ir, s.dims)),
+                Repr::Elems(elems) => {
+                    let mut parts = Vec::with_capacity(elems.len());
+                    for (p, e) in elems.into_iter().enumerate() {
+                        match e {
+                            Some(ir) => parts.push(ir),
+                            None => {
+                                return Err(LowerError::new(
+                                    span,
+                                    format!(
+                                        "element {} is used before it is assigned",
+                                        position_text(&s.dims, p)
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                    if s.dims.is_empty() {
+                        return Ok((parts.pop().expect("a scalar has one element"), s.dims));
+                    }
+                    Ok((Ir::Concat(parts), s.dims))
+                }
+            },
+        }
+    }
+
+    /// A host matrix as a data item (rows of `dims[1]` values).
+    pub(super) fn matrix_item(&mut self, value: &Value, name: Option<String>) -> Ir {
+        let cols = value.shape.get(1).copied().unwrap_or(1).max(1);
+        let rows = value.reals().chunks(cols).map(<[f64]>::to_vec).collect();
+        self.data_item(name, DataValue::Matrix(rows))
+    }
+
+    pub(super) fn binary(
         &mut self,
         op: BinaryOp,
-        lhs: &Expr,
-        rhs: &Expr,
+        a: Val,
+        b: Val,
         span: Span,
-    ) -> Result<Term, LowerError> {
-        let (a, sa) = self.ir(lhs)?;
-        let (b, sb) = self.ir(rhs)?;
+        lhs_transposed: bool,
+    ) -> Result<Val, LowerError> {
+        let (da, db) = (a.dims().to_vec(), b.dims().to_vec());
         let ir_op = match op {
             BinaryOp::Add => Op::Add,
             BinaryOp::Sub => Op::Sub,
             BinaryOp::EltMul => Op::Mul,
-            BinaryOp::EltDiv | BinaryOp::Div => Op::Div,
+            BinaryOp::EltDiv => Op::Div,
+            BinaryOp::Div if db.is_empty() => Op::Div,
             BinaryOp::Pow | BinaryOp::EltPow => Op::Pow,
-            BinaryOp::Mul => match (sa, sb) {
-                (Shape::Matrix(r, c), Shape::Vector(n)) if c == n => {
-                    if !matches!(a, Ir::Ref(_)) {
-                        return unsupported(lhs.span, "a matrix that depends on parameters");
-                    }
-                    return Ok(Term::Ir(
-                        Ir::Binary(Op::Matvec, Box::new(a), Box::new(b)),
-                        Shape::Vector(r),
-                    ));
+            BinaryOp::Mul => match (&da[..], &db[..]) {
+                ([], _) | (_, []) => Op::Mul,
+                ([r, c], [n]) if c == n => {
+                    let Val::Known(m, name) = a else {
+                        return unsupported(span, "a matrix that depends on parameters");
+                    };
+                    let matrix = self.matrix_item(&m, name);
+                    let (v, _) = self.whole(b, span)?;
+                    return Ok(Val::Sym(Sym::whole(
+                        Ir::Binary(Op::Matvec, Box::new(matrix), Box::new(v)),
+                        vec![*r],
+                    )));
                 }
-                (Shape::Scalar, _) | (_, Shape::Scalar) => Op::Mul,
+                ([x], [y]) if x == y && lhs_transposed => {
+                    let (a, _) = self.whole(a, span)?;
+                    let (b, _) = self.whole(b, span)?;
+                    return Ok(Val::scalar(Ir::Binary(Op::Dot, Box::new(a), Box::new(b))));
+                }
                 _ => {
                     return unsupported(
                         span,
-                        format!("`*` of {} and {}", sa.describe(), sb.describe()),
+                        format!("`*` of {} and {}", describe(&da), describe(&db)),
                     );
                 }
             },
-            other => return unsupported(span, format!("`{}` on parameters", other.as_str())),
+            other => {
+                return unsupported(
+                    span,
+                    format!("`{}` on values that depend on parameters", other.as_str()),
+                );
+            }
         };
-        let shape = match (sa, sb) {
-            (Shape::Scalar, s) | (s, Shape::Scalar) => s,
-            (x, y) if x == y => x,
-            (x, y) => {
+        let dims = match (&da[..], &db[..]) {
+            ([], _) => db.clone(),
+            (_, []) => da.clone(),
+            (x, y)
+                if x.iter().product::<usize>() == y.iter().product::<usize>()
+                    && x.len() == y.len() =>
+            {
+                da.clone()
+            }
+            _ => {
                 return Err(LowerError::new(
                     span,
                     format!(
                         "`{}` of {} and {}: sizes do not match",
                         op.as_str(),
-                        x.describe(),
-                        y.describe()
+                        describe(&da),
+                        describe(&db)
                     ),
                 ));
             }
         };
-        if let Shape::Matrix(..) = shape {
-            return unsupported(span, "matrix arithmetic on parameters");
-        }
-        Ok(Term::Ir(Ir::Binary(ir_op, Box::new(a), Box::new(b)), shape))
+        let (a, _) = self.whole(a, span)?;
+        let (b, _) = self.whole(b, span)?;
+        Ok(Val::Sym(Sym::whole(sym::bin(ir_op, a, b), dims)))
     }
+}
 
-    fn call(&mut self, name: &str, args: &[Expr], span: Span) -> Result<Term, LowerError> {
-        let unary = match name {
-            "exp" => Some(Un::Exp),
-            "log" => Some(Un::Log),
-            "log1p" => Some(Un::Log1p),
-            "expm1" => Some(Un::Expm1),
-            "log1p_exp" => Some(Un::Softplus),
-            "inv_logit" => Some(Un::Logistic),
-            "sqrt" => Some(Un::Sqrt),
-            "fabs" | "abs" => Some(Un::Abs),
-            "sum" => Some(Un::Sum),
-            "cumulative_sum" => Some(Un::Cumsum),
-            _ => None,
-        };
-        match (unary, name, args) {
-            (Some(op), _, [x]) => {
-                let (ir, shape) = self.ir(x)?;
-                let shape = if op == Un::Sum { Shape::Scalar } else { shape };
-                Ok(Term::Ir(Ir::Unary(op, Box::new(ir)), shape))
-            }
-            (None, "square", [x]) => {
-                let (ir, shape) = self.ir(x)?;
-                Ok(Term::Ir(
-                    Ir::Binary(Op::Pow, Box::new(ir), Box::new(Ir::Const(2.0))),
-                    shape,
-                ))
-            }
-            (None, "pow", [a, b]) => self.binary(BinaryOp::Pow, a, b, span),
-            (None, "dot_product", [a, b]) => {
-                let ((a, sa), (b, sb)) = (self.ir(a)?, self.ir(b)?);
-                match (sa, sb) {
-                    (Shape::Vector(x), Shape::Vector(y)) if x == y => Ok(Term::Ir(
-                        Ir::Binary(Op::Dot, Box::new(a), Box::new(b)),
-                        Shape::Scalar,
-                    )),
-                    _ => Err(LowerError::new(
-                        span,
-                        "`dot_product` takes two vectors of equal length",
-                    )),
-                }
-            }
-            _ => unsupported(
-                span,
-                format!(
-                    "the function `{name}` with {} argument(s) on parameters",
-                    args.len()
-                ),
-            ),
-        }
+/// `[2, 1]` for flat position `p` of shape `dims` (1-based, as Stan writes it).
+pub(crate) fn position_text(dims: &[usize], p: usize) -> String {
+    if dims.is_empty() {
+        return String::new();
     }
-
-    /// `name(args)` as an IR distribution; `name` may carry `_lpdf`, `_lpmf` or `_lupdf`.
-    pub fn dist(&mut self, name: &str, args: &[Expr], span: Span) -> Result<Dist, LowerError> {
-        let base = ["_lpdf", "_lupdf", "_lpmf", "_lupmf"]
+    let mut rest = p;
+    let mut parts = vec![0; dims.len()];
+    for d in (0..dims.len()).rev() {
+        parts[d] = rest % dims[d].max(1) + 1;
+        rest /= dims[d].max(1);
+    }
+    format!(
+        "[{}]",
+        parts
             .iter()
-            .find_map(|suffix| name.strip_suffix(suffix))
-            .unwrap_or(name);
-        let mut lowered = Vec::with_capacity(args.len());
-        for arg in args {
-            lowered.push(self.ir(arg)?.0);
-        }
-        let arity = |n: usize| -> Result<(), LowerError> {
-            if args.len() == n {
-                Ok(())
-            } else {
-                Err(LowerError::new(
-                    span,
-                    format!("`{base}` takes {n} argument(s), found {}", args.len()),
-                ))
-            }
-        };
-        let mut it = lowered.into_iter();
-        let mut next = || it.next().unwrap_or(Ir::Const(f64::NAN));
-        Ok(match base {
-            "normal" => {
-                arity(2)?;
-                Dist::normal(next(), next())
-            }
-            "cauchy" => {
-                arity(2)?;
-                Dist::cauchy(next(), next())
-            }
-            "student_t" => {
-                arity(3)?;
-                Dist::student_t(next(), next(), next())
-            }
-            "exponential" => {
-                arity(1)?;
-                Dist::exponential(next())
-            }
-            "gamma" => {
-                arity(2)?;
-                Dist::gamma(next(), next())
-            }
-            "inv_gamma" => {
-                arity(2)?;
-                Dist::inverse_gamma(next(), next())
-            }
-            "lognormal" => {
-                arity(2)?;
-                Dist::log_normal(next(), next())
-            }
-            "beta" => {
-                arity(2)?;
-                Dist::beta(next(), next())
-            }
-            "uniform" => {
-                arity(2)?;
-                Dist::uniform(next(), next())
-            }
-            "double_exponential" => {
-                arity(2)?;
-                Dist::laplace(next(), next())
-            }
-            "bernoulli_logit" => {
-                arity(1)?;
-                Dist::bernoulli_logit(next())
-            }
-            "binomial_logit" => {
-                arity(2)?;
-                Dist::binomial_logit(next(), next())
-            }
-            "poisson_log" => {
-                arity(1)?;
-                Dist::poisson_log(next())
-            }
-            _ => return unsupported(span, format!("the distribution `{base}`")),
-        })
-    }
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }

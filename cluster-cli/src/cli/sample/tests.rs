@@ -54,6 +54,7 @@ fn summary(n_chains: u32, low: &[u32]) -> sampler::RunSummary {
     let columns = [sampler::Column {
         name: "mu".into(),
         index: None,
+        dims: Vec::new(),
     }];
     sampler::RunSummary::new(&columns, 1, &traces, &SamplerSettings::default())
 }

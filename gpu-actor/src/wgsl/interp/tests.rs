@@ -42,6 +42,7 @@ fn records_follow_the_program_and_constants_follow_the_data() {
             Inst::Density { .. } => Op::Density,
             Inst::RandomWalk { .. } => Op::RandomWalk,
             Inst::Factor { .. } => Op::Factor,
+            Inst::Concat { .. } | Inst::LogSumExp { .. } => unreachable!("not in this model"),
         };
         assert_eq!(words[0], op as u32, "instruction {k}");
         if let Some(dst) = inst.writes() {
