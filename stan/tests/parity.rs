@@ -7,8 +7,11 @@
 //! constants its own way, so log densities are compared as differences from the first point.
 //!
 //! `tests/parity/SUPPORTED` names the fixtures that must match today. Every other fixture must
-//! still fail to lower with a "not supported" error: a program that starts to lower makes this
+//! still fail to lower with a "not supported" error (or be refused by the IR check with "not
+//! lowered yet"): a program that starts to lower makes this
 //! test fail until its name is added to `SUPPORTED`, so nothing passes unchecked.
+//! `tests/parity/KNOWN_BUGS` names fixtures that fail in another way today (a wrong error, a
+//! wrong value); they must keep failing until fixed, then leave that list.
 //!
 //! Unconstrained order: ours is the parameters in declaration order, each flattened row-major
 //! with array indices slowest. Stan's is the same except that a `matrix` is column-major, so the
@@ -118,9 +121,10 @@ fn fixtures() -> Vec<Fixture> {
     paths.iter().map(|path| read_fixture(path)).collect()
 }
 
-/// The names in `SUPPORTED`: one a line, `#` comments.
-fn supported() -> Vec<String> {
-    let text = std::fs::read_to_string(parity_dir().join("SUPPORTED")).expect("SUPPORTED");
+/// The names in a manifest (`SUPPORTED`, `KNOWN_BUGS`): one a line, `#` comments.
+fn manifest(file: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(parity_dir().join(file))
+        .unwrap_or_else(|err| panic!("tests/parity/{file}: {err}"));
     text.lines()
         .map(|line| line.split('#').next().unwrap_or("").trim())
         .filter(|line| !line.is_empty())
@@ -128,14 +132,23 @@ fn supported() -> Vec<String> {
         .collect()
 }
 
-/// Parses, reads the data and lowers; `Err` carries the rendered error.
-fn lower(fixture: &Fixture) -> Result<sampler::Model, String> {
+/// Parses, reads the data, lowers and checks the IR; `Err` carries the rendered error.
+fn lower(fixture: &Fixture) -> Result<CheckedModel, String> {
     let file = &fixture.program_file;
     let source = &fixture.source;
     let program = stan::parse(source).map_err(|err| err.render(file, source))?;
     let data = stan::read_data(&program, &fixture.data.to_string())
         .map_err(|err| format!("{file}: data: {err}"))?;
-    stan::lower(&program, &data, &fixture.name).map_err(|err| err.render(file, source))
+    let model =
+        stan::lower(&program, &data, &fixture.name).map_err(|err| err.render(file, source))?;
+    CheckedModel::new(model, &Limits::default())
+        .map_err(|err| format!("{file}: the IR refuses the lowered model: {err}"))
+}
+
+/// Whether an error says that a construct is not supported yet (by the front end, or by the
+/// IR's lowering to the tape), as opposed to a wrong program or a bug.
+fn is_unsupported(err: &str) -> bool {
+    err.contains("not supported") || err.contains("not lowered yet")
 }
 
 /// A size in a declaration: integer literals, data integers and `+ - *` of them.
@@ -237,12 +250,8 @@ fn close(ours: f64, expected: f64, absolute: f64, relative: f64) -> bool {
 }
 
 /// Compares a lowered model with Stan at every point; returns the disagreements.
-fn compare(fixture: &Fixture, model: sampler::Model) -> Vec<String> {
+fn compare(fixture: &Fixture, checked: CheckedModel) -> Vec<String> {
     let name = &fixture.name;
-    let checked = match CheckedModel::new(model, &Limits::default()) {
-        Ok(checked) => checked,
-        Err(err) => return vec![format!("{name}: the IR refuses the lowered model: {err}")],
-    };
     let program = stan::parse(&fixture.source).expect("parsed before");
     let order = stan_order(&program, &fixture.data);
     if order.len() != fixture.unconstrained_dim {
@@ -332,37 +341,62 @@ fn compare(fixture: &Fixture, model: sampler::Model) -> Vec<String> {
     failures
 }
 
+/// What one fixture gives against its manifest entry; `Err` is a failure to report.
+fn check(fixture: &Fixture, must_pass: bool) -> Result<(), Vec<String>> {
+    let name = &fixture.name;
+    match (lower(fixture), must_pass) {
+        (Ok(model), true) => {
+            let failures = compare(fixture, model);
+            if failures.is_empty() {
+                Ok(())
+            } else {
+                Err(failures)
+            }
+        }
+        (Err(err), true) => Err(vec![format!(
+            "{name}: listed in SUPPORTED but does not lower:\n{err}"
+        )]),
+        (Ok(_), false) => Err(vec![format!(
+            "{name}: now lowers; add it to tests/parity/SUPPORTED so that it is checked"
+        )]),
+        (Err(err), false) if is_unsupported(&err) => Ok(()),
+        (Err(err), false) => Err(vec![format!(
+            "{name}: expected \"not supported\", got:\n{err}"
+        )]),
+    }
+}
+
 #[test]
 fn parity_supported_fixtures_match_stan_and_others_are_refused() {
     let fixtures = fixtures();
-    assert!(!fixtures.is_empty(), "no fixtures");
-    let supported = supported();
+    assert!(fixtures.len() >= 1, "only {} fixtures", fixtures.len());
+    let supported = manifest("SUPPORTED");
+    let known_bugs = manifest("KNOWN_BUGS");
     let names: Vec<&str> = fixtures.iter().map(|f| f.name.as_str()).collect();
-    for listed in &supported {
+    for listed in supported.iter().chain(&known_bugs) {
         assert!(
             names.contains(&listed.as_str()),
-            "SUPPORTED names `{listed}`, which has no fixture"
+            "a manifest names `{listed}`, which has no fixture"
+        );
+        assert!(
+            !(supported.contains(listed) && known_bugs.contains(listed)),
+            "`{listed}` is both in SUPPORTED and in KNOWN_BUGS"
         );
     }
     let mut failures = Vec::new();
     for fixture in &fixtures {
         assert_eq!(fixture.points.len(), 5, "{}: points", fixture.name);
-        let must_pass = supported.contains(&fixture.name);
-        match (lower(fixture), must_pass) {
-            (Ok(model), true) => failures.extend(compare(fixture, model)),
-            (Err(err), true) => failures.push(format!(
-                "{}: listed in SUPPORTED but does not lower:\n{err}",
-                fixture.name
-            )),
-            (Ok(_), false) => failures.push(format!(
-                "{}: now lowers; add it to tests/parity/SUPPORTED so that it is checked",
-                fixture.name
-            )),
-            (Err(err), false) if err.contains("not supported") => {}
-            (Err(err), false) => failures.push(format!(
-                "{}: expected \"not supported\", got:\n{err}",
-                fixture.name
-            )),
+        let outcome = check(fixture, supported.contains(&fixture.name));
+        if known_bugs.contains(&fixture.name) {
+            // A known bug must still show, so that its fix moves the name out of KNOWN_BUGS.
+            if outcome.is_ok() {
+                failures.push(format!(
+                    "{}: listed in KNOWN_BUGS but no longer fails; remove it there",
+                    fixture.name
+                ));
+            }
+        } else if let Err(found) = outcome {
+            failures.extend(found);
         }
     }
     assert!(
