@@ -341,14 +341,15 @@ fn compare(fixture: &Fixture, checked: CheckedModel) -> Vec<String> {
     failures
 }
 
-/// What one fixture gives against its manifest entry; `Err` is a failure to report.
-fn check(fixture: &Fixture, must_pass: bool) -> Result<(), Vec<String>> {
+/// What one fixture gives against its manifest entry: `Ok(None)` matches Stan, `Ok(Some(why))`
+/// is refused as not supported yet, `Err` is a failure to report.
+fn check(fixture: &Fixture, must_pass: bool) -> Result<Option<String>, Vec<String>> {
     let name = &fixture.name;
     match (lower(fixture), must_pass) {
         (Ok(model), true) => {
             let failures = compare(fixture, model);
             if failures.is_empty() {
-                Ok(())
+                Ok(None)
             } else {
                 Err(failures)
             }
@@ -359,7 +360,7 @@ fn check(fixture: &Fixture, must_pass: bool) -> Result<(), Vec<String>> {
         (Ok(_), false) => Err(vec![format!(
             "{name}: now lowers; add it to tests/parity/SUPPORTED so that it is checked"
         )]),
-        (Err(err), false) if is_unsupported(&err) => Ok(()),
+        (Err(err), false) if is_unsupported(&err) => Ok(Some(err)),
         (Err(err), false) => Err(vec![format!(
             "{name}: expected \"not supported\", got:\n{err}"
         )]),
@@ -387,6 +388,13 @@ fn parity_supported_fixtures_match_stan_and_others_are_refused() {
     for fixture in &fixtures {
         assert_eq!(fixture.points.len(), 5, "{}: points", fixture.name);
         let outcome = check(fixture, supported.contains(&fixture.name));
+        // The status table, seen with `--nocapture`.
+        let status = match &outcome {
+            Ok(None) => "matches Stan".to_owned(),
+            Ok(Some(why)) => format!("unsupported: {}", why.lines().next().unwrap_or("")),
+            Err(found) => format!("FAILS: {}", found[0].lines().next().unwrap_or("")),
+        };
+        println!("{:<32} {status}", fixture.name);
         if known_bugs.contains(&fixture.name) {
             // A known bug must still show, so that its fix moves the name out of KNOWN_BUGS.
             if outcome.is_ok() {

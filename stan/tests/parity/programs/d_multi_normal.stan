@@ -1,7 +1,7 @@
 data {
   int<lower=0> N;
   array[N] vector[3] y;
-  cov_matrix[3] Sigma;
+  matrix[3, 3] Sigma;
 }
 transformed data {
   matrix[3, 3] L = cholesky_decompose(Sigma);

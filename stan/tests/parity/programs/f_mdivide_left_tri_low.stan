@@ -1,6 +1,6 @@
 data {
   vector[3] b;
-  cov_matrix[3] S;
+  matrix[3, 3] S;
 }
 parameters {
   vector<lower=0>[3] d;
