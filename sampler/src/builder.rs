@@ -103,6 +103,41 @@ impl ModelBuilder {
         self.param_with(name, Some(size), Constraint::Real)
     }
 
+    /// A parameter declared in full (bounds, affine transform, dims): see [`Parameter`].
+    pub fn param_decl(&mut self, parameter: Parameter) -> Expr {
+        let name = parameter.name.clone();
+        self.model.parameters.push(parameter);
+        Expr::Ref(name)
+    }
+
+    /// A scalar parameter with expression bounds (data and earlier parameters); either may be
+    /// absent.
+    pub fn param_bounded(
+        &mut self,
+        name: &str,
+        size: Option<usize>,
+        lower: Option<Expr>,
+        upper: Option<Expr>,
+    ) -> Expr {
+        self.param_decl(Parameter {
+            name: name.to_owned(),
+            size,
+            lower,
+            upper,
+            ..Parameter::default()
+        })
+    }
+
+    /// A named deterministic quantity with a shape for its output names (`dims`).
+    pub fn transformed_with_dims(&mut self, name: &str, value: Expr, dims: Vec<usize>) -> Expr {
+        self.model.transformed.push(Transformed {
+            name: name.to_owned(),
+            value,
+            dims,
+        });
+        Expr::Ref(name.to_owned())
+    }
+
     /// A named deterministic quantity, reported with every draw.
     pub fn transformed(&mut self, name: &str, value: Expr) -> Expr {
         self.model.transformed.push(Transformed {
@@ -232,6 +267,41 @@ impl Expr {
     /// The data matrix `self` times the vector `v`.
     pub fn matvec(&self, v: impl Into<Expr>) -> Expr {
         self.clone().binary(BinaryOp::Matvec, v)
+    }
+
+    /// `ln |Gamma(self)|`, elementwise.
+    pub fn lgamma(&self) -> Expr {
+        self.clone().unary(UnaryOp::Lgamma)
+    }
+
+    /// `log(sum(exp(self)))`: a scalar.
+    pub fn log_sum_exp(&self) -> Expr {
+        self.clone().unary(UnaryOp::LogSumExp)
+    }
+
+    /// `max(self, other)`, elementwise.
+    pub fn max(&self, other: impl Into<Expr>) -> Expr {
+        self.clone().binary(BinaryOp::Max, other)
+    }
+
+    /// `min(self, other)`, elementwise.
+    pub fn min(&self, other: impl Into<Expr>) -> Expr {
+        self.clone().binary(BinaryOp::Min, other)
+    }
+
+    /// Element `k` (0-based) of the vector `self`.
+    pub fn elem(&self, k: u32) -> Expr {
+        Expr::Elem(Box::new(self.clone()), k)
+    }
+
+    /// `self[start..start + len]`.
+    pub fn slice(&self, start: u32, len: u32) -> Expr {
+        Expr::Slice(Box::new(self.clone()), start, len)
+    }
+
+    /// The parts (scalars and vectors) joined into one vector.
+    pub fn concat(parts: impl IntoIterator<Item = Expr>) -> Expr {
+        Expr::Concat(parts.into_iter().collect())
     }
 }
 

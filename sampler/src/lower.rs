@@ -5,13 +5,15 @@
 //! stored as data; statements whose every operand is constant are dropped (they add a
 //! constant to the log density).
 
+mod transform;
+
 use std::collections::HashMap;
 
 use crate::eval::value_forward;
 use crate::ir::{BinaryOp, Constraint, DataValue, Dist, Expr, Model, Statement, UnaryOp};
 use crate::program::{
     DataRef, DensityKind, IndexRef, Inst, ListRef, MapOp, MatrixRef, Operand, Output, Program,
-    Slot, SlotId, StatementId, ThetaRef, Transform, ZipOp,
+    Slot, SlotId, StatementId, ZipOp,
 };
 use crate::validate::{Limits, ModelError, Num, Problem};
 
@@ -279,64 +281,6 @@ impl<'a> Lowerer<'a> {
         })
     }
 
-    fn parameters(&mut self) -> Result<(), ModelError> {
-        let mut offset = 0usize;
-        for (i, param) in self.model.parameters.iter().enumerate() {
-            let path = format!("parameters[{i}]");
-            let len = param.size.unwrap_or(1);
-            if param.constraint.is_vector_transform()
-                || param.lower.is_some()
-                || param.upper.is_some()
-                || param.offset.is_some()
-                || param.multiplier.is_some()
-            {
-                return Err(ModelError::new(
-                    &path,
-                    Problem::Invalid("IR v2 parameter transforms are not lowered yet".into()),
-                ));
-            }
-            let transform = match param.constraint {
-                Constraint::Real => Transform::Identity,
-                Constraint::Positive => Transform::Lower(0.0),
-                Constraint::UnitInterval => Transform::Interval(0.0, 1.0),
-                Constraint::Lower(lower) => Transform::Lower(lower),
-                Constraint::Upper(upper) => Transform::Upper(upper),
-                Constraint::Interval { lower, upper } => Transform::Interval(lower, upper),
-                _ => Transform::Identity,
-            };
-            let dst = self.alloc(&path, len)?;
-            self.program.insts.push(Inst::Constrain {
-                transform,
-                theta: ThetaRef {
-                    offset: offset as u32,
-                    len: len as u32,
-                },
-                dst,
-            });
-            offset += len;
-            let value = Value {
-                operand: Operand::Slot(dst),
-                shape: match param.size {
-                    None => Shape::Scalar,
-                    Some(n) => Shape::Vector(n),
-                },
-                integer: false,
-            };
-            self.symbols
-                .insert(param.name.clone(), Symbol::Value(value));
-            self.program.outputs.push(Output {
-                name: param.name.clone(),
-                is_parameter: true,
-                value: value.operand,
-                len: len as u32,
-                scalar: param.size.is_none(),
-                dims: param.dims.clone(),
-            });
-        }
-        self.program.dim = offset;
-        Ok(())
-    }
-
     fn transformed(&mut self) -> Result<(), ModelError> {
         for (i, transformed) in self.model.transformed.iter().enumerate() {
             let path = format!("transformed[{i}].value");
@@ -345,6 +289,19 @@ impl<'a> Lowerer<'a> {
                 return Err(shape_error(
                     &path,
                     "a transformed parameter cannot be a matrix".into(),
+                ));
+            }
+            if !transformed.dims.is_empty()
+                && crate::validate::dims_product(&transformed.dims) != Some(value.shape.len())
+            {
+                return Err(shape_error(
+                    &format!("transformed[{i}].dims"),
+                    format!(
+                        "dims {:?} do not multiply to the value's length {} (it is {})",
+                        transformed.dims,
+                        value.shape.len(),
+                        value.shape.describe()
+                    ),
                 ));
             }
             self.symbols
@@ -478,12 +435,13 @@ impl<'a> Lowerer<'a> {
         if value.is_constant() {
             self.check_support(&value_path, dist.name(), spec.support, &value, &args, n)?;
         } else if let Some(param) = self.parameter_named(value_expr)
-            && !spec.support.fits(&param.constraint)
+            && let Some(constraint) = transform::support_constraint(param)
+            && !spec.support.fits(&constraint)
         {
             self.warnings.push(format!(
                 "{value_path}: parameter `{}` has constraint {} but {} needs {}; draws outside the support are rejected as divergences",
                 param.name,
-                serde_json::to_string(&param.constraint).unwrap_or_default(),
+                serde_json::to_string(&constraint).unwrap_or_default(),
                 dist.name(),
                 spec.support.describe()
             ));

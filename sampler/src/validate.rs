@@ -390,7 +390,8 @@ fn check_declarations(model: &Model, limits: &Limits) -> Result<(), ModelError> 
         if param.size == Some(0) {
             return Err(ModelError::new(format!("{path}.size"), Problem::Empty));
         }
-        dim = dim.saturating_add(param.size.unwrap_or(1));
+        let len = param.size.unwrap_or(1);
+        dim = dim.saturating_add(param.constraint.unconstrained_len(len));
         check_limit(
             &path,
             "the number of unconstrained parameters",
@@ -398,11 +399,139 @@ fn check_declarations(model: &Model, limits: &Limits) -> Result<(), ModelError> 
             limits.max_dim,
         )?;
         check_constraint(&format!("{path}.constraint"), &param.constraint)?;
+        check_parameter(&path, i, model)?;
     }
     for (i, transformed) in model.transformed.iter().enumerate() {
-        declare(format!("transformed[{i}].name"), &transformed.name)?;
+        let path = format!("transformed[{i}]");
+        declare(format!("{path}.name"), &transformed.name)?;
+        check_dims(&format!("{path}.dims"), &transformed.dims, None)?;
     }
     Ok(())
+}
+
+/// The IR v2 fields of parameter `i`: vector constraints on vectors, bounds only on
+/// unconstrained reals and not with an affine transform, `dims` that match the size, and
+/// bound expressions that read only data and earlier parameters.
+fn check_parameter(path: &str, i: usize, model: &Model) -> Result<(), ModelError> {
+    use crate::ir::Constraint;
+    let param = &model.parameters[i];
+    let constraint_name = || serde_json::to_string(&param.constraint).unwrap_or_default();
+    if param.constraint.is_vector_transform() && param.size.is_none() {
+        return Err(ModelError::new(
+            format!("{path}.constraint"),
+            Problem::Invalid(format!(
+                "parameter `{}`: constraint {} applies to vectors; give it a `size`",
+                param.name,
+                constraint_name()
+            )),
+        ));
+    }
+    let bounds = [("lower", &param.lower), ("upper", &param.upper)];
+    let affine = [("offset", &param.offset), ("multiplier", &param.multiplier)];
+    let has_bounds = bounds.iter().any(|(_, e)| e.is_some());
+    let has_affine = affine.iter().any(|(_, e)| e.is_some());
+    if has_bounds && param.constraint != Constraint::Real {
+        return Err(ModelError::new(
+            path,
+            Problem::Invalid(format!(
+                "parameter `{}`: `lower`/`upper` go with constraint \"real\" (the default), not {}",
+                param.name,
+                constraint_name()
+            )),
+        ));
+    }
+    if has_affine && param.constraint != Constraint::Real {
+        return Err(ModelError::new(
+            path,
+            Problem::Invalid(format!(
+                "parameter `{}`: `offset`/`multiplier` go with constraint \"real\" (the default), not {}",
+                param.name,
+                constraint_name()
+            )),
+        ));
+    }
+    if has_bounds && has_affine {
+        return Err(ModelError::new(
+            path,
+            Problem::Invalid(format!(
+                "parameter `{}` has both bounds and an offset/multiplier; use one or the other",
+                param.name
+            )),
+        ));
+    }
+    check_dims(&format!("{path}.dims"), &param.dims, Some(param.size))?;
+    for (field, expr) in bounds.into_iter().chain(affine) {
+        let Some(expr) = expr else { continue };
+        let mut names = Vec::new();
+        referenced_names(expr, &mut names);
+        for name in names {
+            let later = model.parameters[i..].iter().any(|later| later.name == name);
+            let transformed = model.transformed.iter().any(|t| t.name == name);
+            let what = if later {
+                "a parameter declared at or after it"
+            } else if transformed {
+                "a transformed parameter"
+            } else {
+                continue;
+            };
+            return Err(ModelError::new(
+                format!("{path}.{field}"),
+                Problem::Invalid(format!(
+                    "`{field}` of parameter `{}` uses `{name}`, {what}; it may use only data and earlier parameters",
+                    param.name
+                )),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `dims` entries are positive and, when `size` is known, multiply to the value's length
+/// (`Some(None)` is a scalar, which takes no dims). A transformed parameter's length is known
+/// only when lowered, which checks it there.
+fn check_dims(path: &str, dims: &[usize], size: Option<Option<usize>>) -> Result<(), ModelError> {
+    if dims.is_empty() {
+        return Ok(());
+    }
+    if dims.contains(&0) {
+        return Err(ModelError::new(
+            path,
+            Problem::Invalid(format!("dims {dims:?} has a zero entry")),
+        ));
+    }
+    match size {
+        Some(None) => Err(ModelError::new(
+            path,
+            Problem::Invalid("a scalar parameter takes no dims (give a `size`)".into()),
+        )),
+        Some(Some(len)) if dims_product(dims) != Some(len) => Err(ModelError::new(
+            path,
+            Problem::Invalid(format!("dims {dims:?} do not multiply to the size {len}")),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// The product of `dims`, or `None` when it overflows.
+pub(crate) fn dims_product(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
+/// Every name an expression refers to.
+fn referenced_names<'e>(expr: &'e crate::ir::Expr, out: &mut Vec<&'e str>) {
+    use crate::ir::Expr;
+    match expr {
+        Expr::Const(_) => {}
+        Expr::Ref(name) => out.push(name),
+        Expr::Unary(_, arg) | Expr::Elem(arg, _) | Expr::Slice(arg, _, _) => {
+            referenced_names(arg, out)
+        }
+        Expr::Binary(_, lhs, rhs) => {
+            referenced_names(lhs, out);
+            referenced_names(rhs, out);
+        }
+        Expr::Concat(parts) => parts.iter().for_each(|part| referenced_names(part, out)),
+    }
 }
 
 fn check_constraint(path: &str, constraint: &crate::ir::Constraint) -> Result<(), ModelError> {

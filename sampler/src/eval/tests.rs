@@ -87,7 +87,7 @@ fn unary_model(op: fn(&Expr) -> Expr, constraint: Constraint) -> Model {
 #[test]
 fn unary_operations_match_finite_differences() {
     type Op = fn(&Expr) -> Expr;
-    let cases: [(&str, Op, Constraint); 11] = [
+    let cases: [(&str, Op, Constraint); 14] = [
         ("neg", |x| -x, Constraint::Real),
         ("exp", Expr::exp, Constraint::Real),
         ("log", Expr::ln, Constraint::Positive),
@@ -99,6 +99,14 @@ fn unary_operations_match_finite_differences() {
         ("abs", Expr::abs, Constraint::Lower(0.5)),
         ("cumsum", Expr::cumsum, Constraint::Real),
         ("sum", |x| x.sum() * x.sum(), Constraint::Real),
+        ("lgamma", Expr::lgamma, Constraint::Positive),
+        // A scalar: times a constant so the weights still differ per element.
+        ("log_sum_exp", |x| x.log_sum_exp() * x, Constraint::Real),
+        (
+            "log_sum_exp of a large vector",
+            |x| (x * 400.0).log_sum_exp() + 0.0 * x,
+            Constraint::Real,
+        ),
     ];
     for (seed, (name, op, constraint)) in cases.into_iter().enumerate() {
         check_gradient(name, unary_model(op, constraint), seed as u64);
@@ -108,12 +116,15 @@ fn unary_operations_match_finite_differences() {
 #[test]
 fn binary_operations_broadcast_both_ways() {
     type Op = fn(&Expr, &Expr) -> Expr;
-    let ops: [(&str, Op); 5] = [
+    let ops: [(&str, Op); 7] = [
         ("add", |a, b| a + b),
         ("sub", |a, b| a - b),
         ("mul", |a, b| a * b),
         ("div", |a, b| a / b),
         ("pow", |a, b| a.pow(b)),
+        // Random points almost surely have no ties, where the derivative jumps.
+        ("max", |a, b| a.max(b) * a),
+        ("min", |a, b| a.min(b) * b),
     ];
     for (k, (name, op)) in ops.into_iter().enumerate() {
         for (a_size, b_size) in [
@@ -132,6 +143,68 @@ fn binary_operations_broadcast_both_ways() {
             check_gradient(&label, m.build(), 100 + k as u64);
         }
     }
+}
+
+/// `max`/`min` pick the right argument and send the whole gradient to it.
+#[test]
+fn max_and_min_select_one_argument() {
+    let mut m = ModelBuilder::new("select");
+    let a = m.vector_param("a", 3);
+    let d = m.data_vector("d", vec![0.0, 0.0, 0.0]);
+    let t1 = m.transformed("hi", a.max(&d));
+    let t2 = m.transformed("lo", a.min(0.0));
+    m.factor(t1.sum() * 2.0 + t2.sum() * 3.0);
+    let mut ev = evaluator(m.build());
+    let theta = [-1.0, 0.5, 2.0];
+    let mut grad = [0.0; 3];
+    let lp = ev.logp_grad(&theta, &mut grad);
+    // 2 (0 + 0.5 + 2) + 3 (-1 + 0 + 0)
+    assert_eq!(lp, 2.0);
+    assert_eq!(grad, [3.0, 2.0, 2.0]);
+    let mut out = vec![0.0; ev.n_outputs()];
+    ev.write_outputs(&theta, &mut out);
+    assert_eq!(out, [-1.0, 0.5, 2.0, 0.0, 0.5, 2.0, -1.0, 0.0, 0.0]);
+}
+
+/// `log_sum_exp` neither overflows nor loses small terms, and equals the plain formula on
+/// moderate inputs.
+#[test]
+fn log_sum_exp_is_overflow_safe() {
+    assert_eq!(log_sum_exp_all(&[1000.0, 1000.0]), 1000.0 + 2f64.ln());
+    assert_eq!(log_sum_exp_all(&[-1000.0, -1000.0]), -1000.0 + 2f64.ln());
+    assert_eq!(log_sum_exp_all(&[f64::NEG_INFINITY; 2]), f64::NEG_INFINITY);
+    assert_eq!(log_sum_exp_all(&[f64::INFINITY, 1.0]), f64::INFINITY);
+    assert!(log_sum_exp_all(&[f64::NAN, 1.0]).is_nan());
+    let xs = [0.3, -1.2, 2.5, 0.0];
+    let plain = xs.iter().map(|x: &f64| x.exp()).sum::<f64>().ln();
+    assert!((log_sum_exp_all(&xs) - plain).abs() < 1e-14);
+}
+
+/// `elem`, `slice` and `concat` of parameters, data and constants: values and gradients.
+#[test]
+fn elem_slice_and_concat() {
+    let mut m = ModelBuilder::new("structure");
+    let x = m.vector_param("x", 4);
+    let s = m.param("s");
+    let d = m.data_vector("d", vec![0.5, -1.5]);
+    let joined = Expr::concat([
+        x.slice(1, 2),
+        s.clone(),
+        d.clone(),
+        x.elem(3),
+        Expr::Const(2.0),
+    ]);
+    let t = m.transformed("t", joined.clone());
+    let w = m.data_vector("w", vec![0.7, -1.1, 1.9, 0.3, -0.4, 2.2, 0.9]);
+    m.factor((&w * t.exp()).sum() + x.elem(0) * x.elem(2) + d.elem(1) * s.clone());
+    m.sample(Expr::concat([x.slice(0, 4)]), Dist::normal(0.0, 2.0));
+    let model = m.build();
+    check_gradient("structure", model.clone(), 13);
+    let mut ev = evaluator(model);
+    let theta = [0.1, 0.2, 0.3, 0.4, -0.7];
+    let mut out = vec![0.0; ev.n_outputs()];
+    ev.write_outputs(&theta, &mut out);
+    assert_eq!(out[5..], [0.2, 0.3, -0.7, 0.5, -1.5, 0.4, 2.0]);
 }
 
 #[test]

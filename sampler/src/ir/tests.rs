@@ -127,6 +127,29 @@ fn all_features_model() -> Model {
     );
     let beta = m.vector_param("beta", 2);
     let walk = m.vector_param("walk", 3);
+    // IR v2: vector constraints, expression bounds, affine transforms, dims.
+    let ordered = m.param_with("ordered", Some(3), Constraint::Ordered);
+    m.param_with("positive_ordered", Some(2), Constraint::PositiveOrdered);
+    let simplex = m.param_with("simplex", Some(3), Constraint::Simplex);
+    m.param_with("direction", Some(2), Constraint::UnitVector);
+    m.param_bounded("below_tau", Some(2), Some(-&tau), Some(tau.exp()));
+    m.param_decl(Parameter {
+        name: "affine".into(),
+        size: Some(4),
+        offset: Some(mu.clone()),
+        multiplier: Some(&tau * 2.0),
+        dims: vec![2, 2],
+        ..Parameter::default()
+    });
+    m.transformed_with_dims(
+        "joined",
+        Expr::concat([ordered.slice(1, 2), simplex.elem(0), Expr::Const(1.5)]),
+        vec![2, 2],
+    );
+    m.transformed(
+        "reduced",
+        ordered.log_sum_exp() + tau.lgamma() + mu.max(0.0) - mu.min(&tau),
+    );
 
     let eta = m.transformed("eta", x.matvec(&beta) + &mu);
     let theta = m.transformed("theta", beta.gather(&group));
@@ -263,7 +286,11 @@ fn all_features_model_uses_every_variant() {
             }
         }
     }
-    let all_unary: BTreeSet<_> = UnaryOp::ALL.iter().map(|op| op.name()).collect();
+    let all_unary: BTreeSet<_> = UnaryOp::ALL
+        .iter()
+        .map(|op| op.name())
+        .chain(["concat", "elem", "slice"])
+        .collect();
     let all_binary: BTreeSet<_> = BinaryOp::ALL.iter().map(|op| op.name()).collect();
     assert_eq!(unary, all_unary);
     assert_eq!(binary, all_binary);
@@ -296,7 +323,20 @@ fn all_features_model_uses_every_variant() {
         .iter()
         .map(|param| constraint_kind(&param.constraint))
         .collect();
-    assert_eq!(constraints.len(), 6, "{constraints:?}");
+    assert_eq!(constraints.len(), 10, "{constraints:?}");
+    let params = &model.parameters;
+    assert!(
+        params
+            .iter()
+            .any(|p| p.lower.is_some() && p.upper.is_some())
+    );
+    assert!(
+        params
+            .iter()
+            .any(|p| p.offset.is_some() && p.multiplier.is_some())
+    );
+    assert!(params.iter().any(|p| !p.dims.is_empty()));
+    assert!(model.transformed.iter().any(|t| !t.dims.is_empty()));
     let data_kinds: BTreeSet<_> = model.data.values().map(data_kind).collect();
     assert_eq!(data_kinds.len(), 5, "{data_kinds:?}");
     assert!(model.parameters.iter().any(|param| param.size.is_some()));
@@ -687,7 +727,7 @@ fn pinned_model() -> Model {
 }
 
 const PINNED_JSON: &str = r#"{
-  "ir_version": 1,
+  "ir_version": 2,
   "name": "pinned",
   "data": {
     "idx": {
@@ -810,6 +850,8 @@ fn msgpack_format_is_pinned() {
         .collect();
     assert_eq!(
         hex,
-        "86aa69725f76657273696f6e01a46e616d65a170a46461746180aa706172616d65746572739182a46e616d65a178aa636f6e73747261696e7481a56c6f776572cb3ff0000000000000ab7472616e73666f726d656490a56d6f64656c9181a673616d706c6582a576616c7565a178a46469737481ab6578706f6e656e7469616c81a472617465cb4000000000000000"
+        "86aa69725f76657273696f6e02a46e616d65a170a46461746180aa706172616d65746572739182a46e616d65a178aa636f6e73747261696e7481a56c6f776572cb3ff0000000000000ab7472616e73666f726d656490a56d6f64656c9181a673616d706c6582a576616c7565a178a46469737481ab6578706f6e656e7469616c81a472617465cb4000000000000000"
     );
 }
+
+mod v2;

@@ -64,12 +64,17 @@ fn sample_model(data: &[(&str, DataValue)], value: &str, dist: Dist) -> Model {
 #[test]
 fn wrong_ir_version() {
     let mut model = model_with(|_, _| {});
-    model.ir_version = 2;
+    model.ir_version = 3;
     check_invalid(
         model,
         "ir_version",
-        "unsupported ir_version 2; this build reads version 1",
+        "unsupported ir_version 3; this build reads versions 1 to 2",
     );
+    for version in [1, 2] {
+        let mut model = model_with(|_, _| {});
+        model.ir_version = version;
+        CheckedModel::new(model, &Limits::default()).expect("a version this build reads");
+    }
     let json = r#"{"ir_version": 0, "name": "m", "parameters": [], "model": []}"#;
     let err = invalid(CheckedModel::from_json(json, &Limits::default()));
     check_error(&err, "ir_version", "unsupported ir_version 0");
@@ -897,7 +902,7 @@ fn load_errors_say_which_stage_failed() {
     let err = CheckedModel::from_json(&model.to_json(), &Limits::default()).expect_err("bad");
     assert_eq!(
         err.to_string(),
-        "invalid model: ir_version: unsupported ir_version 9; this build reads version 1"
+        "invalid model: ir_version: unsupported ir_version 9; this build reads versions 1 to 2"
     );
 }
 

@@ -346,3 +346,58 @@ fn posterior_every_constraint() {
         check(&model, config, Seed(700 + k as u64), &truths);
     }
 }
+
+/// IR v2 transforms against closed-form posteriors:
+/// - a simplex of K = 4 with no statement is uniform on the simplex (Dirichlet(1, 1, 1, 1)):
+///   each element has mean 1/K and variance (K − 1) / (K² (K + 1));
+/// - an ordered vector of 3 with a standard normal on each element holds the order statistics
+///   of 3 standard normals: means ∓0.846284 and 0, sds 0.747975, 0.669829, 0.747975;
+/// - a ∈ (0, 1) and b ∈ (0, a) (an upper bound that is a parameter) with `b ~ uniform(0, a)`:
+///   a ~ U(0, 1), b | a ~ U(0, a), so E[b] = 1/4, Var b = 1/9 − 1/16;
+/// - the same bounds with no statement: uniform on the triangle 0 < b < a < 1, so
+///   a ~ Beta(2, 1) (mean 2/3, sd √(1/18)) and b ~ Beta(1, 2) (mean 1/3, sd √(1/18));
+/// - a positive_ordered pair with Exponential(1) on each element: the order statistics of two
+///   Exponential(1), min ~ Exponential(2) (mean 1/2, sd 1/2), max with mean 3/2, sd √5/2.
+#[test]
+fn posterior_v2_transforms() {
+    let k: f64 = 4.0;
+    let mut m = ModelBuilder::new("v2_transforms");
+    m.param_with("simplex", Some(4), Constraint::Simplex);
+    let ordered = m.param_with("ordered", Some(3), Constraint::Ordered);
+    m.sample(&ordered, Dist::normal(0.0, 1.0));
+    let a = m.param_constrained("a", Constraint::UnitInterval);
+    let b = m.param_bounded("b", None, Some(0.0.into()), Some(a.clone()));
+    m.sample(&b, Dist::uniform(0.0, &a));
+    let c = m.param_constrained("c", Constraint::UnitInterval);
+    m.param_bounded("d", None, Some(0.0.into()), Some(c));
+    let pair = m.param_with("pair", Some(2), Constraint::PositiveOrdered);
+    m.sample(&pair, Dist::exponential(1.0));
+    let model = checked(m);
+
+    let simplex_sd = ((k - 1.0) / (k * k * (k + 1.0))).sqrt();
+    let (extreme_mean, extreme_sd, middle_sd) = (0.846_284_375_3, 0.747_975_403, 0.669_829_161);
+    let triangle_sd = (1.0f64 / 18.0).sqrt();
+    let mut truths: Vec<Truth> = (0..4)
+        .map(|i| truth(&model, "simplex", Some(i), 1.0 / k, Some(simplex_sd)))
+        .collect();
+    truths.extend([
+        truth(&model, "ordered", Some(0), -extreme_mean, Some(extreme_sd)),
+        truth(&model, "ordered", Some(1), 0.0, Some(middle_sd)),
+        truth(&model, "ordered", Some(2), extreme_mean, Some(extreme_sd)),
+        truth(&model, "a", None, 0.5, Some((1.0f64 / 12.0).sqrt())),
+        truth(
+            &model,
+            "b",
+            None,
+            0.25,
+            Some((1.0f64 / 9.0 - 1.0 / 16.0).sqrt()),
+        ),
+        truth(&model, "c", None, 2.0 / 3.0, Some(triangle_sd)),
+        truth(&model, "d", None, 1.0 / 3.0, Some(triangle_sd)),
+        truth(&model, "pair", Some(0), 0.5, Some(0.5)),
+        truth(&model, "pair", Some(1), 1.5, Some(5.0f64.sqrt() / 2.0)),
+    ]);
+    for (k, config) in [STAN_DIAG, NUTPIE_DIAG].into_iter().enumerate() {
+        check(&model, config, Seed(900 + k as u64), &truths);
+    }
+}
