@@ -21,6 +21,7 @@ mod params;
 mod sym;
 #[cfg(test)]
 mod tests;
+mod vectorize;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -87,6 +88,7 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
         hidden: 0,
         steps: 0,
         scalar_samples: BTreeMap::new(),
+        scalar_factors: BTreeMap::new(),
         model: Model {
             ir_version: IR_VERSION,
             name: name.to_owned(),
@@ -106,7 +108,7 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
     if let Some(block) = &program.model {
         lowerer.model_block(block)?;
     }
-    lowerer.merge_scalar_samples()?;
+    lowerer.merge_scalar_terms()?;
     Ok(lowerer.model)
 }
 
@@ -129,6 +131,8 @@ pub(crate) struct Lowerer {
     steps: usize,
     /// Scalar `~` statements by distribution, merged into vectorised ones at the end.
     scalar_samples: BTreeMap<String, Vec<(Ir, Vec<Ir>, Span)>>,
+    /// Scalar `target +=` terms by structure, merged into vectorised ones at the end.
+    scalar_factors: BTreeMap<String, Vec<Ir>>,
     model: Model,
     generated: usize,
 }

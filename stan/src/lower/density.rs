@@ -11,6 +11,23 @@ use super::{LowerError, Lowerer, unsupported};
 use crate::ast::{Expr, Span};
 use crate::value::Value;
 
+/// Distributions with an IR `Dist` (the others are written out by `lpdf_expr`).
+const IR_DISTRIBUTIONS: [&str; 13] = [
+    "normal",
+    "cauchy",
+    "student_t",
+    "exponential",
+    "gamma",
+    "inv_gamma",
+    "lognormal",
+    "beta",
+    "uniform",
+    "double_exponential",
+    "bernoulli_logit",
+    "binomial_logit",
+    "poisson_log",
+];
+
 const DENSITY_SUFFIXES: [&str; 4] = ["_lpdf", "_lupdf", "_lpmf", "_lupmf"];
 
 /// `normal` for `normal_lpdf`, `normal_lupmf`, ...; `None` for other names.
@@ -36,21 +53,6 @@ impl Arg {
             known: None,
             span,
         }
-    }
-}
-
-/// Scalars as one vector: a data vector when all are constants.
-fn concat_or_data(lowerer: &mut Lowerer, parts: Vec<Ir>) -> Ir {
-    let constants: Option<Vec<f64>> = parts
-        .iter()
-        .map(|p| match p {
-            Ir::Const(x) => Some(*x),
-            _ => None,
-        })
-        .collect();
-    match constants {
-        Some(values) => lowerer.data_item(None, sampler::DataValue::Vector(values)),
-        None => Ir::Concat(parts),
     }
 }
 
@@ -113,7 +115,8 @@ impl Lowerer {
         let mut it = all.into_iter();
         let y = it.next().expect("the value");
         let args: Vec<Arg> = it.collect();
-        if base == "dirichlet" {
+        if !IR_DISTRIBUTIONS.contains(&base) && base != "normal_id_glm" {
+            // No IR distribution: the log density written out (constants included).
             let term = self.lpdf_expr(base, name_span, y, args)?;
             self.model
                 .model
@@ -138,14 +141,11 @@ impl Lowerer {
             // Checked now, merged with the other scalar statements of `base` at the end.
             let irs: Vec<Ir> = args.iter().map(|a| a.ir.clone()).collect();
             self.dist(base, name_span, args)?;
-            // Grouped by the distribution and by which arguments are plain names or
-            // constants (those stay scalars when they agree).
+            // Grouped by the distribution and the structure of the operands.
             let mut key = base.to_owned();
-            for ir in &irs {
-                match ir {
-                    Ir::Ref(_) | Ir::Const(_) => key.push_str(&format!("|{ir:?}")),
-                    _ => key.push_str("|*"),
-                }
+            for ir in std::iter::once(&y.ir).chain(&irs) {
+                key.push('|');
+                key.push_str(&super::vectorize::skeleton(ir));
             }
             self.scalar_samples
                 .entry(key)
@@ -162,37 +162,47 @@ impl Lowerer {
 
     /// Scalar `Sample` statements of one distribution as one vectorised statement: a loop
     /// of `y[n] ~ normal(mu[n], sigma)` becomes `y ~ normal(mu, sigma)`, one density
-    /// instruction instead of one per element. Arguments equal in every statement stay
-    /// scalars; constant values become a data vector.
-    pub(super) fn merge_scalar_samples(&mut self) -> Result<(), LowerError> {
+    /// instruction instead of one per element (see `vectorize`). Scalar `Factor`s of one
+    /// structure likewise become one `Factor` of a vector.
+    pub(super) fn merge_scalar_terms(&mut self) -> Result<(), LowerError> {
         for (key, samples) in std::mem::take(&mut self.scalar_samples) {
             let base = key.split('|').next().unwrap_or_default().to_owned();
             let span = samples[0].2;
-            if samples.len() == 1 {
-                let (value, args, _) = samples.into_iter().next().expect("one");
-                let args = args.into_iter().map(|ir| Arg::of(ir, span)).collect();
-                let dist = self.dist(&base, span, args)?;
-                self.model
-                    .model
-                    .push(sampler::Statement::Sample { value, dist });
+            let repeated = samples
+                .windows(2)
+                .all(|w| w[0].0 == w[1].0 && w[0].1 == w[1].1);
+            if samples.len() == 1 || repeated {
+                for (value, args, _) in samples {
+                    let args = args.into_iter().map(|ir| Arg::of(ir, span)).collect();
+                    let dist = self.dist(&base, span, args)?;
+                    self.model
+                        .model
+                        .push(sampler::Statement::Sample { value, dist });
+                }
                 continue;
             }
-            let value = concat_or_data(self, samples.iter().map(|s| s.0.clone()).collect());
+            let values: Vec<Ir> = samples.iter().map(|s| s.0.clone()).collect();
+            let value = self.vectorize(&values);
             let n_args = samples[0].1.len();
             let mut args = Vec::with_capacity(n_args);
             for k in 0..n_args {
-                let first = &samples[0].1[k];
-                let arg = if samples.iter().all(|s| s.1[k] == *first) {
-                    first.clone()
-                } else {
-                    concat_or_data(self, samples.iter().map(|s| s.1[k].clone()).collect())
-                };
-                args.push(Arg::of(arg, span));
+                let parts: Vec<Ir> = samples.iter().map(|s| s.1[k].clone()).collect();
+                args.push(Arg::of(self.vectorize(&parts), span));
             }
             let dist = self.dist(&base, span, args)?;
             self.model
                 .model
                 .push(sampler::Statement::Sample { value, dist });
+        }
+        for (_, terms) in std::mem::take(&mut self.scalar_factors) {
+            let value = if terms.len() == 1 {
+                terms.into_iter().next().expect("one")
+            } else if terms.windows(2).all(|w| w[0] == w[1]) {
+                mul(c(terms.len() as f64), terms[0].clone())
+            } else {
+                self.vectorize(&terms)
+            };
+            self.model.model.push(sampler::Statement::Factor { value });
         }
         Ok(())
     }
@@ -534,7 +544,7 @@ impl Lowerer {
                 );
                 return Ok(un(Un::Sum, pointwise));
             }
-            _ => return unsupported(span, format!("the density `{base}` used as a value")),
+            _ => return unsupported(span, format!("the distribution `{base}`")),
         };
         Ok(if dims.is_empty() {
             pointwise

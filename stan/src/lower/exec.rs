@@ -620,13 +620,18 @@ impl Lowerer {
             // A constant: it does not change the posterior.
             return Ok(());
         }
-        let (ir, _) = self.whole(value, e.span)?;
+        let (ir, dims) = self.whole(value, e.span)?;
         let ir = if sign < 0.0 {
             sym::un(sampler::UnaryOp::Neg, ir)
         } else {
             ir
         };
-        self.model.model.push(Statement::Factor { value: ir });
+        if dims.is_empty() {
+            let key = super::vectorize::skeleton(&ir);
+            self.scalar_factors.entry(key).or_default().push(ir);
+        } else {
+            self.model.model.push(Statement::Factor { value: ir });
+        }
         Ok(())
     }
 }

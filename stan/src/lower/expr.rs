@@ -218,29 +218,24 @@ impl Lowerer {
             let global = !self.is_local(name);
             return Ok(Val::Known(value.clone(), global.then(|| name.to_owned())));
         }
-        let Some(s) = self.syms.get(name).cloned() else {
+        let Some(s) = self.syms.get(name) else {
             return Err(LowerError::new(span, format!("unknown name `{name}`")));
         };
-        let len = s.len();
-        let selection = Selection {
-            positions: (0..len).collect(),
-            dims: s.dims.clone(),
+        let dims = s.dims.clone();
+        let Repr::Whole(ir) = &s.repr else {
+            let selection = Selection {
+                positions: (0..s.len()).collect(),
+                dims,
+            };
+            return self.read_elements(name, selection, span);
         };
-        match s.repr {
-            Repr::Whole(ir) => {
-                if sym::size(&ir) > SHARE_ABOVE {
-                    let shared = self.share(ir, &s.dims);
-                    self.syms.get_mut(name).expect("present").repr = Repr::Whole(shared.clone());
-                    return Ok(Val::Sym(Sym::whole(shared, s.dims)));
-                }
-                Ok(Val::Sym(Sym::whole(ir, s.dims)))
-            }
-            Repr::Elems(_) if s.dims.is_empty() => self.read_elements(name, selection, span),
-            Repr::Elems(_) => {
-                let v = self.read_elements(name, selection, span)?;
-                Ok(v)
-            }
+        let ir = ir.clone();
+        if sym::size(&ir) > SHARE_ABOVE {
+            let shared = self.share(ir, &dims);
+            self.syms.get_mut(name).expect("present").repr = Repr::Whole(shared.clone());
+            return Ok(Val::Sym(Sym::whole(shared, dims)));
         }
+        Ok(Val::Sym(Sym::whole(ir, dims)))
     }
 
     /// Elements `selection` of symbolic variable `name`.
@@ -250,27 +245,37 @@ impl Lowerer {
         selection: Selection,
         span: Span,
     ) -> Result<Val, LowerError> {
-        let s = self.syms.get(name).cloned().expect("caller checked");
-        match s.repr {
-            Repr::Whole(ir) => {
+        // Only the selected elements are copied: variables can be long.
+        let s = self.syms.get(name).expect("caller checked");
+        let dims = s.dims.clone();
+        let whole = match &s.repr {
+            Repr::Whole(ir) => Some(ir.clone()),
+            Repr::Elems(_) => None,
+        };
+        match whole {
+            Some(ir) => {
                 let ir = if sym::trivial(&ir) {
                     ir
                 } else {
-                    let shared = self.share(ir, &s.dims);
+                    let shared = self.share(ir, &dims);
                     self.syms.get_mut(name).expect("present").repr = Repr::Whole(shared.clone());
                     shared
                 };
-                self.apply_selection(Val::Sym(Sym::whole(ir, s.dims)), selection, span)
+                self.apply_selection(Val::Sym(Sym::whole(ir, dims)), selection, span)
             }
-            Repr::Elems(elems) => {
+            None => {
                 let mut picked = Vec::with_capacity(selection.positions.len());
                 for &p in &selection.positions {
-                    let Some(ir) = elems[p].clone() else {
+                    let element = match &self.syms[name].repr {
+                        Repr::Elems(elems) => elems[p].clone(),
+                        Repr::Whole(_) => None,
+                    };
+                    let Some(ir) = element else {
                         return Err(LowerError::new(
                             span,
                             format!(
                                 "`{name}{}` is used before it is assigned",
-                                position_text(&s.dims, p)
+                                position_text(&dims, p)
                             ),
                         ));
                     };
@@ -519,6 +524,11 @@ impl Lowerer {
                     }
                     if s.dims.is_empty() {
                         return Ok((parts.pop().expect("a scalar has one element"), s.dims));
+                    }
+                    // Elements assigned in a loop usually share one structure: one vector
+                    // expression then replaces many scalar ones.
+                    if parts.len() >= 2 && parts.windows(2).any(|w| w[0] != w[1]) {
+                        return Ok((self.vectorize(&parts), s.dims));
                     }
                     Ok((Ir::Concat(parts), s.dims))
                 }

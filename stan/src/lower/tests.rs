@@ -561,3 +561,101 @@ fn lower_glm_and_constant_lccdf() {
         lp
     });
 }
+
+#[test]
+fn lower_functions_and_densities_as_values() {
+    let source = "data {\n  vector[3] x;\n  matrix[2, 3] M;\n  int n;\n  array[2] int k01;\n}\nparameters {\n  real a;\n  real<lower=0> b;\n  vector[3] v;\n}\nmodel {\n  target += exp(a) * 0.01 + log1p(b) + expm1(a / 4) + inv_logit(a) + log_inv_logit(a)\n            + log1m(inv_logit(a)) + log1m_inv_logit(a) + log1p_exp(a);\n  target += square(a) * -0.1 + sqrt(b) + inv(1 + b) + fabs(a) + pow(b, 1.5) + b ^ 0.5\n            + lgamma(b + 1);\n  target += fmax(a, b) + fmin(a, b) + log_sum_exp(a, b) + log_sum_exp(v)\n            + log_mix(inv_logit(a), a, b);\n  target += sum(softmax(v) .* x) + mean(v) + dot_product(v, x) + dot_self(v) * -0.5\n            + sum(rep_vector(a, 3)) + sum(to_vector(x) * b);\n  target += sum(cumulative_sum(v) .* x) + sum(M * v);\n  target += 0.5 * (normal_lpdf(a | 0, b) + lognormal_lpdf(b | a, 2) + cauchy_lpdf(a | 1, b)\n            + student_t_lpdf(a | 3, 0, b) + exponential_lpdf(b | 2) + gamma_lpdf(b | 2, 3)\n            + beta_lpdf(inv_logit(a) | 2, 3) + poisson_log_lpmf(n | a)\n            + bernoulli_logit_lpmf(k01 | v[1:2]) + inv_gamma_lpdf(b | 2, 1)\n            + double_exponential_lpdf(a | 0, b) + logistic_lpdf(a | 0, b));\n  target += normal_lpdf(a | 0, b) + lognormal_lpdf(b | a, 2) + cauchy_lpdf(a | 1, b)\n            + student_t_lpdf(a | 3, 0, b) + exponential_lpdf(b | 2) + gamma_lpdf(b | 2, 3)\n            + beta_lpdf(inv_logit(a) | 2, 3) + poisson_log_lpmf(n | a)\n            + bernoulli_logit_lpmf(k01 | v[1:2]) + inv_gamma_lpdf(b | 2, 1)\n            + double_exponential_lpdf(a | 0, b) + logistic_lpdf(a | 0, b);\n}\n";
+    let x = [0.4, -1.1, 2.0];
+    let m = [[1.0, 0.5, -0.3], [0.2, -0.8, 1.5]];
+    let (n, k01) = (3.0, [1.0, 0.0]);
+    let data = data_json(&[
+        ("x", list(&x)),
+        ("M", format!("[{}, {}]", list(&m[0]), list(&m[1]))),
+        ("n", "3".into()),
+        ("k01", "[1, 0]".into()),
+    ]);
+    let model = lower(source, &data);
+    check(&model, 5, |u| {
+        let a = u[0];
+        let (b, j) = positive(u[1]);
+        let v = &u[2..5];
+        let p = logistic(a);
+        let mut lp = j;
+        lp += a.exp() * 0.01 + b.ln_1p() + (a / 4.0).exp_m1() + p + p.ln() + (1.0 - p).ln();
+        lp += (1.0 - p).ln() + a.exp().ln_1p();
+        lp += -0.1 * a * a + b.sqrt() + 1.0 / (1.0 + b) + a.abs() + b.powf(1.5) + b.sqrt();
+        lp += ln_gamma(b + 1.0);
+        lp += a.max(b) + a.min(b) + log_sum_exp(&[a, b]) + log_sum_exp(v);
+        lp += (p * a.exp() + (1.0 - p) * b.exp()).ln();
+        let total: f64 = v.iter().map(|e| e.exp()).sum();
+        let dot: f64 = v.iter().zip(&x).map(|(p, q)| p * q).sum();
+        lp += v
+            .iter()
+            .zip(&x)
+            .map(|(e, w)| e.exp() / total * w)
+            .sum::<f64>();
+        lp += v.iter().sum::<f64>() / 3.0 + dot - 0.5 * v.iter().map(|e| e * e).sum::<f64>();
+        lp += 3.0 * a + b * x.iter().sum::<f64>();
+        let mut running = 0.0;
+        for i in 0..3 {
+            running += v[i];
+            lp += running * x[i];
+        }
+        lp += m
+            .iter()
+            .flat_map(|row| row.iter().zip(v).map(|(p, q)| p * q))
+            .sum::<f64>();
+        let z = a / b;
+        let densities = normal(a, 0.0, b) + normal(b.ln(), a, 2.0) - b.ln()
+            + cauchy(a, 1.0, b)
+            + (ln_gamma(2.0)
+                - ln_gamma(1.5)
+                - 0.5 * (3.0 * std::f64::consts::PI).ln()
+                - b.ln()
+                - 2.0 * (z * z / 3.0).ln_1p())
+            + exponential(b, 2.0)
+            + (2.0 * 3f64.ln() - ln_gamma(2.0) + b.ln() - 3.0 * b)
+            + (ln_gamma(5.0) - ln_gamma(2.0) - ln_gamma(3.0) + p.ln() + 2.0 * (1.0 - p).ln())
+            + (n * a - a.exp() - ln_gamma(n + 1.0))
+            + (0..2)
+                .map(|i| k01[i] * v[i] - v[i].exp().ln_1p())
+                .sum::<f64>()
+            + (-ln_gamma(2.0) - 3.0 * b.ln() - 1.0 / b)
+            + (-std::f64::consts::LN_2 - b.ln() - a.abs() / b)
+            + (-z - b.ln() - 2.0 * (-z).exp().ln_1p());
+        lp + 1.5 * densities
+    });
+}
+
+#[test]
+fn lower_repeated_terms_count_once_per_iteration() {
+    let source = "parameters {\n  real mu;\n}\nmodel {\n  for (i in 1:3) {\n    target += -0.5 * square(mu);\n    mu ~ normal(1, 2);\n  }\n}\n";
+    let model = lower(source, "{}");
+    check(&model, 1, |u| {
+        3.0 * (-0.5 * u[0] * u[0] + normal(u[0], 1.0, 2.0))
+    });
+}
+
+#[test]
+fn lower_vectorises_a_loop_that_fills_a_vector() {
+    let source = "data {\n  int N;\n  vector[N] x;\n  vector[N] y;\n}\nparameters {\n  real a;\n  real b;\n  real<lower=0> s;\n}\ntransformed parameters {\n  vector[N] mu;\n  for (n in 1:N) mu[n] = a + b * x[n];\n}\nmodel {\n  y ~ normal(mu, s);\n}\n";
+    let (x, y) = ([0.5, 1.5, -2.0, 3.0], [1.0, 2.0, -1.0, 4.5]);
+    let data = data_json(&[("N", "4".into()), ("x", list(&x)), ("y", list(&y))]);
+    let ir = try_lower(source, &data).unwrap();
+    let mu = &ir
+        .transformed
+        .iter()
+        .find(|t| t.name == "mu")
+        .unwrap()
+        .value;
+    assert!(
+        !matches!(mu, sampler::Expr::Concat(_)),
+        "mu is not vectorised: {mu:?}"
+    );
+    let model = lower(source, &data);
+    check(&model, 3, |u| {
+        let (a, b) = (u[0], u[1]);
+        let (s, j) = positive(u[2]);
+        j + (0..4).map(|n| normal(y[n], a + b * x[n], s)).sum::<f64>()
+    });
+}
