@@ -63,3 +63,41 @@ fn log_density_and_transitions_do_not_allocate() {
         );
     }
 }
+
+/// The IR v2 instructions and lowered transforms (concat, log_sum_exp, lgamma, max/min,
+/// elem/slice, simplex, ordered, expression bounds) evaluate without allocating too.
+#[test]
+fn v2_log_density_does_not_allocate() {
+    use sampler::{CheckedModel, Constraint, Dist, Expr, Limits, ModelBuilder};
+
+    let mut m = ModelBuilder::new("v2");
+    let s = m.param_with("s", Some(4), Constraint::Simplex);
+    let o = m.param_with("o", Some(3), Constraint::Ordered);
+    let a = m.param_constrained("a", Constraint::Positive);
+    let b = m.param_bounded("b", Some(2), Some(-&a), Some(a.exp()));
+    let t = m.transformed(
+        "t",
+        Expr::concat([s.slice(1, 2), o.elem(0), b.clone()]).log_sum_exp(),
+    );
+    m.sample(&o, Dist::normal(0.0, 1.0));
+    m.factor(t + a.lgamma() + b.max(0.2).sum() + b.min(&a).sum());
+    let model = CheckedModel::new(m.build(), &Limits::default()).expect("valid");
+    let dim = model.dim();
+    let mut density = model.evaluator();
+    let theta: Vec<f64> = (0..dim).map(|i| 0.1 * (i as f64 % 7.0) - 0.3).collect();
+    let mut grad = vec![0.0; dim];
+    let lp = density.logp_grad(&theta, &mut grad);
+    assert!(lp.is_finite());
+    let mut out = vec![0.0; density.n_outputs()];
+    density.write_outputs(&theta, &mut out);
+    let before = allocations_on_this_thread();
+    for _ in 0..100 {
+        density.logp_grad(&theta, &mut grad);
+        density.write_outputs(&theta, &mut out);
+    }
+    assert_eq!(
+        allocations_on_this_thread() - before,
+        0,
+        "v2: logp_grad allocated"
+    );
+}

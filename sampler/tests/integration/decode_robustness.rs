@@ -314,7 +314,7 @@ fn awkward(rng: &mut Xorshift) -> f64 {
 
 /// A random expression over `names` (and one unknown name), at most `depth` deep.
 fn random_expr(rng: &mut Xorshift, names: &[String], depth: usize) -> Expr {
-    match rng.below(if depth == 0 { 2 } else { 4 }) {
+    match rng.below(if depth == 0 { 2 } else { 5 }) {
         0 => Expr::Const(awkward(rng)),
         1 if names.is_empty() || rng.below(20) == 0 => Expr::Ref("nowhere".into()),
         1 => Expr::Ref(rng.pick(names).clone()),
@@ -322,11 +322,27 @@ fn random_expr(rng: &mut Xorshift, names: &[String], depth: usize) -> Expr {
             *rng.pick(&UnaryOp::ALL),
             Box::new(random_expr(rng, names, depth - 1)),
         ),
-        _ => Expr::Binary(
+        3 => Expr::Binary(
             *rng.pick(&BinaryOp::ALL),
             Box::new(random_expr(rng, names, depth - 1)),
             Box::new(random_expr(rng, names, depth - 1)),
         ),
+        _ => {
+            let arg = Box::new(random_expr(rng, names, depth - 1));
+            match rng.below(3) {
+                0 => Expr::Concat(
+                    (0..rng.below(4))
+                        .map(|_| random_expr(rng, names, depth - 1))
+                        .collect(),
+                ),
+                1 => Expr::Elem(arg, *rng.pick(&[0, 1, 2, 7, u32::MAX])),
+                _ => Expr::Slice(
+                    arg,
+                    *rng.pick(&[0, 1, 2, u32::MAX]),
+                    *rng.pick(&[0, 1, 2, 3, u32::MAX]),
+                ),
+            }
+        }
     }
 }
 
@@ -453,7 +469,11 @@ fn random_data(rng: &mut Xorshift) -> DataValue {
 }
 
 fn random_constraint(rng: &mut Xorshift) -> Constraint {
-    match rng.below(6) {
+    match rng.below(10) {
+        6 => Constraint::Ordered,
+        7 => Constraint::PositiveOrdered,
+        8 => Constraint::Simplex,
+        9 => Constraint::UnitVector,
         0 => Constraint::Real,
         1 => Constraint::Positive,
         2 => Constraint::UnitInterval,
@@ -476,7 +496,30 @@ fn mutate_model(rng: &mut Xorshift, model: &mut Model) {
             .iter()
             .map(|transformed| transformed.name.clone()),
     );
-    match rng.below(9) {
+    match rng.below(10) {
+        8 if !model.parameters.is_empty() => {
+            // IR v2 fields: expression bounds, affine transforms, dims.
+            let at = rng.below(model.parameters.len());
+            let earlier: Vec<String> = names
+                .iter()
+                .filter(|name| model.parameters[at..].iter().all(|p| &p.name != *name))
+                .cloned()
+                .collect();
+            let names = if rng.below(4) == 0 { &names } else { &earlier };
+            let expr = (rng.below(4) != 0).then(|| random_expr(rng, names, 2));
+            let param = &mut model.parameters[at];
+            match rng.below(5) {
+                0 => param.lower = expr,
+                1 => param.upper = expr,
+                2 => param.offset = expr,
+                3 => param.multiplier = expr,
+                _ => {
+                    param.dims = rng
+                        .pick(&[vec![], vec![1], vec![2, 2], vec![3], vec![0], vec![2, 3]])
+                        .clone();
+                }
+            }
+        }
         0 => {
             let replacement = random_expr(rng, &names, 2);
             let mut roots = expr_roots(model);

@@ -428,6 +428,10 @@ fn dims_name_columns_row_major() {
             "t[2,1]", "t[2,2]", "v[1]", "v[2]"
         ]
     );
+    // Stan CSV names (`stan_csv` joins the indices with dots).
+    let columns = checked.columns();
+    assert_eq!(columns[3].indices_1based(".").as_deref(), Some("2.1"));
+    assert_eq!(columns[10].indices_1based(".").as_deref(), Some("1"));
     let mut bad = ModelBuilder::new("dims");
     let x = bad.vector_param("x", 3);
     bad.transformed_with_dims("t", x, vec![2, 2]);
