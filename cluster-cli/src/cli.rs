@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
-use sampler::{AdaptationKind, CheckedModel, Limits, MetricKind, SamplerSettings};
+use sampler::{AdaptationKind, CheckedModel, DataValue, Limits, MetricKind, SamplerSettings};
 
 /// An Erlang-style actor cluster runtime for Bayesian inference.
 #[derive(Debug, Parser)]
@@ -161,10 +161,29 @@ fn read_bounded(path: &Path, max: u64, what: &str) -> Result<String, BadInput> {
     std::fs::read_to_string(path).map_err(|err| bad(format!("cannot read the {what}: {err}")))
 }
 
+/// A model ready to sample and, for a Stan program with a `generated quantities` block, the
+/// block, which runs on this machine after sampling.
+pub struct LoadedModel {
+    pub model: CheckedModel,
+    pub generated: Option<Generated>,
+}
+
+/// A Stan program's generated quantities, with the source for error messages.
+pub struct Generated {
+    pub quantities: stan::GeneratedQuantities,
+    pub file_name: String,
+    pub source: String,
+}
+
 /// Reads and checks a model: a JSON IR file, or a Stan program (`.stan`) with its data file
 /// (Stan's JSON data format), parsed and lowered to the IR here; any problem is a
 /// [`BadInput`]. Either way only the IR, data included, goes on to samplers and nodes.
 pub fn load_model_with_data(path: &Path, data: Option<&Path>) -> anyhow::Result<CheckedModel> {
+    Ok(load_model_for_sampling(path, data)?.model)
+}
+
+/// [`load_model_with_data`], keeping a Stan program's generated quantities.
+pub fn load_model_for_sampling(path: &Path, data: Option<&Path>) -> anyhow::Result<LoadedModel> {
     if path.extension().is_some_and(|ext| ext == "stan") {
         return load_stan(path, data);
     }
@@ -172,24 +191,111 @@ pub fn load_model_with_data(path: &Path, data: Option<&Path>) -> anyhow::Result<
         path: path.display().to_string(),
         message,
     };
-    if data.is_some() {
-        return Err(bad(
-            "--data is for Stan programs (.stan); a JSON IR file holds its own data".into(),
-        )
-        .into());
-    }
     let text = std::fs::read_to_string(path)
         .map_err(|err| bad(format!("cannot read the model file: {err}")))?;
-    let model =
-        CheckedModel::from_json(&text, &Limits::default()).map_err(|err| bad(err.to_string()))?;
+    let model = match data {
+        None => CheckedModel::from_json(&text, &Limits::default())
+            .map_err(|err| bad(err.to_string()))?,
+        Some(data_path) => {
+            let mut model = sampler::Model::from_json(&text).map_err(|err| bad(err.to_string()))?;
+            let values = read_ir_data(data_path)?;
+            for (name, value) in values {
+                if model.data.contains_key(&name) {
+                    return Err(bad(format!(
+                        "data `{name}` is in the model file and in {}; give it once",
+                        data_path.display()
+                    ))
+                    .into());
+                }
+                model.data.insert(name, value);
+            }
+            CheckedModel::new(model, &Limits::default()).map_err(|err| bad(err.to_string()))?
+        }
+    };
     for warning in model.warnings() {
         errln!("warning: {}: {warning}", path.display());
     }
-    Ok(model)
+    Ok(LoadedModel {
+        model,
+        generated: None,
+    })
+}
+
+/// Data for a JSON IR model in Stan's JSON data format: numbers are `int` (written without
+/// `.` or exponent) or `real` scalars, flat lists vectors (`int` when every element is),
+/// lists of equal-length lists matrices.
+fn read_ir_data(path: &Path) -> anyhow::Result<std::collections::BTreeMap<String, DataValue>> {
+    let bad = |message: String| BadInput::File {
+        path: path.display().to_string(),
+        message,
+    };
+    let text = read_bounded(path, stan::MAX_JSON_BYTES as u64, "data file")?;
+    let root: serde_json::Value =
+        serde_json::from_str(&text).map_err(|err| bad(format!("invalid JSON data: {err}")))?;
+    let serde_json::Value::Object(object) = root else {
+        return Err(bad("JSON data must be one object of named values".into()).into());
+    };
+    let real = |v: &serde_json::Value| -> Option<f64> {
+        match v {
+            serde_json::Value::Number(n) => n.as_f64(),
+            serde_json::Value::String(s) => match s.as_str() {
+                "Inf" | "+Inf" | "Infinity" | "+Infinity" | "inf" => Some(f64::INFINITY),
+                "-Inf" | "-Infinity" | "-inf" => Some(f64::NEG_INFINITY),
+                "NaN" | "nan" => Some(f64::NAN),
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for (name, value) in object {
+        let unsupported = || {
+            bad(format!(
+                "data `{name}`: an IR model takes numbers, lists of numbers and lists of equal-length lists (matrices)"
+            ))
+        };
+        let converted = match &value {
+            serde_json::Value::Array(items)
+                if items.iter().all(|i| i.is_array()) && !items.is_empty() =>
+            {
+                let rows: Option<Vec<Vec<f64>>> = items
+                    .iter()
+                    .map(|row| row.as_array().and_then(|r| r.iter().map(real).collect()))
+                    .collect();
+                let rows = rows.ok_or_else(unsupported)?;
+                if rows.iter().any(|r| r.len() != rows[0].len()) {
+                    return Err(bad(format!("data `{name}`: rows of different lengths")).into());
+                }
+                DataValue::Matrix(rows)
+            }
+            serde_json::Value::Array(items) => {
+                match items
+                    .iter()
+                    .map(serde_json::Value::as_i64)
+                    .collect::<Option<Vec<i64>>>()
+                {
+                    Some(ints) if !ints.is_empty() => DataValue::IntVector(ints),
+                    _ => DataValue::Vector(
+                        items
+                            .iter()
+                            .map(real)
+                            .collect::<Option<Vec<f64>>>()
+                            .ok_or_else(unsupported)?,
+                    ),
+                }
+            }
+            other => match other.as_i64() {
+                Some(i) => DataValue::Int(i),
+                None => DataValue::Real(real(other).ok_or_else(unsupported)?),
+            },
+        };
+        out.insert(name, converted);
+    }
+    Ok(out)
 }
 
 /// A Stan program and its data, lowered to a checked IR model named after the file.
-fn load_stan(path: &Path, data: Option<&Path>) -> anyhow::Result<CheckedModel> {
+fn load_stan(path: &Path, data: Option<&Path>) -> anyhow::Result<LoadedModel> {
     let name = path.display().to_string();
     let bad = |message: String| BadInput::File {
         path: name.clone(),
@@ -228,7 +334,19 @@ fn load_stan(path: &Path, data: Option<&Path>) -> anyhow::Result<CheckedModel> {
     for warning in model.warnings() {
         errln!("warning: {name}: {warning}");
     }
-    Ok(model)
+    let generated = match &program.generated_quantities {
+        Some(_) => {
+            let quantities = stan::GeneratedQuantities::new(&program, &values)
+                .map_err(|err| BadInput::Rendered(err.render(&name, &source)))?;
+            (!quantities.is_empty()).then_some(Generated {
+                quantities,
+                file_name: name,
+                source,
+            })
+        }
+        None => None,
+    };
+    Ok(LoadedModel { model, generated })
 }
 
 /// Runs the parsed command.

@@ -696,3 +696,247 @@ fn stan_errors_point_at_the_source_and_exit_with_code_2() {
         "{message}"
     );
 }
+
+/// A normal model whose generated quantities hold `log_lik`, `y_rep` and a count, with its
+/// data; written to `dir`, returned as (program, data) paths.
+fn write_gq_program(dir: &Path) -> (String, String) {
+    let program = dir.join("normal_gq.stan");
+    std::fs::write(
+        &program,
+        "data { int N; vector[N] y; }
+parameters { real mu; real<lower=0> sigma; }
+model { mu ~ normal(0, 10); sigma ~ normal(0, 5); y ~ normal(mu, sigma); }
+generated quantities {
+  vector[N] log_lik;
+  array[N] real y_rep;
+  int n_above = 0;
+  for (n in 1:N) {
+    log_lik[n] = normal_lpdf(y[n] | mu, sigma);
+    y_rep[n] = normal_rng(mu, sigma);
+    n_above += y_rep[n] > mu;
+  }
+}
+",
+    )
+    .expect("write program");
+    let data = dir.join("normal_gq.json");
+    std::fs::write(&data, r#"{"N": 6, "y": [1.2, -0.4, 2.5, 0.9, 1.7, 3.1]}"#).expect("write data");
+    let path = |p: PathBuf| p.to_str().expect("utf8").to_owned();
+    (path(program), path(data))
+}
+
+const GQ_Y: [f64; 6] = [1.2, -0.4, 2.5, 0.9, 1.7, 3.1];
+
+/// Generated quantities run once per kept draw: their columns follow the parameters in the
+/// Stan CSV and the summary, `log_lik[n]` is the normal log density of `y[n]` at the draw's
+/// `mu` and `sigma` (checked against the formula), and the same seed gives the same `y_rep`.
+#[test]
+fn sample_appends_generated_quantities_to_every_draw() {
+    let dir = scratch_dir("gq");
+    let (program, data) = write_gq_program(&dir);
+    let run = |name: &str| {
+        let out = dir.join(name);
+        let output = cli(&[
+            "sample",
+            &program,
+            "--data",
+            &data,
+            "--chains",
+            "2",
+            "--draws",
+            "200",
+            "--warmup",
+            "200",
+            "--seed",
+            "3",
+            "--quiet",
+            "--output",
+            out.to_str().expect("utf8"),
+        ]);
+        assert!(output.status.success(), "stderr: {}", stderr(&output));
+        let files: Vec<String> = (1..=2)
+            .map(|i| {
+                let file = out
+                    .to_str()
+                    .expect("utf8")
+                    .replace(".csv", &format!("_{i}.csv"));
+                std::fs::read_to_string(file).expect("chain file")
+            })
+            .collect();
+        (stdout(&output), files)
+    };
+    let (text, files) = run("a.csv");
+    for row in ["log_lik[1]", "log_lik[6]", "y_rep[6]", "n_above"] {
+        assert!(
+            text.lines().any(|l| l.starts_with(row)),
+            "missing row {row} in:\n{text}"
+        );
+    }
+    let (header, rows) = parse_csv(&files[0]);
+    let at = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no {name} in {header:?}"))
+    };
+    assert!(at("sigma") < at("log_lik.1") && at("log_lik.6") < at("y_rep.1"));
+    assert!(at("y_rep.6") < at("n_above"));
+    assert_eq!(rows.len(), 200);
+    for row in &rows {
+        let (mu, sigma) = (row[at("mu")], row[at("sigma")]);
+        for (n, y) in GQ_Y.iter().enumerate() {
+            let z = (y - mu) / sigma;
+            let expected = -0.5 * z * z - sigma.ln() - 0.5 * (2.0 * std::f64::consts::PI).ln();
+            let ours = row[at(&format!("log_lik.{}", n + 1))];
+            assert!(
+                (ours - expected).abs() < 1e-9 * expected.abs().max(1.0),
+                "{ours} vs {expected}"
+            );
+        }
+        let above = (1..=6)
+            .filter(|n| row[at(&format!("y_rep.{n}"))] > mu)
+            .count();
+        assert_eq!(row[at("n_above")], above as f64);
+    }
+    let (_, again) = run("b.csv");
+    assert_eq!(
+        parse_csv(&again[1]).1,
+        parse_csv(&files[1]).1,
+        "same seed, same draws and y_rep"
+    );
+}
+
+/// With `ARVIZ_PYTHON` set, ArviZ reads `log_lik` from our Stan CSV as the log likelihood
+/// and computes PSIS-LOO; its `elpd_loo + p_loo` is by definition the log pointwise
+/// predictive density, which we compute here from the same files.
+#[test]
+fn arviz_computes_loo_from_our_log_lik() {
+    let Some(python) = std::env::var_os("ARVIZ_PYTHON") else {
+        eprintln!("skipped: set ARVIZ_PYTHON to a python with arviz to run this test");
+        return;
+    };
+    let dir = scratch_dir("arviz-loo");
+    let (program, data) = write_gq_program(&dir);
+    let out = dir.join("draws.csv");
+    let output = cli(&[
+        "sample",
+        &program,
+        "--data",
+        &data,
+        "--chains",
+        "4",
+        "--seed",
+        "5",
+        "--quiet",
+        "--output",
+        out.to_str().expect("utf8"),
+    ]);
+    assert!(output.status.success(), "stderr: {}", stderr(&output));
+    let output = Command::new(python)
+        .arg(repo_root().join("scripts/arviz_loo_csv.py"))
+        .arg(&dir)
+        .output()
+        .expect("python runs");
+    assert!(
+        output.status.success(),
+        "ArviZ failed: {}{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let text = stdout(&output);
+    let fields: Vec<f64> = text
+        .split_whitespace()
+        .map(|f| f.parse().expect("number"))
+        .collect();
+    let [n_obs, elpd_loo, p_loo] = fields[..] else {
+        panic!("unexpected output: {text}");
+    };
+    assert_eq!(n_obs, 6.0);
+    // lppd = sum_n log mean_s exp(log_lik[s, n]) over all chains' draws.
+    let mut per_obs: Vec<Vec<f64>> = vec![Vec::new(); 6];
+    for i in 1..=4 {
+        let csv = std::fs::read_to_string(dir.join(format!("draws_{i}.csv"))).expect("file");
+        let (header, rows) = parse_csv(&csv);
+        for (n, values) in per_obs.iter_mut().enumerate() {
+            let k = header
+                .iter()
+                .position(|h| *h == format!("log_lik.{}", n + 1))
+                .expect("log_lik column");
+            values.extend(rows.iter().map(|r| r[k]));
+        }
+    }
+    let lppd: f64 = per_obs
+        .iter()
+        .map(|v| {
+            let m = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            m + (v.iter().map(|x| (x - m).exp()).sum::<f64>() / v.len() as f64).ln()
+        })
+        .sum();
+    assert!(
+        (elpd_loo + p_loo - lppd).abs() < 1e-6 * lppd.abs().max(1.0),
+        "ArviZ elpd_loo {elpd_loo} + p_loo {p_loo}, our lppd {lppd}"
+    );
+    assert!(
+        p_loo > 0.5 && p_loo < 6.0,
+        "p_loo {p_loo} for a two-parameter model"
+    );
+}
+
+/// A JSON IR file without data samples with its data given apart in Stan's JSON format, and
+/// gives the same draws as the file with the data inside; data given twice is an error.
+#[test]
+fn sample_reads_an_ir_file_with_data_apart() {
+    let dir = scratch_dir("ir-data");
+    let original =
+        std::fs::read_to_string(repo_root().join("models/eight_schools_noncentered.json"))
+            .expect("model");
+    let mut model: serde_json::Value = serde_json::from_str(&original).expect("json");
+    model["data"] = serde_json::json!({});
+    let bare = dir.join("model.json");
+    std::fs::write(&bare, model.to_string()).expect("write model");
+    let data = dir.join("data.json");
+    std::fs::write(
+        &data,
+        r#"{"y": [28, 8, -3, 7, -1, 1, 18, 12], "sigma": [15, 10, 16, 11, 9, 11, 10, 18]}"#,
+    )
+    .expect("write data");
+    let common = ["--chains", "2", "--seed", "4", "--quiet"];
+    let apart = cli(&[
+        &[
+            "sample",
+            bare.to_str().expect("utf8"),
+            "--data",
+            data.to_str().expect("utf8"),
+        ][..],
+        &common,
+    ]
+    .concat());
+    assert!(apart.status.success(), "stderr: {}", stderr(&apart));
+    let whole = cli(&[
+        &["sample", "models/eight_schools_noncentered.json"][..],
+        &common,
+    ]
+    .concat());
+    let table = |o: &Output| {
+        stdout(o)
+            .lines()
+            .filter(|l| l.starts_with("mu ") || l.starts_with("tau ") || l.starts_with("theta[8]"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(table(&apart), table(&whole));
+    assert_eq!(table(&whole).len(), 3);
+    let twice = cli(&[
+        "sample",
+        "models/eight_schools_noncentered.json",
+        "--data",
+        data.to_str().expect("utf8"),
+        "--quiet",
+    ]);
+    assert_eq!(twice.status.code(), Some(2));
+    assert!(
+        stderr(&twice).contains("give it once"),
+        "{}",
+        stderr(&twice)
+    );
+}

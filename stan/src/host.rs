@@ -80,6 +80,12 @@ pub fn eval(expr: &Expr, env: &Env) -> Result<Value, HostError> {
     Ok(interp.eval(expr)?.value)
 }
 
+/// Evaluates `expr` over typed values (as [`crate::transformed_data`] returns them), so that
+/// `array[N] vector[K]` and `matrix[N, K]` stay apart; no random numbers.
+pub fn eval_typed(expr: &Expr, env: &TypedEnv) -> Result<Typed, HostError> {
+    Interp::new(vec![env], None).eval(expr)
+}
+
 /// `value[positions]` with 1-based positions; selects a scalar or a sub-array.
 #[allow(dead_code)] // for lowering, which folds indexed data
 pub fn index(value: &Value, positions: &[i64], span: Span) -> Result<Value, HostError> {

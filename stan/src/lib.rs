@@ -22,7 +22,7 @@ pub use ast::Program;
 pub use data::{Data, DataError, MAX_JSON_BYTES, MAX_VALUES, read_data};
 pub use error::{ParseError, ParseErrorKind, line_column, render};
 pub use gq::{GeneratedQuantities, GqColumn, transformed_data, typed_data};
-pub use host::{HostError, HostRng, TypedEnv};
+pub use host::{HostError, HostRng, TypedEnv, eval_typed};
 pub use lower::{LowerError, lower};
 pub use parser::parse;
 pub use value::{Elem, Typed, Value, Values};

@@ -23,7 +23,7 @@ mod sym;
 mod tests;
 mod vectorize;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use sampler::{DataValue, Expr as Ir, IR_VERSION, Model};
 
@@ -85,6 +85,7 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
         assignable: BTreeSet::new(),
         decl_spans: HashMap::new(),
         generated_items: HashMap::new(),
+        read_once: HashSet::new(),
         hidden: 0,
         steps: 0,
         scalar_samples: BTreeMap::new(),
@@ -125,6 +126,8 @@ pub(crate) struct Lowerer {
     decl_spans: HashMap<String, Span>,
     /// Generated data items by content, so repeated constants share one item.
     generated_items: HashMap<(bool, Vec<u64>), String>,
+    /// Scalar variables read once since their last assignment (see `expr::read_var`).
+    read_once: HashSet<String>,
     /// Hidden transformed values made so far (`_t1`, `_t2`, ...).
     hidden: usize,
     /// Statements run so far (see `exec::MAX_STEPS`).

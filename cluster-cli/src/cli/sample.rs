@@ -22,10 +22,12 @@ use ractor::{Actor, ActorRef};
 use runtime::JobShape;
 use sampler::stan_csv::{self, CsvContext};
 use sampler::summary::EBFMI_THRESHOLD;
-use sampler::{ChainId, ChainSpec, ChainTrace, CheckedModel, RunSummary, SamplerSettings, Seed};
+use sampler::{
+    ChainId, ChainSpec, ChainTrace, CheckedModel, Column, RunSummary, SamplerSettings, Seed,
+};
 
 use super::cluster::block_on;
-use super::{SamplerArgs, ensure_parent, load_model_with_data};
+use super::{SamplerArgs, ensure_parent, load_model_for_sampling};
 use crate::progress::ProgressBars;
 
 /// Runs with more chains than this print one line for all chains instead of one per chain.
@@ -179,7 +181,8 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     // Silent unless `RUST_LOG` asks (`gpu_actor::timeline=debug`, say): what a run has to
     // say, the fallback to the CPU included, it prints itself, once.
     crate::logging::init(crate::logging::QUIET);
-    let model = load_model_with_data(&args.model, args.data.as_deref())?;
+    let loaded = load_model_for_sampling(&args.model, args.data.as_deref())?;
+    let model = loaded.model;
     anyhow::ensure!(args.chains > 0, "--chains must be at least 1");
     anyhow::ensure!(
         args.device == Some(Device::Gpu) || !args.gpu.given(),
@@ -192,7 +195,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     let settings = args.sampler.settings(args.threads);
     settings.validate()?;
     let seed = Seed(args.seed);
-    let columns = model.columns();
+    let mut columns = model.columns();
     if args.remote.cluster.is_empty() {
         // Every chain's draws are kept here, before anything is sized from the request.
         let shape = JobShape::new(&model, &settings, u64::from(args.chains), 0);
@@ -200,13 +203,16 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     }
     if !args.remote.cluster.is_empty() {
         let device = args.device.map(|device| device == Device::Gpu);
-        let run =
+        let mut run =
             super::sample_remote::run(&args.remote, &model, &settings, seed, args.chains, device)?;
+        if let Some(generated) = &loaded.generated {
+            generated::append(generated, &mut run.traces, &mut columns, seed, args.threads);
+        }
         let n_parameters = model.program().n_parameter_columns();
         let summary = RunSummary::new(&columns, n_parameters, &run.traces, &settings);
         out!("{}\n{}{}", run.header, summary_text(summary), run.report);
         if let Some(output) = &args.output {
-            write_csv(output, &model, &settings, seed, &run.traces)?;
+            write_csv(output, &model, &columns, &settings, seed, &run.traces)?;
         }
         return Ok(());
     }
@@ -217,7 +223,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
         args.quiet,
     ));
     let started = Instant::now();
-    let (traces, ran_on) = match args.device.unwrap_or(Device::Cpu) {
+    let (mut traces, ran_on) = match args.device.unwrap_or(Device::Cpu) {
         Device::Cpu => {
             let traces = sampler::sample(&model, &settings, seed, args.chains, progress.as_ref())
                 .with_context(|| format!("sampling {} failed", model.name()))?;
@@ -244,6 +250,9 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     };
     let wall = started.elapsed().as_secs_f64();
     progress.finish();
+    if let Some(generated) = &loaded.generated {
+        generated::append(generated, &mut traces, &mut columns, seed, args.threads);
+    }
 
     let summary = RunSummary::new(
         &columns,
@@ -262,7 +271,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     out!("{}", summary_text(summary));
 
     if let Some(output) = &args.output {
-        write_csv(output, &model, &settings, seed, &traces)?;
+        write_csv(output, &model, &columns, &settings, seed, &traces)?;
     }
     Ok(())
 }
@@ -389,11 +398,11 @@ fn chains_line(chains: &[sampler::summary::ChainDiagnostics]) -> String {
 fn write_csv(
     output: &std::path::Path,
     model: &CheckedModel,
+    columns: &[Column],
     settings: &SamplerSettings,
     seed: Seed,
     traces: &[ChainTrace],
 ) -> anyhow::Result<()> {
-    let columns = model.columns();
     let path = output.to_string_lossy();
     let names = stan_csv::chain_file_names(&path, traces.len());
     for (trace, name) in traces.iter().zip(&names) {
@@ -404,7 +413,7 @@ fn write_csv(
         let mut out = BufWriter::new(file);
         let context = CsvContext {
             model_name: model.name(),
-            columns: &columns,
+            columns,
             settings,
             seed,
             file_name: name,
@@ -427,5 +436,6 @@ fn write_csv(
     Ok(())
 }
 
+mod generated;
 #[cfg(test)]
 mod tests;

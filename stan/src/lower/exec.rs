@@ -43,6 +43,7 @@ impl Lowerer {
             self.env.remove(&name);
             self.syms.remove(&name);
             self.assignable.remove(&name);
+            self.read_once.remove(&name);
         }
     }
 
@@ -378,6 +379,7 @@ impl Lowerer {
     ) -> Result<(), LowerError> {
         self.env.remove(name);
         self.syms.remove(name);
+        self.read_once.remove(name);
         match value {
             Val::Known(v, _) => {
                 if is_int && !v.is_int() {

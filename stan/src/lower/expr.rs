@@ -11,7 +11,10 @@ use crate::value::{Value, Values};
 
 /// Expressions larger than this (in IR nodes) are given a hidden name when a variable holding
 /// them is read, so that repeated reads refer to one computed value.
-const SHARE_ABOVE: usize = 12;
+const SHARE_ABOVE: usize = 24;
+
+/// A scalar variable read only once since its assignment stays inline up to this size.
+const INLINE_ONCE_UP_TO: usize = 256;
 
 pub(crate) fn describe(dims: &[usize]) -> String {
     match dims {
@@ -230,7 +233,17 @@ impl Lowerer {
             return self.read_elements(name, selection, span);
         };
         let ir = ir.clone();
-        if sym::size(&ir) > SHARE_ABOVE {
+        let size = sym::size(&ir);
+        // A scalar read once after each assignment (`mu = mu + ...; y ~ normal(mu, s)`)
+        // stays inline, so that loops over it can be vectorised; a second read shares it.
+        if size > SHARE_ABOVE
+            && size <= INLINE_ONCE_UP_TO
+            && dims.is_empty()
+            && self.read_once.insert(name.to_owned())
+        {
+            return Ok(Val::Sym(Sym::whole(ir, dims)));
+        }
+        if size > SHARE_ABOVE {
             let shared = self.share(ir, &dims);
             self.syms.get_mut(name).expect("present").repr = Repr::Whole(shared.clone());
             return Ok(Val::Sym(Sym::whole(shared, dims)));
