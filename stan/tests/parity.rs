@@ -233,11 +233,6 @@ fn stan_order(program: &Program, data: &Json) -> Vec<usize> {
     order
 }
 
-/// Whether a column is one of the front end's hidden shared values, not a Stan variable.
-fn is_hidden(column: &str) -> bool {
-    column.starts_with('_')
-}
-
 /// `M.2.1` (Stan's output name) as our column's `M[2,1]`.
 fn column_name(stan_name: &str) -> String {
     let mut parts = stan_name.split('.');
@@ -281,10 +276,8 @@ fn compare(fixture: &Fixture, checked: CheckedModel) -> Vec<String> {
         .map(|(k, stan_name)| (column_name(stan_name), k))
         .collect();
     let mut failures = Vec::new();
-    // Names that begin with `_` are the front end's hidden shared values (no Stan identifier
-    // begins with `_`); they are not Stan's output and are left out here.
-    let ours_sorted: std::collections::BTreeSet<&String> =
-        columns.iter().filter(|c| !is_hidden(c)).collect();
+    // The front end's hidden shared values must not be output columns: ours must equal Stan's.
+    let ours_sorted: std::collections::BTreeSet<&String> = columns.iter().collect();
     let stan_sorted: std::collections::BTreeSet<&String> = stan_columns.keys().collect();
     if ours_sorted != stan_sorted {
         failures.push(format!(
