@@ -182,7 +182,13 @@ impl Lowerer {
                 continue;
             }
             let values: Vec<Ir> = samples.iter().map(|s| s.0.clone()).collect();
-            let value = self.vectorize(&values);
+            let value = if values.windows(2).all(|w| w[0] == w[1]) {
+                // One scalar value with differing operands (`target += normal_lpdf(a | k, 10)`
+                // for several `k`): the value repeated, one element per term.
+                Ir::Concat(values)
+            } else {
+                self.vectorize(&values)
+            };
             let n_args = samples[0].1.len();
             let mut args = Vec::with_capacity(n_args);
             for k in 0..n_args {
