@@ -12,7 +12,7 @@ use crate::ast::{Expr, Span};
 use crate::value::Value;
 
 /// Distributions with an IR `Dist` (the others are written out by `lpdf_expr`).
-const IR_DISTRIBUTIONS: [&str; 13] = [
+const IR_DISTRIBUTIONS: [&str; 18] = [
     "normal",
     "cauchy",
     "student_t",
@@ -26,6 +26,11 @@ const IR_DISTRIBUTIONS: [&str; 13] = [
     "bernoulli_logit",
     "binomial_logit",
     "poisson_log",
+    "weibull",
+    "chi_square",
+    "binomial",
+    "neg_binomial_2",
+    "neg_binomial_2_log",
 ];
 
 const DENSITY_SUFFIXES: [&str; 4] = ["_lpdf", "_lupdf", "_lpmf", "_lupmf"];
@@ -248,9 +253,10 @@ impl Lowerer {
     fn dist(&mut self, base: &str, span: Span, args: Vec<Arg>) -> Result<Dist, LowerError> {
         let wanted = match base {
             "normal" | "cauchy" | "gamma" | "inv_gamma" | "lognormal" | "beta" | "uniform"
-            | "double_exponential" | "binomial_logit" => 2,
+            | "double_exponential" | "binomial_logit" | "weibull" | "binomial"
+            | "neg_binomial_2" | "neg_binomial_2_log" => 2,
             "student_t" => 3,
-            "exponential" | "bernoulli_logit" | "poisson_log" => 1,
+            "exponential" | "bernoulli_logit" | "poisson_log" | "chi_square" => 1,
             _ => return unsupported(span, format!("the distribution `{base}`")),
         };
         if args.len() != wanted {
@@ -274,6 +280,11 @@ impl Lowerer {
             "double_exponential" => Dist::laplace(next(), next()),
             "bernoulli_logit" => Dist::bernoulli_logit(next()),
             "binomial_logit" => Dist::binomial_logit(next(), next()),
+            "weibull" => Dist::weibull(next(), next()),
+            "chi_square" => Dist::chi_square(next()),
+            "binomial" => Dist::binomial(next(), next()),
+            "neg_binomial_2" => Dist::neg_binomial_2(next(), next()),
+            "neg_binomial_2_log" => Dist::neg_binomial_2_log(next(), next()),
             _ => Dist::poisson_log(next()),
         })
     }
