@@ -91,6 +91,11 @@ impl Lowerer {
         args: &[Expr],
     ) -> Result<(), LowerError> {
         let base = density_base(name).unwrap_or(name);
+        if super::multivariate::handles(base) {
+            let value = self.multivariate_lpdf(base, name_span, value, args)?;
+            self.model.model.push(sampler::Statement::Factor { value });
+            return Ok(());
+        }
         let mut all = self.dist_args(std::slice::from_ref(value))?;
         all.extend(self.dist_args(args)?);
         if all.iter().all(|a| a.known.is_some()) {
@@ -297,6 +302,13 @@ impl Lowerer {
         args: &[Expr],
         span: Span,
     ) -> Result<Val, LowerError> {
+        if let Some(base) = density_base(name)
+            && super::multivariate::handles(base)
+            && let Some((y, rest)) = args.split_first()
+        {
+            let ir = self.multivariate_lpdf(base, name_span, y, rest)?;
+            return Ok(Val::Sym(Sym::whole(ir, Vec::new())));
+        }
         let mut lowered = self.dist_args(args)?;
         if let Some(base) = ["_lccdf", "_lcdf"]
             .iter()
