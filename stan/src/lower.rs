@@ -17,6 +17,7 @@ mod call;
 mod density;
 mod exec;
 mod expr;
+mod multivariate;
 mod params;
 mod sym;
 #[cfg(test)]

@@ -12,7 +12,7 @@ use crate::ast::{Expr, Span};
 use crate::value::Value;
 
 /// Distributions with an IR `Dist` (the others are written out by `lpdf_expr`).
-const IR_DISTRIBUTIONS: [&str; 13] = [
+const IR_DISTRIBUTIONS: [&str; 18] = [
     "normal",
     "cauchy",
     "student_t",
@@ -26,6 +26,11 @@ const IR_DISTRIBUTIONS: [&str; 13] = [
     "bernoulli_logit",
     "binomial_logit",
     "poisson_log",
+    "weibull",
+    "chi_square",
+    "binomial",
+    "neg_binomial_2",
+    "neg_binomial_2_log",
 ];
 
 const DENSITY_SUFFIXES: [&str; 4] = ["_lpdf", "_lupdf", "_lpmf", "_lupmf"];
@@ -86,6 +91,11 @@ impl Lowerer {
         args: &[Expr],
     ) -> Result<(), LowerError> {
         let base = density_base(name).unwrap_or(name);
+        if super::multivariate::handles(base) {
+            let value = self.multivariate_lpdf(base, name_span, value, args)?;
+            self.model.model.push(sampler::Statement::Factor { value });
+            return Ok(());
+        }
         let mut all = self.dist_args(std::slice::from_ref(value))?;
         all.extend(self.dist_args(args)?);
         if all.iter().all(|a| a.known.is_some()) {
@@ -182,7 +192,13 @@ impl Lowerer {
                 continue;
             }
             let values: Vec<Ir> = samples.iter().map(|s| s.0.clone()).collect();
-            let value = self.vectorize(&values);
+            let value = if values.windows(2).all(|w| w[0] == w[1]) {
+                // One scalar value with differing operands (`target += normal_lpdf(a | k, 10)`
+                // for several `k`): the value repeated, one element per term.
+                Ir::Concat(values)
+            } else {
+                self.vectorize(&values)
+            };
             let n_args = samples[0].1.len();
             let mut args = Vec::with_capacity(n_args);
             for k in 0..n_args {
@@ -242,9 +258,10 @@ impl Lowerer {
     fn dist(&mut self, base: &str, span: Span, args: Vec<Arg>) -> Result<Dist, LowerError> {
         let wanted = match base {
             "normal" | "cauchy" | "gamma" | "inv_gamma" | "lognormal" | "beta" | "uniform"
-            | "double_exponential" | "binomial_logit" => 2,
+            | "double_exponential" | "binomial_logit" | "weibull" | "binomial"
+            | "neg_binomial_2" | "neg_binomial_2_log" => 2,
             "student_t" => 3,
-            "exponential" | "bernoulli_logit" | "poisson_log" => 1,
+            "exponential" | "bernoulli_logit" | "poisson_log" | "chi_square" => 1,
             _ => return unsupported(span, format!("the distribution `{base}`")),
         };
         if args.len() != wanted {
@@ -268,6 +285,11 @@ impl Lowerer {
             "double_exponential" => Dist::laplace(next(), next()),
             "bernoulli_logit" => Dist::bernoulli_logit(next()),
             "binomial_logit" => Dist::binomial_logit(next(), next()),
+            "weibull" => Dist::weibull(next(), next()),
+            "chi_square" => Dist::chi_square(next()),
+            "binomial" => Dist::binomial(next(), next()),
+            "neg_binomial_2" => Dist::neg_binomial_2(next(), next()),
+            "neg_binomial_2_log" => Dist::neg_binomial_2_log(next(), next()),
             _ => Dist::poisson_log(next()),
         })
     }
@@ -280,6 +302,13 @@ impl Lowerer {
         args: &[Expr],
         span: Span,
     ) -> Result<Val, LowerError> {
+        if let Some(base) = density_base(name)
+            && super::multivariate::handles(base)
+            && let Some((y, rest)) = args.split_first()
+        {
+            let ir = self.multivariate_lpdf(base, name_span, y, rest)?;
+            return Ok(Val::Sym(Sym::whole(ir, Vec::new())));
+        }
         let mut lowered = self.dist_args(args)?;
         if let Some(base) = ["_lccdf", "_lcdf"]
             .iter()

@@ -659,3 +659,46 @@ fn lower_vectorises_a_loop_that_fills_a_vector() {
         j + (0..4).map(|n| normal(y[n], a + b * x[n], s)).sum::<f64>()
     });
 }
+
+#[test]
+fn lower_refuses_multivariate_cases_it_cannot_write_out() {
+    check_error(
+        "  mu ~ categorical(beta);",
+        "9:3",
+        "a `categorical` outcome that depends on parameters is not supported yet",
+    );
+    let source = "data {\n  array[2] vector[2] y;\n  matrix[2, 2] S;\n}\nparameters {\n  real<lower=0> tau;\n  vector[2] mu;\n}\nmodel {\n  y ~ multi_normal(mu, S * tau * tau);\n}\n";
+    let data = r#"{"y": [[1, 2], [0, 1]], "S": [[2, 0.5], [0.5, 1]]}"#;
+    let rendered = lower_error(source, data);
+    assert!(
+        rendered.starts_with("test.stan:10:24: error: ")
+            && rendered.contains("a `multi_normal` covariance that depends on parameters"),
+        "{rendered}"
+    );
+}
+
+#[test]
+fn lower_categorical_and_ordered_logistic_pick_terms_by_data() {
+    let source = "data {\n  array[5] int y;\n  vector[5] x;\n}\nparameters {\n  vector[3] beta;\n  real b;\n  ordered[2] c;\n}\nmodel {\n  y ~ categorical_logit(beta);\n  y ~ ordered_logistic(b * x, c);\n}\n";
+    let (y, x) = ([1usize, 3, 2, 2, 3], [0.5, -1.0, 2.0, 0.1, 1.5]);
+    let data = data_json(&[("y", "[1, 3, 2, 2, 3]".into()), ("x", list(&x))]);
+    let model = lower(source, &data);
+    check(&model, 6, |u| {
+        let beta = &u[0..3];
+        let b = u[3];
+        let (c, j) = ordered(&u[4..6]);
+        let lse = log_sum_exp(beta);
+        let mut lp = j;
+        for n in 0..5 {
+            lp += beta[y[n] - 1] - lse;
+            let eta = b * x[n];
+            let p = match y[n] {
+                1 => 1.0 - logistic(eta - c[0]),
+                2 => logistic(eta - c[0]) - logistic(eta - c[1]),
+                _ => logistic(eta - c[1]),
+            };
+            lp += p.ln();
+        }
+        lp
+    });
+}

@@ -1,0 +1,451 @@
+//! Distributions over whole vectors or with integer outcomes picking terms (`categorical`,
+//! `ordered_logistic`, `multi_normal` with a data covariance), written out as IR expressions
+//! with the data outcomes and data matrices worked out on the host.
+
+use std::f64::consts::PI;
+
+use sampler::{BinaryOp as Op, DataValue, Expr as Ir, UnaryOp as Un};
+
+use super::expr::describe;
+use super::sym::{Val, add, bin, c, mul, sub, un};
+use super::{LowerError, Lowerer, unsupported};
+use crate::ast::{BinaryOp, Expr, ExprKind, Span};
+use crate::value::{Value, Values};
+
+/// Distributions lowered here.
+pub(crate) fn handles(base: &str) -> bool {
+    matches!(
+        base,
+        "categorical"
+            | "categorical_logit"
+            | "ordered_logistic"
+            | "multi_normal"
+            | "multi_normal_cholesky"
+    )
+}
+
+/// The integers of a known outcome, each checked to lie in `1..=k`.
+fn outcomes(value: &Value, k: usize, base: &str, span: Span) -> Result<Vec<usize>, LowerError> {
+    let Values::Int(ints) = &value.values else {
+        return Err(LowerError::new(
+            span,
+            format!("`{base}`: the outcome must be an integer or an integer array"),
+        ));
+    };
+    ints.iter()
+        .map(|&y| {
+            if y >= 1 && y as usize <= k {
+                Ok(y as usize)
+            } else {
+                Err(LowerError::new(
+                    span,
+                    format!("`{base}`: the outcome {y} is not in 1..{k}"),
+                ))
+            }
+        })
+        .collect()
+}
+
+/// The lower Cholesky factor of the `n` x `n` row-major matrix `a`.
+fn cholesky(n: usize, a: &[f64]) -> Option<Vec<f64>> {
+    let mut l = vec![0.0; n * n];
+    for j in 0..n {
+        let d = a[j * n + j] - (0..j).map(|k| l[j * n + k] * l[j * n + k]).sum::<f64>();
+        if d.is_nan() || d <= 0.0 {
+            return None;
+        }
+        l[j * n + j] = d.sqrt();
+        for i in j + 1..n {
+            let s = a[i * n + j] - (0..j).map(|k| l[i * n + k] * l[j * n + k]).sum::<f64>();
+            l[i * n + j] = s / l[j * n + j];
+        }
+    }
+    Some(l)
+}
+
+/// The inverse of the lower-triangular `n` x `n` matrix `l` (non-zero diagonal), row-major.
+fn lower_inverse(n: usize, l: &[f64]) -> Vec<f64> {
+    let mut inv = vec![0.0; n * n];
+    for col in 0..n {
+        for i in col..n {
+            let rhs = if i == col { 1.0 } else { 0.0 };
+            let s: f64 = (col..i).map(|k| l[i * n + k] * inv[k * n + col]).sum();
+            inv[i * n + col] = (rhs - s) / l[i * n + i];
+        }
+    }
+    inv
+}
+
+impl Lowerer {
+    /// The log density `base(y | args)` (constants included, summed) for the distributions
+    /// that [`handles`] names.
+    pub(super) fn multivariate_lpdf(
+        &mut self,
+        base: &str,
+        span: Span,
+        y: &Expr,
+        args: &[Expr],
+    ) -> Result<Ir, LowerError> {
+        let wanted = if base.starts_with("categorical") {
+            1
+        } else {
+            2
+        };
+        if args.len() != wanted {
+            return Err(LowerError::new(
+                span,
+                format!("`{base}` takes {wanted} argument(s), found {}", args.len()),
+            ));
+        }
+        match base {
+            "categorical" | "categorical_logit" => self.categorical(base, y, &args[0]),
+            "ordered_logistic" => self.ordered_logistic(y, &args[0], &args[1]),
+            _ => self.multi_normal(base, y, &args[0], &args[1]),
+        }
+    }
+
+    /// A known outcome of `base`, or "not supported".
+    fn known_outcome(&mut self, base: &str, y: &Expr) -> Result<Value, LowerError> {
+        match self.eval(y)? {
+            Val::Known(value, _) => Ok(value),
+            Val::Sym(_) => unsupported(
+                y.span,
+                format!("a `{base}` outcome that depends on parameters"),
+            ),
+        }
+    }
+
+    /// `categorical(y | theta)`: sum_k count_k log theta_k; `categorical_logit(y | beta)`:
+    /// sum_k count_k beta_k - N log_sum_exp(beta).
+    fn categorical(&mut self, base: &str, y: &Expr, theta: &Expr) -> Result<Ir, LowerError> {
+        let outcome = self.known_outcome(base, y)?;
+        let v = self.eval(theta)?;
+        let (ir, dims) = self.whole(v, theta.span)?;
+        let [k] = dims[..] else {
+            return Err(LowerError::new(
+                theta.span,
+                format!("`{base}` needs a vector, found {}", describe(&dims)),
+            ));
+        };
+        let ys = outcomes(&outcome, k, base, y.span)?;
+        let mut counts = vec![0.0; k];
+        for &y in &ys {
+            counts[y - 1] += 1.0;
+        }
+        let counts = self.data_item(None, DataValue::Vector(counts));
+        if base == "categorical" {
+            return Ok(un(Un::Sum, mul(counts, un(Un::Log, ir))));
+        }
+        let beta = self.share(ir, &dims);
+        Ok(sub(
+            un(Un::Sum, mul(counts, beta.clone())),
+            mul(c(ys.len() as f64), un(Un::LogSumExp, beta)),
+        ))
+    }
+
+    /// Elements `positions` (0-based) of `ir` of `dims`; a scalar stays itself (broadcast).
+    fn gather(&mut self, ir: &Ir, dims: &[usize], positions: &[usize]) -> Ir {
+        if dims.is_empty() {
+            return ir.clone();
+        }
+        let index = self.data_item(
+            None,
+            DataValue::IntVector(positions.iter().map(|&p| p as i64).collect()),
+        );
+        bin(Op::Gather, ir.clone(), index)
+    }
+
+    /// `ordered_logistic(y | eta, c)` with known `y`: per observation, log(1 - inv_logit(eta -
+    /// c_1)), log(inv_logit(eta - c_{k-1}) - inv_logit(eta - c_k)) or log inv_logit(eta -
+    /// c_{K-1}), the observations grouped by which of the three applies.
+    fn ordered_logistic(&mut self, y: &Expr, eta: &Expr, cuts: &Expr) -> Result<Ir, LowerError> {
+        let base = "ordered_logistic";
+        let outcome = self.known_outcome(base, y)?;
+        let v = self.eval(eta)?;
+        let (eta_ir, eta_dims) = self.whole(v, eta.span)?;
+        let v = self.eval(cuts)?;
+        let (cut_ir, cut_dims) = self.whole(v, cuts.span)?;
+        let [m] = cut_dims[..] else {
+            return Err(LowerError::new(
+                cuts.span,
+                format!(
+                    "`{base}`: the cut points must be a vector, found {}",
+                    describe(&cut_dims)
+                ),
+            ));
+        };
+        let k = m + 1;
+        let ys = outcomes(&outcome, k, base, y.span)?;
+        let n_eta: usize = eta_dims.iter().product();
+        if eta_dims.len() > 1 || (!eta_dims.is_empty() && n_eta != ys.len()) {
+            return Err(LowerError::new(
+                eta.span,
+                format!(
+                    "`{base}`: {} does not match {} outcome(s)",
+                    describe(&eta_dims),
+                    ys.len()
+                ),
+            ));
+        }
+        let eta_ir = self.share(eta_ir, &eta_dims);
+        let cut_ir = self.share(cut_ir, &cut_dims);
+        let (mut first, mut last, mut middle) = (Vec::new(), Vec::new(), Vec::new());
+        for (n, &y) in ys.iter().enumerate() {
+            match y {
+                1 => first.push(n),
+                _ if y == k => last.push(n),
+                _ => middle.push(n),
+            }
+        }
+        let mut terms = Vec::new();
+        if !first.is_empty() {
+            // log(1 - inv_logit(eta - c_1)) = -softplus(eta - c_1)
+            let e = self.gather(&eta_ir, &eta_dims, &first);
+            let cut = self.gather(&cut_ir, &cut_dims, &vec![0; first.len()]);
+            terms.push(un(Un::Neg, un(Un::Softplus, sub(e, cut))));
+        }
+        if !last.is_empty() {
+            // log inv_logit(eta - c_{K-1}) = -softplus(c_{K-1} - eta)
+            let e = self.gather(&eta_ir, &eta_dims, &last);
+            let cut = self.gather(&cut_ir, &cut_dims, &vec![m - 1; last.len()]);
+            terms.push(un(Un::Neg, un(Un::Softplus, sub(cut, e))));
+        }
+        if !middle.is_empty() {
+            // With a = eta - c_{y-1} > b = eta - c_y: inv_logit(a) - inv_logit(b) =
+            // inv_logit(a) inv_logit(-b) (1 - exp(b - a)).
+            let e = self.gather(&eta_ir, &eta_dims, &middle);
+            let e = self.share(e, &[middle.len()]);
+            let lower: Vec<usize> = middle.iter().map(|&n| ys[n] - 2).collect();
+            let upper: Vec<usize> = middle.iter().map(|&n| ys[n] - 1).collect();
+            let c_lo = self.gather(&cut_ir, &cut_dims, &lower);
+            let c_lo = self.share(c_lo, &[middle.len()]);
+            let c_hi = self.gather(&cut_ir, &cut_dims, &upper);
+            let c_hi = self.share(c_hi, &[middle.len()]);
+            let a = sub(e.clone(), c_lo.clone());
+            let b = sub(e, c_hi.clone());
+            terms.push(add(
+                sub(
+                    un(Un::Neg, un(Un::Softplus, un(Un::Neg, a))),
+                    un(Un::Softplus, b),
+                ),
+                un(Un::Log1p, un(Un::Neg, un(Un::Exp, sub(c_lo, c_hi)))),
+            ));
+        }
+        let mut total: Option<Ir> = None;
+        for t in terms {
+            let s = un(Un::Sum, t);
+            total = Some(match total {
+                Some(acc) => add(acc, s),
+                None => s,
+            });
+        }
+        Ok(total.unwrap_or_else(|| c(0.0)))
+    }
+
+    /// A covariance (or Cholesky factor) argument: a known matrix, or a known matrix times a
+    /// scalar that depends on parameters.
+    fn known_matrix_times_scalar(
+        &mut self,
+        base: &str,
+        arg: &Expr,
+    ) -> Result<(Value, Option<Ir>), LowerError> {
+        let what = if base == "multi_normal" {
+            "covariance"
+        } else {
+            "Cholesky factor"
+        };
+        let refuse = |span: Span| -> Result<(Value, Option<Ir>), LowerError> {
+            unsupported(
+                span,
+                format!(
+                    "a `{base}` {what} that depends on parameters (other than a data matrix \
+                     times a scalar)"
+                ),
+            )
+        };
+        if let ExprKind::Binary {
+            op: BinaryOp::Mul,
+            lhs,
+            rhs,
+        } = &arg.kind
+        {
+            let a = self.eval(lhs)?;
+            let b = self.eval(rhs)?;
+            let (matrix, scalar, scalar_span) = match (a, b) {
+                (Val::Known(m, _), s) if m.shape.len() == 2 => (m, s, rhs.span),
+                (s, Val::Known(m, _)) if m.shape.len() == 2 => (m, s, lhs.span),
+                _ => return refuse(arg.span),
+            };
+            let (ir, dims) = self.whole(scalar, scalar_span)?;
+            if !dims.is_empty() {
+                return refuse(arg.span);
+            }
+            return Ok((matrix, Some(ir)));
+        }
+        match self.eval(arg)? {
+            Val::Known(m, _) => Ok((m, None)),
+            Val::Sym(_) => refuse(arg.span),
+        }
+    }
+
+    /// `multi_normal(y | mu, Sigma)` with `Sigma = s * S` (S data, s a scalar or 1), or
+    /// `multi_normal_cholesky(y | mu, s * L)`: with L the Cholesky factor of S (or L), z =
+    /// L^{-1}(y - mu) / s, a linear map of `y` and `mu` with a data matrix, and the log density
+    /// -0.5 |z|^2 - N (sum log diag L + K log s) - N K log(2 pi) / 2.
+    fn multi_normal(
+        &mut self,
+        base: &str,
+        y: &Expr,
+        mu: &Expr,
+        cov: &Expr,
+    ) -> Result<Ir, LowerError> {
+        let (matrix, scale) = self.known_matrix_times_scalar(base, cov)?;
+        let k = matrix.shape.first().copied().unwrap_or(0);
+        if matrix.shape != [k, k] || k == 0 {
+            return Err(LowerError::new(
+                cov.span,
+                format!(
+                    "`{base}` needs a non-empty square matrix, found shape {:?}",
+                    matrix.shape
+                ),
+            ));
+        }
+        let factor = if base == "multi_normal" {
+            let Some(l) = cholesky(k, &matrix.reals()) else {
+                return Err(LowerError::new(
+                    cov.span,
+                    format!("`{base}`: the covariance matrix is not positive definite"),
+                ));
+            };
+            l
+        } else {
+            matrix.reals()
+        };
+        // The factor of the scaled matrix is sqrt(s) L for a covariance, s L for a factor.
+        let scale = scale.map(|s| {
+            if base == "multi_normal" {
+                un(Un::Sqrt, s)
+            } else {
+                s
+            }
+        });
+        if (0..k).any(|i| factor[i * k + i] == 0.0) {
+            return Err(LowerError::new(
+                cov.span,
+                format!("`{base}`: the Cholesky factor has a zero on its diagonal"),
+            ));
+        }
+        let inverse = lower_inverse(k, &factor);
+        let log_det: f64 = (0..k).map(|i| factor[i * k + i].abs().ln()).sum();
+        let inverse_item = self.data_item(
+            None,
+            DataValue::Matrix(inverse.chunks(k).map(<[f64]>::to_vec).collect()),
+        );
+        let vy = self.eval(y)?;
+        let vmu = self.eval(mu)?;
+        let rows = |v: &Val, span: Span| -> Result<usize, LowerError> {
+            let dims = match v {
+                Val::Known(value, _) => value.shape.clone(),
+                Val::Sym(s) => s.dims.clone(),
+            };
+            match dims[..] {
+                [m] if m == k => Ok(1),
+                [n, m] if m == k => Ok(n),
+                _ => Err(LowerError::new(
+                    span,
+                    format!(
+                        "`{base}`: {} does not match a vector of {k}",
+                        describe(&dims)
+                    ),
+                )),
+            }
+        };
+        let (ny, nmu) = (rows(&vy, y.span)?, rows(&vmu, mu.span)?);
+        if ny != nmu && ny != 1 && nmu != 1 {
+            return Err(LowerError::new(
+                mu.span,
+                format!("`{base}`: {nmu} location(s) for {ny} outcome(s)"),
+            ));
+        }
+        if ny == 0 || nmu == 0 {
+            return Ok(c(0.0));
+        }
+        let n = ny.max(nmu);
+        let wy = self.whitened(vy, y.span, k, n, &inverse, &inverse_item)?;
+        let wmu = self.whitened(vmu, mu.span, k, n, &inverse, &inverse_item)?;
+        let mut z = sub(wy, wmu);
+        let nf = n as f64;
+        let constant = -nf * log_det - 0.5 * nf * k as f64 * (2.0 * PI).ln();
+        let mut scale_term = None;
+        if let Some(s) = scale {
+            let s = self.share(s, &[]);
+            z = bin(Op::Div, z, s.clone());
+            scale_term = Some(mul(c(-nf * k as f64), un(Un::Log, s)));
+        }
+        let mut lp = add(
+            mul(c(-0.5), un(Un::Sum, bin(Op::Pow, z, c(2.0)))),
+            c(constant),
+        );
+        if let Some(t) = scale_term {
+            lp = add(lp, t);
+        }
+        Ok(lp)
+    }
+
+    /// L^{-1} x for each of the rows of `x` (vectors of `k`), repeated to `n` rows, as one
+    /// vector of `n * k`: computed on the host when `x` is known, else a data matrix times
+    /// vector per row.
+    fn whitened(
+        &mut self,
+        x: Val,
+        span: Span,
+        k: usize,
+        n: usize,
+        inverse: &[f64],
+        inverse_item: &Ir,
+    ) -> Result<Ir, LowerError> {
+        match x {
+            Val::Known(value, _) => {
+                let values = value.reals();
+                let rows = values.len() / k;
+                let mut out = Vec::with_capacity(n * k);
+                for r in 0..n {
+                    let row = &values[(r % rows) * k..(r % rows + 1) * k];
+                    for i in 0..k {
+                        out.push((0..k).map(|j| inverse[i * k + j] * row[j]).sum::<f64>());
+                    }
+                }
+                Ok(self.data_item(None, DataValue::Vector(out)))
+            }
+            sym => {
+                let (ir, dims) = self.whole(sym, span)?;
+                let ir = self.share(ir, &dims);
+                let rows = dims.iter().product::<usize>() / k;
+                let mut parts = Vec::with_capacity(rows);
+                for r in 0..rows {
+                    let row = if rows == 1 {
+                        ir.clone()
+                    } else {
+                        Ir::Slice(Box::new(ir.clone()), (r * k) as u32, k as u32)
+                    };
+                    let w = bin(Op::Matvec, inverse_item.clone(), row);
+                    parts.push(self.share(w, &[k]));
+                }
+                if rows == n {
+                    return Ok(if n == 1 {
+                        parts.pop().expect("one row")
+                    } else {
+                        Ir::Concat(parts)
+                    });
+                }
+                // One row for all `n` outcomes.
+                let row = parts.pop().expect("one row");
+                Ok(if n == 1 {
+                    row
+                } else {
+                    Ir::Concat(vec![row; n])
+                })
+            }
+        }
+    }
+}
