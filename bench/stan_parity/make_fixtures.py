@@ -5,7 +5,7 @@ For each program in `stan/tests/parity/programs/` (with the data given below) th
 the program with Stan through PyStan 3, draws 5 points of the unconstrained space
 (uniform(-1.5, 1.5), seeded by the program's name) and records at each point Stan's
 `log_prob(theta, adjust_transform=True)`, its gradient, and the constrained parameters and
-transformed parameters (`constrain_pars`). The Rust test `stan/tests/parity.rs` reads the
+transformed parameters (`constrain_pars`). The Rust test `stan/tests/integration/parity.rs` reads the
 fixtures; it does not need Python or Stan.
 
 Setup (outside the repository; compiling a model needs g++ and takes about a minute):

@@ -128,5 +128,4 @@ fn programs_printer_adds_only_needed_parentheses() {
     assert_eq!(stan::parse(source).unwrap().to_string(), source);
 }
 
-#[path = "programs/lowering.rs"]
 mod lowering;
