@@ -9,7 +9,7 @@
 mod call;
 mod dist;
 mod expr;
-mod linalg;
+pub(crate) mod linalg;
 mod math;
 pub(crate) mod rng;
 mod stmt;

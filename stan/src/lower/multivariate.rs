@@ -46,23 +46,6 @@ fn outcomes(value: &Value, k: usize, base: &str, span: Span) -> Result<Vec<usize
         .collect()
 }
 
-/// The lower Cholesky factor of the `n` x `n` row-major matrix `a`.
-fn cholesky(n: usize, a: &[f64]) -> Option<Vec<f64>> {
-    let mut l = vec![0.0; n * n];
-    for j in 0..n {
-        let d = a[j * n + j] - (0..j).map(|k| l[j * n + k] * l[j * n + k]).sum::<f64>();
-        if d.is_nan() || d <= 0.0 {
-            return None;
-        }
-        l[j * n + j] = d.sqrt();
-        for i in j + 1..n {
-            let s = a[i * n + j] - (0..j).map(|k| l[i * n + k] * l[j * n + k]).sum::<f64>();
-            l[i * n + j] = s / l[j * n + j];
-        }
-    }
-    Some(l)
-}
-
 /// The inverse of the lower-triangular `n` x `n` matrix `l` (non-zero diagonal), row-major.
 fn lower_inverse(n: usize, l: &[f64]) -> Vec<f64> {
     let mut inv = vec![0.0; n * n];
@@ -311,13 +294,9 @@ impl Lowerer {
             ));
         }
         let factor = if base == "multi_normal" {
-            let Some(l) = cholesky(k, &matrix.reals()) else {
-                return Err(LowerError::new(
-                    cov.span,
-                    format!("`{base}`: the covariance matrix is not positive definite"),
-                ));
-            };
-            l
+            crate::host::linalg::cholesky(k, &matrix.reals()).map_err(|why| {
+                LowerError::new(cov.span, format!("`{base}`: the covariance matrix: {why}"))
+            })?
         } else {
             matrix.reals()
         };
