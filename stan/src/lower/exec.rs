@@ -299,6 +299,19 @@ impl Lowerer {
             }
             dims.push(n as usize);
         }
+        let total = dims
+            .iter()
+            .try_fold(1usize, |total, &n| total.checked_mul(n))
+            .filter(|&total| total <= crate::data::MAX_VALUES);
+        if total.is_none() {
+            return Err(LowerError::new(
+                ty.span,
+                format!(
+                    "a value of shape {dims:?} has more than {} elements",
+                    crate::data::MAX_VALUES
+                ),
+            ));
+        }
         Ok(dims)
     }
 

@@ -702,3 +702,13 @@ fn lower_categorical_and_ordered_logistic_pick_terms_by_data() {
         lp
     });
 }
+
+#[test]
+fn lower_refuses_a_local_whose_element_count_overflows() {
+    let source = "parameters {\n  real x;\n}\nmodel {\n  array[100000, 100000] real big;\n  x ~ normal(0, 1);\n}\n";
+    let program = crate::parse(source).expect("parses");
+    let data = crate::read_data(&program, "{}").expect("no data");
+    let err = crate::lower(&program, &data, "big").expect_err("too large");
+    assert!(err.message.contains("more than"), "{err}");
+    assert_eq!(crate::line_column(source, err.span.start).0, 5, "{err}");
+}
