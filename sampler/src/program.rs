@@ -199,6 +199,33 @@ pub enum DensityKind {
 }
 
 impl DensityKind {
+    /// Every density kind, for tests and tables.
+    pub const ALL: [DensityKind; 23] = [
+        DensityKind::Normal,
+        DensityKind::HalfNormal,
+        DensityKind::Exponential,
+        DensityKind::StudentT,
+        DensityKind::Cauchy,
+        DensityKind::HalfCauchy,
+        DensityKind::LogNormal,
+        DensityKind::Gamma,
+        DensityKind::InverseGamma,
+        DensityKind::Beta,
+        DensityKind::Uniform,
+        DensityKind::Laplace,
+        DensityKind::BernoulliLogit,
+        DensityKind::BinomialLogit,
+        DensityKind::PoissonLog,
+        DensityKind::Logistic,
+        DensityKind::Weibull,
+        DensityKind::ChiSquare,
+        DensityKind::Bernoulli,
+        DensityKind::Binomial,
+        DensityKind::Poisson,
+        DensityKind::NegBinomial2,
+        DensityKind::NegBinomial2Log,
+    ];
+
     /// Number of parameters the kernel reads.
     pub fn n_params(self) -> usize {
         match self {

@@ -70,33 +70,7 @@ pub(crate) fn parts(kind: DensityKind) -> &'static [Part] {
 /// Every term function some density uses, for tests.
 #[cfg(test)]
 pub(crate) fn used_terms() -> Vec<TermFn> {
-    use sampler::DensityKind::*;
-    let kinds = [
-        Normal,
-        HalfNormal,
-        Exponential,
-        StudentT,
-        Cauchy,
-        HalfCauchy,
-        LogNormal,
-        Gamma,
-        InverseGamma,
-        Beta,
-        Uniform,
-        Laplace,
-        BernoulliLogit,
-        BinomialLogit,
-        PoissonLog,
-        Logistic,
-        Weibull,
-        ChiSquare,
-        Bernoulli,
-        Binomial,
-        Poisson,
-        NegBinomial2,
-        NegBinomial2Log,
-    ];
-    kinds
+    DensityKind::ALL
         .iter()
         .flat_map(|&kind| parts(kind))
         .filter_map(|part| match *part {
