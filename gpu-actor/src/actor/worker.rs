@@ -31,8 +31,10 @@ use crate::sampling::sample_on_device;
 const DEVICE_ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a report waits for the device thread's counters.
 const STATS_TIMEOUT: Duration = Duration::from_millis(100);
-/// How long a stopping worker waits for its device thread to release the device.
-const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a stopping worker waits for its device thread to release the device, kernels
+/// still compiling in the background included (a process must not exit while a driver
+/// compiles: some crash it).
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(50);
 
 /// The worker behaviour.
 #[derive(Debug, Clone, Copy, Default)]

@@ -21,6 +21,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use sampler::{ModelHash, Program};
@@ -209,8 +210,21 @@ pub(crate) struct PipelineCache {
     /// Builds under way on their threads: started ahead ([`PipelineCache::start_build`]) or
     /// past an earlier budget.
     pending: HashMap<PipelineKey, mpsc::Receiver<BuildResult>>,
+    /// Every build thread not yet known to have ended, finished or abandoned: dropping the
+    /// cache waits for them, so that no thread is inside the driver when the device goes
+    /// (or the process exits, which crashes some drivers mid-compile).
+    threads: Vec<JoinHandle<()>>,
     pub compiled: u64,
     pub hits: u64,
+}
+
+impl Drop for PipelineCache {
+    fn drop(&mut self) {
+        for thread in self.threads.drain(..) {
+            // A panic was already reported to the build's receiver as a disconnection.
+            let _ = thread.join();
+        }
+    }
 }
 
 impl PipelineCache {
@@ -232,7 +246,7 @@ impl PipelineCache {
         }
         let build = match self.pending.remove(&key) {
             Some(build) => build,
-            None => spawn_build(device, layouts, program, key)?,
+            None => self.spawn_build(device, layouts, program, key)?,
         };
         // A zero budget waits for nothing: only a build already done is taken.
         let received = if budget.is_zero() {
@@ -278,9 +292,35 @@ impl PipelineCache {
         if self.pipelines.contains_key(&key) || self.pending.contains_key(&key) {
             return Ok(());
         }
-        let build = spawn_build(device, layouts, program, key)?;
+        let build = self.spawn_build(device, layouts, program, key)?;
         self.pending.insert(key, build);
         Ok(())
+    }
+
+    /// Generates `key`'s WGSL here and compiles it on a new thread, which sends the result.
+    fn spawn_build(
+        &mut self,
+        device: &wgpu::Device,
+        layouts: &Layouts,
+        program: &Program,
+        key: PipelineKey,
+    ) -> Result<mpsc::Receiver<BuildResult>, GpuError> {
+        let source = wgsl::kernel_source(program, key.kernel, &key.options)?;
+        let device = device.clone();
+        let layout = layouts.pipeline_layout(key.kernel).clone();
+        let (sender, receiver) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("gpu-compile".into())
+            .spawn(move || {
+                // The receiver may be gone (the device thread stopped): nothing to do then.
+                let _ = sender.send(build(&device, &layout, source, key));
+            })
+            .map_err(|err| GpuError::Spawn {
+                message: err.to_string(),
+            })?;
+        self.threads.retain(|thread| !thread.is_finished());
+        self.threads.push(thread);
+        Ok(receiver)
     }
 
     /// Drops every pipeline of `model` in `precision` (builds still running finish on their
@@ -290,29 +330,6 @@ impl PipelineCache {
         self.pipelines.retain(|key, _| other(key));
         self.pending.retain(|key, _| other(key));
     }
-}
-
-/// Generates `key`'s WGSL here and compiles it on a new thread, which sends the result.
-fn spawn_build(
-    device: &wgpu::Device,
-    layouts: &Layouts,
-    program: &Program,
-    key: PipelineKey,
-) -> Result<mpsc::Receiver<BuildResult>, GpuError> {
-    let source = wgsl::kernel_source(program, key.kernel, &key.options)?;
-    let device = device.clone();
-    let layout = layouts.pipeline_layout(key.kernel).clone();
-    let (sender, receiver) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("gpu-compile".into())
-        .spawn(move || {
-            // The receiver may be gone (the device thread stopped): nothing to do then.
-            let _ = sender.send(build(&device, &layout, source, key));
-        })
-        .map_err(|err| GpuError::Spawn {
-            message: err.to_string(),
-        })?;
-    Ok(receiver)
 }
 
 /// Creates `key`'s pipeline from `source`. Runs on a build thread; error scopes belong to the
