@@ -17,6 +17,7 @@ mod lower;
 mod parser;
 pub mod posteriordb;
 mod print;
+pub mod reference;
 mod value;
 
 pub use ast::Program;
