@@ -18,7 +18,7 @@ use std::fmt::Write;
 
 use entries::{DISTRIBUTIONS, Distribution, Function, Group};
 use features::Table;
-use probe::{Arg, Outcome, Runner, call_probe, tilde_probe};
+use probe::{Arg, Outcome, Parameters, call_probe, has_matrix, tilde_probe};
 
 /// The first and last lines of the generated part of `docs/stan-reference.md`.
 pub const BEGIN_MARKER: &str = "<!-- stan-reference:begin -->";
@@ -30,23 +30,65 @@ struct CheckedTable {
     outcomes: Vec<Vec<Option<Outcome>>>,
 }
 
-/// A function signature with the outcomes of its probes: with parameter arguments (`None`
-/// when no argument can be a parameter) and on the host.
+/// The outcomes of a use with parameter arguments: every argument that can be a parameter
+/// is one (`all`), and, where some argument is a matrix, the same with data matrices; `None`
+/// where no argument is a parameter.
+struct Lowered {
+    all: Option<Outcome>,
+    data_matrices: Option<Outcome>,
+}
+
+impl Lowered {
+    /// Runs the probes that `probe(parameters)` makes.
+    fn check(args: &[Arg], probe: impl Fn(Parameters) -> Option<probe::Probe>) -> Lowered {
+        Lowered {
+            all: probe(Parameters::All).map(|p| p.run()),
+            data_matrices: has_matrix(args)
+                .then(|| probe(Parameters::NotMatrices).map(|p| p.run()))
+                .flatten(),
+        }
+    }
+
+    fn outcomes(&self) -> impl Iterator<Item = &Outcome> {
+        self.all.iter().chain(&self.data_matrices)
+    }
+
+    #[cfg(test)]
+    fn works(&self) -> bool {
+        self.outcomes().any(Outcome::works)
+    }
+
+    /// GPU, GPU* (with data matrices), load time (no parameter argument), not yet, broken.
+    fn cell(&self) -> &'static str {
+        match (&self.all, &self.data_matrices) {
+            (_, _) if self.outcomes().any(|o| matches!(o, Outcome::Broken(_))) => BROKEN,
+            (Some(Outcome::Works), _) => "GPU",
+            (_, Some(Outcome::Works)) => "GPU*",
+            (None, None) => "load time",
+            _ => "not yet",
+        }
+    }
+}
+
+const BROKEN: &str = "**broken**";
+
+/// A function signature with the outcomes of its probes: with parameter arguments and on
+/// the host.
 struct CheckedFunction {
     function: Function,
-    lowered: Option<Outcome>,
+    lowered: Lowered,
     host: Outcome,
 }
 
 /// The suffixes of a distribution's functions, in the reference's column order.
 const SUFFIXES: [&str; 5] = ["lpdf", "lupdf", "lcdf", "lccdf", "rng"];
 
-/// A distribution with the outcomes of `~` and of each suffix: (lowered with parameters,
-/// on the host), `None` where Stan has no such function.
+/// A distribution with the outcomes of `~` and of each suffix: (with parameters, which
+/// `_rng` has not, on the host), `None` where Stan has no such function.
 struct CheckedDistribution {
     distribution: Distribution,
-    tilde: Outcome,
-    suffixes: Vec<Option<(Option<Outcome>, Outcome)>>,
+    tilde: Lowered,
+    suffixes: Vec<Option<(Option<Lowered>, Outcome)>>,
 }
 
 /// Every entry of the reference with the outcomes of its probes.
@@ -77,8 +119,10 @@ fn signature(name: &str, args: &[Arg]) -> String {
 
 fn check_function(function: Function) -> CheckedFunction {
     let call = |names: &[String]| format!("{}({})", function.name, names.join(", "));
-    let lowered = call_probe(Runner::Lowered, &function.args, true, call).map(|p| p.run());
-    let host = call_probe(Runner::Host, &function.args, true, call)
+    let lowered = Lowered::check(&function.args, |parameters| {
+        call_probe(parameters, &function.args, true, call)
+    });
+    let host = call_probe(Parameters::None, &function.args, true, call)
         .expect("host probes always exist")
         .run();
     CheckedFunction {
@@ -111,19 +155,22 @@ fn check_distribution(d: Distribution) -> CheckedDistribution {
             }
             if suffix == "rng" {
                 let call = |names: &[String]| format!("{name}({})", names.join(", "));
-                let host = call_probe(Runner::Host, d.args, true, call).expect("host probe");
+                let host = call_probe(Parameters::None, d.args, true, call).expect("host probe");
                 return Some((None, host.run()));
             }
             let call =
                 |names: &[String]| format!("{name}({} | {})", names[0], names[1..].join(", "));
-            let lowered = call_probe(Runner::Lowered, &all, false, call).map(|p| p.run());
-            let host = call_probe(Runner::Host, &all, false, call).expect("host probe");
-            Some((lowered, host.run()))
+            let lowered =
+                Lowered::check(&all, |parameters| call_probe(parameters, &all, false, call));
+            let host = call_probe(Parameters::None, &all, false, call).expect("host probe");
+            Some((Some(lowered), host.run()))
         })
         .collect();
     CheckedDistribution {
         distribution: d,
-        tilde: tilde_probe(d.name, d.outcome, d.args).run(),
+        tilde: Lowered::check(&all, |parameters| {
+            Some(tilde_probe(d.name, d.outcome, d.args, parameters))
+        }),
         suffixes,
     }
 }
@@ -155,16 +202,16 @@ fn mark(outcome: &Outcome) -> &'static str {
     match outcome {
         Outcome::Works => "✓",
         Outcome::NotYet(_) => "not yet",
-        Outcome::Broken(_) => "**broken**",
+        Outcome::Broken(_) => BROKEN,
     }
 }
 
-/// Where a call works: "GPU" when it lowers with parameter arguments, else "host" when it runs
-/// on the host, else "–".
-fn place(lowered: Option<&Outcome>, host: &Outcome) -> &'static str {
-    match (lowered, host) {
-        (Some(Outcome::Broken(_)), _) | (_, Outcome::Broken(_)) => "**broken**",
-        (Some(Outcome::Works), _) => "GPU",
+/// Where a call works: its [`Lowered::cell`] when it works with parameters (or has none),
+/// else "host" when it runs on the host, else "–".
+fn place(lowered: Option<&Lowered>, host: &Outcome) -> &'static str {
+    match (lowered.map_or("not yet", Lowered::cell), host) {
+        (BROKEN, _) | (_, Outcome::Broken(_)) => BROKEN,
+        (cell @ ("GPU" | "GPU*" | "load time"), _) => cell,
         (_, Outcome::Works) => "host",
         _ => "–",
     }
@@ -189,11 +236,12 @@ fn render_functions(out: &mut String, functions: &[CheckedFunction]) {
     out.push_str(
         "## Functions\n\n\
          **GPU**: a call with parameter arguments lowers to the IR, which the CPU and the GPU \
-         back ends both run (in the probes, `int`, size and matrix arguments are data, the \
-         others parameters). **host**: the call runs on the host interpreter, in `transformed \
-         data` and `generated quantities`, and on data anywhere (computed once at load time). \
-         **load time**: no argument can be a parameter; the value is computed when the \
-         program is loaded.\n\n",
+         back ends both run (in the probes, every argument but `int`s and sizes is a \
+         parameter); **GPU\\***: the same with matrix arguments as data (with parameter \
+         matrices: not yet). **host**: the call runs on the host interpreter, in \
+         `transformed data` and `generated quantities`, and on data anywhere (computed once \
+         at load time). **load time**: no argument can be a parameter; the value is computed \
+         when the program is loaded. Elementwise functions are probed on scalars.\n\n",
     );
     for group in Group::ALL {
         let _ = writeln!(out, "### {}\n", group.title());
@@ -206,11 +254,11 @@ fn render_functions(out: &mut String, functions: &[CheckedFunction]) {
             for (title, wanted) in [
                 ("GPU and host", "GPU"),
                 ("host only", "host"),
-                ("broken", "**broken**"),
+                ("broken", BROKEN),
             ] {
                 let names: Vec<String> = in_group
                     .iter()
-                    .filter(|f| place(f.lowered.as_ref(), &f.host) == wanted)
+                    .filter(|f| place(Some(&f.lowered), &f.host) == wanted)
                     .map(|f| format!("`{}`", signature(f.function.name, &f.function.args)))
                     .collect();
                 if !names.is_empty() {
@@ -222,11 +270,7 @@ fn render_functions(out: &mut String, functions: &[CheckedFunction]) {
         }
         out.push_str("| function | with parameters | host |\n|---|---|---|\n");
         for f in in_group {
-            let lowered = match &f.lowered {
-                None => "load time",
-                Some(Outcome::Works) => "GPU",
-                Some(other) => mark(other),
-            };
+            let lowered = f.lowered.cell().replace('*', "\\*");
             let host = match &f.host {
                 Outcome::NotYet(_) => "–",
                 other => mark(other),
@@ -245,30 +289,32 @@ fn render_distributions(out: &mut String, distributions: &[CheckedDistribution])
     out.push_str(
         "## Distributions\n\n\
          Each cell says where that use works: **GPU** (with parameter arguments, lowered to \
-         the IR), **host** (`transformed data`, `generated quantities`, and constants), or \
-         – (not yet); n/a where Stan has no such function. Integer outcomes use \
-         `_lpmf`/`_lupmf`. In the probes, `int` and matrix \
-         arguments are data, the others parameters.\n\n\
+         the IR), **GPU\\*** (the same with matrix arguments as data), **host** \
+         (`transformed data`, `generated quantities`, and constants), or – (not yet); n/a \
+         where Stan has no such function. Integer outcomes use `_lpmf`/`_lupmf`; `int` \
+         arguments are data in the probes.\n\n\
          | distribution | `~` | `_lpdf` | `_lupdf` | `_lcdf` | `_lccdf` | `_rng` |\n\
          |---|---|---|---|---|---|---|\n",
     );
     for d in distributions {
         let dist = &d.distribution;
         let args: Vec<&str> = dist.args.iter().map(|a| a.type_name()).collect();
-        let tilde = match &d.tilde {
-            Outcome::Works => "GPU",
-            Outcome::NotYet(_) => "–",
-            Outcome::Broken(_) => "**broken**",
+        let tilde = match d.tilde.cell() {
+            "not yet" => "–",
+            other => other,
         };
-        let cells: Vec<&str> = d
-            .suffixes
-            .iter()
-            .map(|cell| cell.as_ref().map_or("n/a", |(l, h)| place(l.as_ref(), h)))
+        let cells: Vec<String> = std::iter::once(tilde)
+            .chain(
+                d.suffixes
+                    .iter()
+                    .map(|cell| cell.as_ref().map_or("n/a", |(l, h)| place(l.as_ref(), h))),
+            )
+            .map(|cell| cell.replace('*', "\\*"))
             .collect();
         let bar = if args.is_empty() { "" } else { " \\| " };
         let _ = writeln!(
             out,
-            "| `{}({}{bar}{})` | {tilde} | {} |",
+            "| `{}({}{bar}{})` | {} |",
             dist.name,
             dist.outcome.type_name(),
             args.join(", "),

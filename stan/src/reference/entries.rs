@@ -23,7 +23,7 @@ impl Group {
 
     pub fn title(self) -> &'static str {
         match self {
-            Group::Elementwise => "Elementwise (scalars, and every element of a container)",
+            Group::Elementwise => "Elementwise",
             Group::Reductions => "Reductions and sizes",
             Group::VectorMatrix => "Vectors, arrays and matrices",
             Group::Special => "Special functions and constants",
@@ -176,11 +176,15 @@ const LISTED: &[(Group, &str, &[Arg])] = &[
     (
         Group::VectorMatrix,
         "multiply_lower_tri_self_transpose",
-        &[Matrix],
+        &[CholeskyCorr],
     ),
     (Group::VectorMatrix, "quad_form", &[Cov, Vector]),
-    (Group::VectorMatrix, "quad_form_diag", &[Matrix, Vector]),
-    (Group::VectorMatrix, "diag_pre_multiply", &[Vector, Matrix]),
+    (Group::VectorMatrix, "quad_form_diag", &[Corr, Vector]),
+    (
+        Group::VectorMatrix,
+        "diag_pre_multiply",
+        &[Vector, CholeskyCorr],
+    ),
     (Group::VectorMatrix, "diag_post_multiply", &[Matrix, Vector]),
     (Group::VectorMatrix, "cholesky_decompose", &[Cov]),
     (

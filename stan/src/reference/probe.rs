@@ -96,8 +96,8 @@ impl Probe {
 }
 
 /// An argument of a function or distribution in a probe: its Stan type, value and domain.
-/// `int` and matrix arguments are data in every probe; the others are parameters in the
-/// probes of use with parameters.
+/// `int` arguments are data in every probe; the others are parameters in the probes of use
+/// with parameters (matrices also as data, in a second probe).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arg {
     Real,
@@ -126,6 +126,10 @@ pub enum Arg {
     Cov,
     /// A lower-triangular Cholesky factor.
     CholeskyCov,
+    /// A correlation matrix.
+    Corr,
+    /// The Cholesky factor of a correlation matrix.
+    CholeskyCorr,
     /// A literal written into the call, such as a size.
     Lit(&'static str),
 }
@@ -140,7 +144,7 @@ impl Arg {
             Arg::RowVector => "row_vector",
             Arg::Reals => "array[] real",
             Arg::Categories => "array[] int",
-            Arg::Matrix | Arg::Cov | Arg::CholeskyCov => "matrix",
+            Arg::Matrix | Arg::Cov | Arg::CholeskyCov | Arg::Corr | Arg::CholeskyCorr => "matrix",
             Arg::Lit(text) => text,
         }
     }
@@ -174,8 +178,23 @@ impl Arg {
                 "matrix[3, 3]",
                 "[[1.2, 0.0, 0.0], [0.3, 0.9, 0.0], [-0.2, 0.4, 1.1]]",
             ),
+            Arg::Corr => (
+                "matrix[3, 3]",
+                "[[1.0, 0.3, -0.2], [0.3, 1.0, 0.4], [-0.2, 0.4, 1.0]]",
+            ),
+            Arg::CholeskyCorr => (
+                "matrix[3, 3]",
+                "[[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.6, 0.8]]",
+            ),
             Arg::Lit(_) => return None,
         })
+    }
+
+    fn is_matrix(self) -> bool {
+        matches!(
+            self,
+            Arg::Matrix | Arg::Cov | Arg::CholeskyCov | Arg::Corr | Arg::CholeskyCorr
+        )
     }
 
     /// The declaration of a parameter holding it; `None` for data-only arguments.
@@ -192,13 +211,44 @@ impl Arg {
             Arg::Ordered => "ordered[2]",
             Arg::RowVector => "row_vector[3]",
             Arg::Reals => "array[3] real",
-            _ => return None,
+            Arg::Matrix => "matrix[3, 3]",
+            Arg::Cov => "cov_matrix[3]",
+            Arg::CholeskyCov => "cholesky_factor_cov[3]",
+            Arg::Corr => "corr_matrix[3]",
+            Arg::CholeskyCorr => "cholesky_factor_corr[3]",
+            Arg::Int | Arg::Binary | Arg::Categories | Arg::Lit(_) => return None,
         })
     }
 }
 
+/// Which arguments of a probe are parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Parameters {
+    /// None: every argument is data (host probes).
+    None,
+    /// Every argument that can be one.
+    All,
+    /// Every argument that can be one, except matrices.
+    NotMatrices,
+}
+
+impl Parameters {
+    fn allows(self, arg: Arg) -> bool {
+        match self {
+            Parameters::None => false,
+            Parameters::All => true,
+            Parameters::NotMatrices => !arg.is_matrix(),
+        }
+    }
+}
+
+/// Whether some argument is a matrix (so that a probe with data matrices says more).
+pub fn has_matrix(args: &[Arg]) -> bool {
+    args.iter().any(|a| a.is_matrix())
+}
+
 /// Names and declarations of the arguments of a probe: parameters `p0, p1, ...` where
-/// `with_parameters` and the argument can be one, data `d0, d1, ...` otherwise.
+/// `parameters` allows and the argument can be one, data `d0, d1, ...` otherwise.
 struct Operands {
     names: Vec<String>,
     data_decls: String,
@@ -207,7 +257,7 @@ struct Operands {
     n_parameters: usize,
 }
 
-fn operands(args: &[Arg], with_parameters: bool) -> Operands {
+fn operands(args: &[Arg], parameters: Parameters) -> Operands {
     let mut out = Operands {
         names: Vec::new(),
         data_decls: String::new(),
@@ -220,7 +270,7 @@ fn operands(args: &[Arg], with_parameters: bool) -> Operands {
             out.names.push(text.to_owned());
             continue;
         }
-        match arg.parameter().filter(|_| with_parameters) {
+        match arg.parameter().filter(|_| parameters.allows(arg)) {
             Some(decl) => {
                 out.names.push(format!("p{i}"));
                 out.parameter_decls.push_str(&format!("  {decl} p{i};\n"));
@@ -237,18 +287,18 @@ fn operands(args: &[Arg], with_parameters: bool) -> Operands {
     out
 }
 
-/// A probe of `expr(names)` used in the model with parameter arguments (`target += ...`), or
-/// on the host over data (`real probe = ...` in `transformed data`), inside `sum(...)` when
-/// `sum` (for values that are not scalars); `None` when `runner` is `Lowered` and no
-/// argument can be a parameter.
+/// A probe of `expr(names)` used in the model with `parameters` (`target += ...`), or on the
+/// host over data (`real probe = ...` in `transformed data`, when `parameters` is `None`),
+/// inside `sum(...)` when `sum` (for values that are not scalars); `None` for the model when
+/// no argument is a parameter.
 pub fn call_probe(
-    runner: Runner,
+    parameters: Parameters,
     args: &[Arg],
     sum: bool,
     expr: impl Fn(&[String]) -> String,
 ) -> Option<Probe> {
-    let lowered = runner == Runner::Lowered;
-    let ops = operands(args, lowered);
+    let lowered = parameters != Parameters::None;
+    let ops = operands(args, parameters);
     if lowered && ops.n_parameters == 0 {
         return None;
     }
@@ -266,15 +316,20 @@ pub fn call_probe(
             ops.data_decls
         )
     };
+    let runner = if lowered {
+        Runner::Lowered
+    } else {
+        Runner::Host
+    };
     Some(Probe::new(runner, source, data))
 }
 
-/// A probe of the statement `y ~ family(args);` with parameters where they can be.
-pub fn tilde_probe(family: &str, outcome: Arg, args: &[Arg]) -> Probe {
+/// A probe of the statement `y ~ family(args);` with `parameters`.
+pub fn tilde_probe(family: &str, outcome: Arg, args: &[Arg], parameters: Parameters) -> Probe {
     let all: Vec<Arg> = std::iter::once(outcome)
         .chain(args.iter().copied())
         .collect();
-    let ops = operands(&all, true);
+    let ops = operands(&all, parameters);
     let source = format!(
         "data {{\n{}}}\nparameters {{\n{}  real zz;\n}}\nmodel {{\n  zz ~ normal(0, 1);\n  {} ~ {family}({});\n}}\n",
         ops.data_decls,

@@ -28,17 +28,23 @@ fn broken(report: &Report) -> Vec<String> {
     }
     for f in &report.functions {
         let name = super::signature(f.function.name, &f.function.args);
-        note(format!("{name} with parameters"), f.lowered.as_ref());
+        for outcome in f.lowered.outcomes() {
+            note(format!("{name} with parameters"), Some(outcome));
+        }
         note(format!("{name} on the host"), Some(&f.host));
     }
     for d in &report.distributions {
         let name = d.distribution.name;
-        note(format!("{name} ~"), Some(&d.tilde));
+        for outcome in d.tilde.outcomes() {
+            note(format!("{name} ~"), Some(outcome));
+        }
         for (suffix, cell) in super::SUFFIXES.iter().zip(&d.suffixes) {
             let Some((lowered, host)) = cell else {
                 continue;
             };
-            note(format!("{name}_{suffix} with parameters"), lowered.as_ref());
+            for outcome in lowered.iter().flat_map(super::Lowered::outcomes) {
+                note(format!("{name}_{suffix} with parameters"), Some(outcome));
+            }
             note(format!("{name}_{suffix} on the host"), Some(host));
         }
     }
@@ -59,7 +65,7 @@ fn reference_probes_are_not_broken_and_every_entry_works_somewhere() {
     let nowhere: Vec<String> = report
         .functions
         .iter()
-        .filter(|f| !f.host.works() && !f.lowered.as_ref().is_some_and(Outcome::works))
+        .filter(|f| !f.host.works() && !f.lowered.works())
         .map(|f| super::signature(f.function.name, &f.function.args))
         .chain(
             report
@@ -70,7 +76,7 @@ fn reference_probes_are_not_broken_and_every_entry_works_somewhere() {
                         && d.suffixes
                             .iter()
                             .flatten()
-                            .all(|(l, h)| !h.works() && !l.as_ref().is_some_and(Outcome::works))
+                            .all(|(l, h)| !h.works() && !l.as_ref().is_some_and(|l| l.works()))
                 })
                 .map(|d| d.distribution.name.to_owned()),
         )
