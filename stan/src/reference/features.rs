@@ -315,7 +315,7 @@ pub fn statements() -> Table {
             "  {\n    real a = mu;\n  }",
         ),
         both(
-            "`print(...)`",
+            "`print(...)` (accepted; in `model` it prints nothing)",
             "  print(\"mu = \", mu);",
             "  print(\"mu = \", mu);",
         ),

@@ -52,6 +52,27 @@ fn broken(report: &Report) -> Vec<String> {
 }
 
 #[test]
+fn reference_probe_outcomes_tell_gaps_from_breakage() {
+    use super::probe::{Probe, Runner};
+    let model = |body: &str| {
+        let source = format!("parameters {{\n  real mu;\n}}\nmodel {{\n{body}\n}}\n");
+        Probe::new(Runner::Lowered, source, "{}").run()
+    };
+    assert_eq!(model("  mu ~ normal(0, 1);"), Outcome::Works);
+    assert!(matches!(model("  mu ~ wobbly(0, 1);"), Outcome::NotYet(_)));
+    // A wrong probe (here, one that does not parse or has the wrong arity) is broken.
+    assert!(matches!(model("  mu ~ normal(0, 1)"), Outcome::Broken(_)));
+    assert!(matches!(model("  mu ~ normal(0);"), Outcome::Broken(_)));
+    let host = |expr: &str| {
+        let source = format!("transformed data {{\n  real x = {expr};\n}}\n");
+        Probe::new(Runner::Host, source, "{}").run()
+    };
+    assert_eq!(host("log(2)"), Outcome::Works);
+    assert!(matches!(host("wobbly(2)"), Outcome::NotYet(_)));
+    assert!(matches!(host("log(2, 3)"), Outcome::Broken(_)));
+}
+
+#[test]
 fn reference_probes_are_not_broken_and_every_entry_works_somewhere() {
     let report = report();
     let broken = broken(&report);
