@@ -73,11 +73,12 @@ impl Lowered {
 const BROKEN: &str = "**broken**";
 
 /// A function signature with the outcomes of its probes: with parameter arguments and on
-/// the host.
+/// the host; for elementwise functions, whether each works on vectors too.
 struct CheckedFunction {
     function: Function,
     lowered: Lowered,
     host: Outcome,
+    on_vectors: Option<(bool, bool)>,
 }
 
 /// The suffixes of a distribution's functions, in the reference's column order.
@@ -125,10 +126,21 @@ fn check_function(function: Function) -> CheckedFunction {
     let host = call_probe(Parameters::None, &function.args, true, call)
         .expect("host probes always exist")
         .run();
+    // Informational: a failure here is shown as "scalars only", never as broken.
+    let vectors: Option<Vec<Arg>> = function.args.iter().map(|a| a.vector()).collect();
+    let on_vectors = vectors
+        .filter(|_| function.group == Group::Elementwise)
+        .map(|args| {
+            let works = |parameters| {
+                call_probe(parameters, &args, true, call).is_some_and(|p| p.run() == Outcome::Works)
+            };
+            (works(Parameters::All), works(Parameters::None))
+        });
     CheckedFunction {
         function,
         lowered,
         host,
+        on_vectors,
     }
 }
 
@@ -265,6 +277,7 @@ fn render_functions(out: &mut String, functions: &[CheckedFunction]) {
                     let _ = writeln!(out, "- {title}: {}", names.join(", "));
                 }
             }
+            render_on_vectors(out, &in_group);
             out.push('\n');
             continue;
         }
@@ -283,6 +296,43 @@ fn render_functions(out: &mut String, functions: &[CheckedFunction]) {
         }
         out.push('\n');
     }
+}
+
+/// Which elementwise functions work on vectors as they do on scalars (probed with vector
+/// arguments of the same domain).
+fn render_on_vectors(out: &mut String, functions: &[&CheckedFunction]) {
+    let mut exceptions = Vec::new();
+    let mut not_probed = Vec::new();
+    for f in functions {
+        let name = signature(f.function.name, &f.function.args);
+        let Some((gpu, host)) = f.on_vectors else {
+            not_probed.push(format!("`{name}`"));
+            continue;
+        };
+        let mut only = Vec::new();
+        if f.lowered.all.as_ref().is_some_and(Outcome::works) && !gpu {
+            only.push("GPU");
+        }
+        if f.host.works() && !host {
+            only.push("host");
+        }
+        if !only.is_empty() {
+            exceptions.push(format!("`{name}` ({}: scalars only)", only.join(", ")));
+        }
+    }
+    let _ = write!(
+        out,
+        "\nOn vectors, elementwise, each works where it works on scalars"
+    );
+    if exceptions.is_empty() {
+        out.push('.');
+    } else {
+        let _ = write!(out, ", except {}.", exceptions.join(", "));
+    }
+    if !not_probed.is_empty() {
+        let _ = write!(out, " Not probed on vectors: {}.", not_probed.join(", "));
+    }
+    out.push('\n');
 }
 
 fn render_distributions(out: &mut String, distributions: &[CheckedDistribution]) {

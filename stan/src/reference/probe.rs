@@ -18,7 +18,6 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    #[cfg(test)]
     pub fn works(&self) -> bool {
         matches!(self, Outcome::Works)
     }
@@ -188,6 +187,16 @@ impl Arg {
             ),
             Arg::Lit(_) => return None,
         })
+    }
+
+    /// The vector of the same domain, for probes of elementwise functions on vectors.
+    pub fn vector(self) -> Option<Arg> {
+        match self {
+            Arg::Real => Some(Arg::Vector),
+            Arg::Positive => Some(Arg::PositiveVector),
+            Arg::Unit => Some(Arg::Simplex),
+            _ => None,
+        }
     }
 
     fn is_matrix(self) -> bool {
