@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use crate::ast::{Expr, Span};
 use crate::value::{Typed, Value};
 
+pub(crate) use call::{BINARY_REAL, UNARY_REAL};
 pub use rng::HostRng;
 pub(crate) use stmt::base_elem;
 

@@ -11,76 +11,87 @@ use crate::ast::Span;
 use crate::data::MAX_VALUES;
 use crate::value::{Elem, Typed, Value, Values};
 
-/// Elementwise real functions of one argument (vectorised over any container).
+/// A named elementwise function of one argument.
+type Unary = (&'static str, fn(f64) -> f64);
+/// A named elementwise function of two arguments.
+type Binary = (&'static str, fn(f64, f64) -> f64);
+
+/// Elementwise real functions of one argument (vectorised over any container), by name; the
+/// Stan reference (`crate::reference`) lists them from here.
+pub(crate) const UNARY_REAL: &[Unary] = &[
+    ("exp", f64::exp),
+    ("exp2", f64::exp2),
+    ("log", f64::ln),
+    ("log2", f64::log2),
+    ("log10", f64::log10),
+    ("log1p", f64::ln_1p),
+    ("expm1", f64::exp_m1),
+    ("sqrt", f64::sqrt),
+    ("cbrt", f64::cbrt),
+    ("square", |x| x * x),
+    ("inv", |x| 1.0 / x),
+    ("inv_sqrt", |x| 1.0 / x.sqrt()),
+    ("inv_square", |x| 1.0 / (x * x)),
+    ("inv_logit", math::inv_logit),
+    ("logit", math::logit),
+    ("log_inv_logit", math::log_inv_logit),
+    ("log1m_inv_logit", math::log1m_inv_logit),
+    ("log1m", |x| (-x).ln_1p()),
+    ("log1p_exp", math::log1p_exp),
+    ("log1m_exp", math::log1m_exp),
+    ("lgamma", lgamma),
+    ("tgamma", math::tgamma),
+    ("digamma", math::digamma),
+    ("fabs", f64::abs),
+    ("floor", f64::floor),
+    ("ceil", f64::ceil),
+    ("round", f64::round),
+    ("trunc", f64::trunc),
+    ("sin", f64::sin),
+    ("cos", f64::cos),
+    ("tan", f64::tan),
+    ("asin", f64::asin),
+    ("acos", f64::acos),
+    ("atan", f64::atan),
+    ("sinh", f64::sinh),
+    ("cosh", f64::cosh),
+    ("tanh", f64::tanh),
+    ("asinh", f64::asinh),
+    ("acosh", f64::acosh),
+    ("atanh", f64::atanh),
+    ("erf", math::erf),
+    ("erfc", math::erfc),
+    ("Phi", math::phi),
+    ("Phi_approx", math::phi_approx),
+    ("inv_Phi", math::inv_phi),
+    ("step", |x| if x < 0.0 { 0.0 } else { 1.0 }),
+    ("inv_cloglog", |x| 1.0 - (-x.exp()).exp()),
+];
+
+/// Elementwise real functions of two arguments (a scalar broadcasts), by name.
+pub(crate) const BINARY_REAL: &[Binary] = &[
+    ("pow", f64::powf),
+    ("fmin", f64::min),
+    ("fmax", f64::max),
+    ("fdim", |a, b| (a - b).max(0.0)),
+    ("fmod", |a, b| a % b),
+    ("hypot", f64::hypot),
+    ("atan2", f64::atan2),
+    ("log_diff_exp", math::log_diff_exp),
+    ("lbeta", math::lbeta),
+    ("lchoose", math::lchoose),
+    ("binomial_coefficient_log", math::lchoose),
+];
+
 fn unary_real(name: &str) -> Option<fn(f64) -> f64> {
-    Some(match name {
-        "exp" => f64::exp,
-        "exp2" => f64::exp2,
-        "log" => f64::ln,
-        "log2" => f64::log2,
-        "log10" => f64::log10,
-        "log1p" => f64::ln_1p,
-        "expm1" => f64::exp_m1,
-        "sqrt" => f64::sqrt,
-        "cbrt" => f64::cbrt,
-        "square" => |x| x * x,
-        "inv" => |x| 1.0 / x,
-        "inv_sqrt" => |x| 1.0 / x.sqrt(),
-        "inv_square" => |x| 1.0 / (x * x),
-        "inv_logit" => math::inv_logit,
-        "logit" => math::logit,
-        "log_inv_logit" => math::log_inv_logit,
-        "log1m_inv_logit" => math::log1m_inv_logit,
-        "log1m" => |x| (-x).ln_1p(),
-        "log1p_exp" => math::log1p_exp,
-        "log1m_exp" => math::log1m_exp,
-        "lgamma" => lgamma,
-        "tgamma" => math::tgamma,
-        "digamma" => math::digamma,
-        "fabs" => f64::abs,
-        "floor" => f64::floor,
-        "ceil" => f64::ceil,
-        "round" => f64::round,
-        "trunc" => f64::trunc,
-        "sin" => f64::sin,
-        "cos" => f64::cos,
-        "tan" => f64::tan,
-        "asin" => f64::asin,
-        "acos" => f64::acos,
-        "atan" => f64::atan,
-        "sinh" => f64::sinh,
-        "cosh" => f64::cosh,
-        "tanh" => f64::tanh,
-        "asinh" => f64::asinh,
-        "acosh" => f64::acosh,
-        "atanh" => f64::atanh,
-        "erf" => math::erf,
-        "erfc" => math::erfc,
-        "Phi" => math::phi,
-        "Phi_approx" => math::phi_approx,
-        "inv_Phi" => math::inv_phi,
-        "step" => |x| if x < 0.0 { 0.0 } else { 1.0 },
-        "inv_cloglog" => |x| 1.0 - (-x.exp()).exp(),
-        _ => return None,
-    })
+    UNARY_REAL.iter().find(|(n, _)| *n == name).map(|&(_, f)| f)
 }
 
-/// Elementwise real functions of two arguments (a scalar broadcasts).
 fn binary_real(name: &str) -> Option<fn(f64, f64) -> f64> {
-    Some(match name {
-        "pow" => f64::powf,
-        "fmin" => f64::min,
-        "fmax" => f64::max,
-        "fdim" => |a, b| (a - b).max(0.0),
-        "fmod" => |a, b| a % b,
-        "hypot" => f64::hypot,
-        "atan2" => f64::atan2,
-        "log_diff_exp" => math::log_diff_exp,
-        "lbeta" => math::lbeta,
-        "lchoose" | "binomial_coefficient_log" => math::lchoose,
-        "owens_t" => return None,
-        _ => return None,
-    })
+    BINARY_REAL
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|&(_, f)| f)
 }
 
 fn size(n: i64, span: Span) -> Result<usize, HostError> {
@@ -204,7 +215,8 @@ impl Interp<'_> {
                 None => fail(span, format!("`{name}` is not supported yet")),
             };
         }
-        if let Some(f) = unary_real(name) {
+        // `log2()` and `log10()` are also constants.
+        if let Some(f) = unary_real(name).filter(|_| !args.is_empty()) {
             let [x] = args else {
                 return fail(span, format!("`{name}` takes one argument"));
             };

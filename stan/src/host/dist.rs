@@ -640,6 +640,7 @@ pub fn log_density(
             | "multi_normal"
             | "multi_normal_cholesky"
             | "dirichlet"
+            | "normal_id_glm"
     );
     if !vector_family {
         let n = common_len(args, name, span)?;

@@ -1,6 +1,9 @@
 //! Lowering posteriordb programs with their data, checked against the same models written by
 //! hand with `sampler::ModelBuilder`, against finite differences, and (one) against
-//! posteriordb's reference posterior.
+//! posteriordb's reference posterior; `by_hand` checks more programs against log densities
+//! written out in Rust.
+
+mod by_hand;
 
 use std::path::Path;
 
@@ -16,18 +19,30 @@ fn read(relative: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
 }
 
-/// Parses, reads the data and lowers; panics with the rendered error.
-fn lower(program_name: &str, data_name: &str) -> CheckedModel {
-    let file = format!("{program_name}.stan");
-    let source = read(&format!("programs/{file}"));
-    let program =
-        stan::parse(&source).unwrap_or_else(|err| panic!("{}", err.render(&file, &source)));
-    let data = stan::read_data(&program, &read(&format!("data/{data_name}.json")))
-        .unwrap_or_else(|err| panic!("{data_name}: {err}"));
-    let model = stan::lower(&program, &data, program_name)
-        .unwrap_or_else(|err| panic!("{}", err.render(&file, &source)));
+/// Parses `source` (named `name` in errors), reads `data` and lowers; the rendered error when
+/// one step fails.
+fn try_lower_source(name: &str, source: &str, data: &str) -> Result<sampler::Model, String> {
+    let file = format!("{name}.stan");
+    let program = stan::parse(source).map_err(|err| err.render(&file, source))?;
+    let data = stan::read_data(&program, data).map_err(|err| format!("{name}: {err}"))?;
+    stan::lower(&program, &data, name).map_err(|err| err.render(&file, source))
+}
+
+/// [`try_lower_source`], checked by the IR; panics with the rendered error.
+fn lower_source(name: &str, source: &str, data: &str) -> CheckedModel {
+    let model = try_lower_source(name, source, data).unwrap_or_else(|err| panic!("{err}"));
     CheckedModel::new(model, &Limits::default())
-        .unwrap_or_else(|err| panic!("{program_name}: the IR refuses the lowered model: {err}"))
+        .unwrap_or_else(|err| panic!("{name}: the IR refuses the lowered model: {err}"))
+}
+
+/// Lowers `tests/programs/{program_name}.stan` with `tests/data/{data_name}.json`.
+fn lower(program_name: &str, data_name: &str) -> CheckedModel {
+    let source = read(&format!("programs/{program_name}.stan"));
+    lower_source(
+        program_name,
+        &source,
+        &read(&format!("data/{data_name}.json")),
+    )
 }
 
 fn json(data_name: &str) -> serde_json::Value {
@@ -53,8 +68,8 @@ fn element(m: &mut ModelBuilder, beta: &Expr, k: usize, n: usize) -> Expr {
 }
 
 /// Deterministic points in the unconstrained space, uniform on (-2, 2) as Stan initialises.
-fn points(dim: usize, count: usize, seed: u64) -> Vec<Vec<f64>> {
-    let mut state = seed;
+fn points(dim: usize, count: usize) -> Vec<Vec<f64>> {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         state ^= state << 13;
         state ^= state >> 7;
@@ -66,37 +81,62 @@ fn points(dim: usize, count: usize, seed: u64) -> Vec<Vec<f64>> {
         .collect()
 }
 
-/// The lowered model's log density equals the hand-written one at random points, and its
+/// At `count` points: the log density is finite and passes `compare(theta, logp)`, and the
 /// gradient equals central finite differences.
-fn check(lowered: &CheckedModel, by_hand: ModelBuilder) {
-    let by_hand = CheckedModel::new(by_hand.build(), &Limits::default()).unwrap();
-    assert_eq!(lowered.dim(), by_hand.dim());
-    let (mut a, mut b) = (lowered.evaluator(), by_hand.evaluator());
-    for theta in points(lowered.dim(), 4, 0x9e37_79b9_7f4a_7c15) {
+fn check_points(lowered: &CheckedModel, count: usize, mut compare: impl FnMut(&[f64], f64)) {
+    let name = lowered.name();
+    let mut eval = lowered.evaluator();
+    for theta in points(lowered.dim(), count) {
         let mut grad = vec![0.0; theta.len()];
-        let lp = a.logp_grad(&theta, &mut grad);
-        let expected = b.logp(&theta);
-        assert!(lp.is_finite(), "{}: logp {lp} at {theta:?}", lowered.name());
-        assert!(
-            (lp - expected).abs() <= 1e-9 * expected.abs().max(1.0),
-            "{}: logp {lp} vs by hand {expected}",
-            lowered.name()
-        );
+        let lp = eval.logp_grad(&theta, &mut grad);
+        assert!(lp.is_finite(), "{name}: logp {lp} at {theta:?}");
+        compare(&theta, lp);
         for i in 0..theta.len() {
             let h = 1e-6 * theta[i].abs().max(1.0);
             let (mut up, mut down) = (theta.clone(), theta.clone());
             up[i] += h;
             down[i] -= h;
-            let fd = (a.logp(&up) - a.logp(&down)) / (2.0 * h);
+            let fd = (eval.logp(&up) - eval.logp(&down)) / (2.0 * h);
             assert!(
                 // Rounding in `logp` (relative 1e-15 or so) is amplified by 1 / h in the difference.
                 (grad[i] - fd).abs() <= 1e-5 * fd.abs().max(1.0) + 1e-12 * lp.abs() / h,
-                "{}: d/dtheta[{i}] {} vs finite difference {fd}",
-                lowered.name(),
+                "{name}: d/dtheta[{i}] {} vs finite difference {fd} at {theta:?}",
                 grad[i]
             );
         }
     }
+}
+
+/// The lowered model's log density equals the hand-written one at random points, and its
+/// gradient equals central finite differences.
+fn check(lowered: &CheckedModel, by_hand: ModelBuilder) {
+    let by_hand = CheckedModel::new(by_hand.build(), &Limits::default()).unwrap();
+    assert_eq!(lowered.dim(), by_hand.dim());
+    let mut b = by_hand.evaluator();
+    check_points(lowered, 4, |theta, lp| {
+        let expected = b.logp(theta);
+        assert!(
+            (lp - expected).abs() <= 1e-9 * expected.abs().max(1.0),
+            "{}: logp {lp} vs by hand {expected}",
+            lowered.name()
+        );
+    });
+}
+
+/// The lowered log density minus `by_hand` is the same constant at every point (`~` drops
+/// constants), and the gradient matches central finite differences.
+fn check_up_to_constant(model: &CheckedModel, dim: usize, by_hand: impl Fn(&[f64]) -> f64) {
+    assert_eq!(model.dim(), dim, "unconstrained dimension");
+    let mut offset = None;
+    check_points(model, 5, |theta, lp| {
+        let expected = by_hand(theta);
+        let diff = lp - expected;
+        let first = *offset.get_or_insert(diff);
+        assert!(
+            (diff - first).abs() <= 1e-8 * expected.abs().max(1.0),
+            "logp {lp} vs by hand {expected} (constant {first}, here {diff}) at {theta:?}"
+        );
+    });
 }
 
 #[test]
