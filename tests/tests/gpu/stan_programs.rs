@@ -6,7 +6,10 @@
 //! passes is one the device will not refuse for its arithmetic.
 //!
 //! A program the adapter cannot run (over a software device's loop limit, or past the compile
-//! budget) is skipped with its reason; every other outcome is a failure.
+//! budget) is skipped with its reason. An f32 disagreement is rounding, not a defect, when the
+//! same program in f64 agrees (long recursions such as the hidden Markov models' forward
+//! algorithm); the device refuses such a program in f32 and it must stay rare. Every other
+//! outcome is a failure.
 
 use std::path::{Path, PathBuf};
 
@@ -83,8 +86,14 @@ fn overflows_f32(expected: &Expected) -> bool {
 }
 
 enum Outcome {
-    Matched { lp: f64, grad: f64 },
+    Matched {
+        lp: f64,
+        grad: f64,
+    },
     Skipped(String),
+    /// f32 disagreed past the tolerance where f64 on the same kernel code agrees: rounding,
+    /// not a defect. The device's first-point check refuses such a program in f32.
+    Rounding(String),
 }
 
 fn check(
@@ -132,7 +141,17 @@ fn check(
             &expected,
             tolerance(precision),
         )
-        .map_err(|what| format!("chain {c}: {what}"))?;
+        .map_err(|what| format!("chain {c}: {what}"));
+        let errors = match errors {
+            Ok(errors) => errors,
+            Err(what) if precision == Precision::F32 && device.supports(Precision::F64) => {
+                return match check(device, model, Precision::F64, seed)? {
+                    Outcome::Matched { .. } => Ok(Outcome::Rounding(what)),
+                    _ => Err(format!("{what}, and f64 did not run")),
+                };
+            }
+            Err(what) => return Err(what),
+        };
         worst_lp = worst_lp.max(errors.lp);
         worst_grad = worst_grad.max(errors.grad);
     }
@@ -159,7 +178,7 @@ fn check_all(precision: Precision) {
         "only {} posteriordb programs lower",
         programs.len()
     );
-    let (mut report, mut failures, mut matched) = (Vec::new(), Vec::new(), 0);
+    let (mut report, mut failures, mut matched, mut rounding) = (Vec::new(), Vec::new(), 0, 0);
     for (k, (name, model)) in programs.iter().enumerate() {
         let started = std::time::Instant::now();
         match check(&device, model, precision, 7000 + k as u64) {
@@ -171,6 +190,10 @@ fn check_all(precision: Precision) {
                 ));
             }
             Ok(Outcome::Skipped(why)) => report.push(format!("{name:<52} skipped: {why}")),
+            Ok(Outcome::Rounding(what)) => {
+                rounding += 1;
+                report.push(format!("{name:<52} f32 rounding, f64 matches: {what}"));
+            }
             Err(what) => failures.push(format!("{name} {precision}: {what}")),
         }
     }
@@ -186,7 +209,12 @@ fn check_all(precision: Precision) {
         "GPU and CPU disagree:\n{}",
         failures.join("\n")
     );
-    // Skips are for size alone: most programs must run.
+    // Skips are for size alone and rounding for long recursions: most programs must match.
+    assert!(
+        rounding * 10 <= programs.len(),
+        "f32 rounding past the tolerance on {rounding} of {} programs",
+        programs.len()
+    );
     assert!(
         matched * 4 >= programs.len() * 3,
         "only {matched} of {} programs ran on the device",
