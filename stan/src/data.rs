@@ -93,6 +93,7 @@ pub fn read_data(program: &Program, json: &str) -> Result<Data, DataError> {
                 .ok_or_else(|| DataError::Missing { name: name.clone() })?;
             let value = read_value(json, &shape, ty.base == BaseType::Int, name)?;
             check_constraint(ty, &value, &env, name)?;
+            check_structure(ty.base, &value, name)?;
             env.insert(name.clone(), value);
         }
     }
@@ -112,22 +113,15 @@ pub(crate) fn declared_shape(
     env: &Env,
     name: &str,
 ) -> Result<Vec<usize>, DataError> {
-    match ty.base {
-        BaseType::Int
-        | BaseType::Real
-        | BaseType::Vector
-        | BaseType::RowVector
-        | BaseType::Matrix => {}
-        other => {
-            return Err(invalid(
-                name,
-                format!("`{}` data is not supported yet", other.as_str()),
-            ));
-        }
-    }
+    // A square matrix type is declared with its one size.
+    let square = matches!(
+        ty.base,
+        BaseType::CholeskyFactorCorr | BaseType::CorrMatrix | BaseType::CovMatrix
+    ) || (ty.base == BaseType::CholeskyFactorCov && ty.sizes.len() == 1);
+    let sizes = ty.sizes.iter().chain(ty.sizes.last().filter(|_| square));
     ty.array_dims
         .iter()
-        .chain(&ty.sizes)
+        .chain(sizes)
         .map(|size| {
             let value = host::eval(size, env).map_err(|err| DataError::Size {
                 name: name.to_owned(),
@@ -253,6 +247,153 @@ fn scalar(
         }
     }
     Ok(())
+}
+
+/// Stan's tolerance for the checks of constrained data (sums, norms, symmetry).
+const STRUCTURE_TOLERANCE: f64 = 1e-8;
+
+/// Checks each array element of constrained-type data (`simplex`, `ordered`, `cov_matrix`,
+/// ...) as Stan does when it reads data.
+fn check_structure(base: BaseType, value: &Value, name: &str) -> Result<(), DataError> {
+    let matrix = matches!(
+        base,
+        BaseType::CholeskyFactorCorr
+            | BaseType::CholeskyFactorCov
+            | BaseType::CorrMatrix
+            | BaseType::CovMatrix
+    );
+    let vector = matches!(
+        base,
+        BaseType::Simplex | BaseType::Ordered | BaseType::PositiveOrdered | BaseType::UnitVector
+    );
+    if !matrix && !vector {
+        return Ok(());
+    }
+    let inner = if matrix { 2 } else { 1 };
+    let (outer, block) = value.shape.split_at(value.shape.len() - inner);
+    let len: usize = block.iter().product();
+    let values: Vec<f64> = (0..value.len()).map(|i| value.real_at(i)).collect();
+    for (k, x) in values
+        .chunks(len.max(1))
+        .enumerate()
+        .take(outer.iter().product())
+    {
+        let problem = if matrix {
+            check_matrix(base, block[0], block[1], x)
+        } else {
+            check_vector(base, x)
+        };
+        if let Some(problem) = problem {
+            let at = if outer.is_empty() {
+                String::new()
+            } else {
+                format!(" at {}", flat_position(outer, k))
+            };
+            return Err(invalid(
+                name,
+                format!("declared {}{at}: {problem}", base.as_str()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_vector(base: BaseType, x: &[f64]) -> Option<String> {
+    if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+        return Some(format!("element {} is {}", i + 1, x[i]));
+    }
+    match base {
+        BaseType::Simplex => {
+            if let Some(i) = x.iter().position(|&v| v < 0.0) {
+                return Some(format!("element {} is negative ({})", i + 1, x[i]));
+            }
+            let sum: f64 = x.iter().sum();
+            ((sum - 1.0).abs() > STRUCTURE_TOLERANCE)
+                .then(|| format!("the elements sum to {sum}, not 1"))
+        }
+        BaseType::Ordered | BaseType::PositiveOrdered => {
+            if base == BaseType::PositiveOrdered
+                && let Some(i) = x.iter().position(|&v| v < 0.0)
+            {
+                return Some(format!("element {} is negative ({})", i + 1, x[i]));
+            }
+            x.windows(2).position(|w| w[1] <= w[0]).map(|i| {
+                format!(
+                    "not increasing: element {} is {} and element {} is {}",
+                    i + 1,
+                    x[i],
+                    i + 2,
+                    x[i + 1]
+                )
+            })
+        }
+        _ => {
+            let norm2: f64 = x.iter().map(|v| v * v).sum();
+            ((norm2 - 1.0).abs() > STRUCTURE_TOLERANCE)
+                .then(|| format!("the squared length is {norm2}, not 1"))
+        }
+    }
+}
+
+fn check_matrix(base: BaseType, rows: usize, cols: usize, m: &[f64]) -> Option<String> {
+    if let Some(i) = m.iter().position(|v| !v.is_finite()) {
+        return Some(format!(
+            "element [{},{}] is {}",
+            i / cols + 1,
+            i % cols + 1,
+            m[i]
+        ));
+    }
+    match base {
+        BaseType::CholeskyFactorCorr | BaseType::CholeskyFactorCov => {
+            if rows < cols {
+                return Some(format!("{rows} rows is fewer than {cols} columns"));
+            }
+            for i in 0..rows {
+                for j in 0..cols {
+                    let v = m[i * cols + j];
+                    if j > i && v != 0.0 {
+                        return Some(format!(
+                            "not lower triangular: element [{},{}] is {v}",
+                            i + 1,
+                            j + 1
+                        ));
+                    }
+                    if j == i && v <= 0.0 {
+                        return Some(format!(
+                            "diagonal element [{0},{0}] is {v}, not positive",
+                            i + 1
+                        ));
+                    }
+                }
+            }
+            if base == BaseType::CholeskyFactorCorr {
+                for i in 0..rows {
+                    let norm2: f64 = m[i * cols..(i + 1) * cols].iter().map(|v| v * v).sum();
+                    if (norm2 - 1.0).abs() > STRUCTURE_TOLERANCE {
+                        return Some(format!("row {} has squared length {norm2}, not 1", i + 1));
+                    }
+                }
+            }
+            None
+        }
+        _ => {
+            if base == BaseType::CorrMatrix
+                && let Some(i) =
+                    (0..rows).find(|&i| (m[i * cols + i] - 1.0).abs() > STRUCTURE_TOLERANCE)
+            {
+                return Some(format!(
+                    "diagonal element [{0},{0}] is {1}, not 1",
+                    i + 1,
+                    m[i * cols + i]
+                ));
+            }
+            // Symmetry, then positive definiteness, as the host's factorisation checks them.
+            host::linalg::cholesky(rows, m)
+                .err()
+                .map(|why| why.replacen("the matrix", "it", 1))
+        }
+    }
 }
 
 fn check_constraint(ty: &SizedType, value: &Value, env: &Env, name: &str) -> Result<(), DataError> {

@@ -68,3 +68,74 @@ fn data_refuses_what_is_not_an_object() {
     assert_eq!(read("", "[1]").unwrap_err(), DataError::NotAnObject);
     assert!(matches!(read("", "{").unwrap_err(), DataError::Json(_)));
 }
+
+#[test]
+fn data_reads_constrained_types_and_checks_them_as_stan_does() {
+    let data = read(
+        "simplex[3] s; ordered[2] o; positive_ordered[2] p; unit_vector[2] u; \
+         cov_matrix[2] S; corr_matrix[2] R; cholesky_factor_cov[3, 2] L; \
+         cholesky_factor_corr[2] C; array[2] simplex[2] ss;",
+        r#"{"s": [0.2, 0.3, 0.5], "o": [-1, 2], "p": [0.5, 2], "u": [0.6, 0.8],
+            "S": [[2, 0.5], [0.5, 1]], "R": [[1, 0.3], [0.3, 1]],
+            "L": [[1, 0], [0.5, 2], [3, 4]], "C": [[1, 0], [0.6, 0.8]],
+            "ss": [[0.5, 0.5], [1, 0]]}"#,
+    )
+    .unwrap();
+    assert_eq!(data.values["S"].shape, vec![2, 2]);
+    assert_eq!(data.values["L"].shape, vec![3, 2]);
+    assert_eq!(data.values["ss"].shape, vec![2, 2]);
+    let refused = [
+        ("simplex[2] x;", r#"{"x": [0.5, 0.6]}"#, "sum to 1.1"),
+        (
+            "simplex[2] x;",
+            r#"{"x": [1.5, -0.5]}"#,
+            "element 2 is negative",
+        ),
+        ("ordered[2] x;", r#"{"x": [2, 2]}"#, "not increasing"),
+        ("positive_ordered[2] x;", r#"{"x": [-1, 2]}"#, "negative"),
+        (
+            "unit_vector[2] x;",
+            r#"{"x": [1, 1]}"#,
+            "squared length is 2",
+        ),
+        (
+            "cov_matrix[2] x;",
+            r#"{"x": [[1, 2], [0, 1]]}"#,
+            "not symmetric",
+        ),
+        (
+            "cov_matrix[2] x;",
+            r#"{"x": [[1, 2], [2, 1]]}"#,
+            "not positive definite",
+        ),
+        (
+            "corr_matrix[2] x;",
+            r#"{"x": [[2, 0], [0, 1]]}"#,
+            "[1,1] is 2, not 1",
+        ),
+        (
+            "cholesky_factor_cov[2] x;",
+            r#"{"x": [[1, 1], [0, 1]]}"#,
+            "not lower triangular",
+        ),
+        (
+            "cholesky_factor_cov[2] x;",
+            r#"{"x": [[1, 0], [0, -1]]}"#,
+            "[2,2] is -1",
+        ),
+        (
+            "cholesky_factor_corr[2] x;",
+            r#"{"x": [[1, 0], [1, 1]]}"#,
+            "row 2",
+        ),
+        (
+            "array[2] simplex[2] x;",
+            r#"{"x": [[0.5, 0.5], [0.5, 0.4]]}"#,
+            "simplex at [2]",
+        ),
+    ];
+    for (decl, json, expected) in refused {
+        let err = read(decl, json).unwrap_err().to_string();
+        assert!(err.contains(expected), "{decl} {json}: {err}");
+    }
+}
