@@ -117,7 +117,11 @@ pub(crate) fn declared_shape(
         | BaseType::Real
         | BaseType::Vector
         | BaseType::RowVector
-        | BaseType::Matrix => {}
+        | BaseType::Matrix
+        | BaseType::CholeskyFactorCorr
+        | BaseType::CholeskyFactorCov
+        | BaseType::CorrMatrix
+        | BaseType::CovMatrix => {}
         other => {
             return Err(invalid(
                 name,
@@ -125,9 +129,15 @@ pub(crate) fn declared_shape(
             ));
         }
     }
+    // `cov_matrix[K]` and the like are K x K.
+    let square = !matches!(
+        ty.base,
+        BaseType::Int | BaseType::Real | BaseType::Vector | BaseType::RowVector | BaseType::Matrix
+    ) && ty.sizes.len() == 1;
+    let sizes = ty.sizes.iter().chain(square.then(|| &ty.sizes[0]));
     ty.array_dims
         .iter()
-        .chain(&ty.sizes)
+        .chain(sizes)
         .map(|size| {
             let value = host::eval(size, env).map_err(|err| DataError::Size {
                 name: name.to_owned(),
