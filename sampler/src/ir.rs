@@ -154,7 +154,8 @@ pub enum Constraint {
 }
 
 impl Constraint {
-    /// Whether the constraint applies to a vector as a whole (and needs `size`).
+    /// Whether the constraint applies to a vector as a whole (and needs `size`); with two or
+    /// more `dims` it applies to each row (the last dimension) of an array of vectors.
     pub fn is_vector_transform(self) -> bool {
         matches!(
             self,
@@ -184,6 +185,11 @@ impl Constraint {
             _ => (len, len),
         };
         match self {
+            // With two or more dims, an array of simplexes: one coordinate fewer per row.
+            Constraint::Simplex if dims.len() >= 2 => {
+                let n = dims.last().copied().unwrap_or(1);
+                len / n.max(1) * n.saturating_sub(1)
+            }
             Constraint::Simplex => len.saturating_sub(1),
             Constraint::CholeskyFactorCorr | Constraint::CorrMatrix => n * n.saturating_sub(1) / 2,
             Constraint::CovMatrix => n * (n + 1) / 2,

@@ -115,8 +115,8 @@ impl Lowerer<'_> {
         };
 
         if theta.len == 0 {
-            // A simplex of one element: the constant 1, no coordinates.
-            let data = self.push_data(path, &[1.0])?;
+            // Simplexes of one element: the constant 1, no coordinates.
+            let data = self.push_data(path, &vec![1.0; shape.len()])?;
             return Ok(Value {
                 operand: Operand::Data(data),
                 shape,
@@ -138,6 +138,22 @@ impl Lowerer<'_> {
             },
             integer: false,
         };
+        if let Some((rows, n)) = rows_of(param) {
+            // An array of constrained vectors: each row (the last dimension) on its own.
+            let per_row = param.constraint.unconstrained_len(n, &[]);
+            let mut parts = Vec::with_capacity(rows);
+            for r in 0..rows {
+                let u_row = self.take(u, r * per_row, per_row, Shape::Vector(per_row), path)?;
+                let x_row = match param.constraint {
+                    Constraint::Ordered => self.ordered(path, u_row)?,
+                    Constraint::PositiveOrdered => self.positive_ordered(path, u_row)?,
+                    Constraint::Simplex => self.simplex(path, u_row)?,
+                    _ => self.unit_vector(path, u_row)?,
+                };
+                parts.push((x_row, path.to_owned()));
+            }
+            return self.concat(&parts, path);
+        }
         match param.constraint {
             Constraint::Ordered => self.ordered(path, u),
             Constraint::PositiveOrdered => self.positive_ordered(path, u),
@@ -697,6 +713,14 @@ pub(super) fn support_constraint(param: &Parameter) -> Option<Constraint> {
         Constraint::Simplex => Constraint::UnitInterval,
         other => other,
     })
+}
+
+/// `(rows, n)` of an array of constrained vectors (a vector constraint with two or more
+/// `dims`; the last is the vector's length), `None` otherwise.
+fn rows_of(param: &Parameter) -> Option<(usize, usize)> {
+    let (&n, outer) = param.dims.split_last()?;
+    (param.constraint.is_vector_transform() && !outer.is_empty())
+        .then(|| (outer.iter().product(), n))
 }
 
 /// K of a K x K matrix parameter.

@@ -67,7 +67,9 @@ impl Lowerer {
                         return Err(LowerError::new(ty.span, "a parameter cannot be an `int`"));
                     }
                 };
-                if special.is_some() && !ty.array_dims.is_empty() {
+                // Arrays of constrained vectors are rows of one parameter; arrays of
+                // constrained matrices are not supported.
+                if square && !ty.array_dims.is_empty() {
                     return unsupported(
                         ty.span,
                         format!("an array of `{}` parameters", ty.base.as_str()),

@@ -204,3 +204,57 @@ fn matrix_constraints_need_a_matrix_shape() {
         assert!(err.to_string().contains("needs `dims`"), "{err}");
     }
 }
+
+fn array_model(constraint: Constraint, rows: usize, n: usize) -> Model {
+    let mut b = ModelBuilder::new(format!("array of {constraint:?}"));
+    b.param_decl(Parameter {
+        name: "x".into(),
+        size: Some(rows * n),
+        constraint,
+        dims: vec![rows, n],
+        ..Parameter::default()
+    });
+    b.build()
+}
+
+/// An array of constrained vectors (`dims` `[rows, n]`) is each row transformed on its own:
+/// the same values and log density as one parameter per row.
+#[test]
+fn arrays_of_vector_constraints_transform_each_row() {
+    for (k, constraint) in [
+        Constraint::Simplex,
+        Constraint::Ordered,
+        Constraint::PositiveOrdered,
+        Constraint::UnitVector,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (rows, n) = (3, 4);
+        let mut ev = evaluator(array_model(constraint, rows, n));
+        let mut row = evaluator(super::vector_model(constraint, n).build());
+        let per_row = row.dim();
+        assert_eq!(ev.dim(), rows * per_row, "{constraint:?}");
+        for theta in points(ev.dim(), 30 + k as u64, 2.0) {
+            let x = outputs(&mut ev, &theta);
+            let mut lp = 0.0;
+            for r in 0..rows {
+                let u = &theta[r * per_row..(r + 1) * per_row];
+                let want = outputs(&mut row, u);
+                assert_eq!(&x[r * n..(r + 1) * n], &want[..], "{constraint:?} row {r}");
+                lp += row.logp(u);
+            }
+            assert!((ev.logp(&theta) - lp).abs() < 1e-12, "{constraint:?}");
+        }
+    }
+    // The rows' first n - 1 simplex values against all coordinates.
+    let free: Vec<usize> = (0..2)
+        .flat_map(|r| (0..2).map(move |j| r * 3 + j))
+        .collect();
+    check_log_jacobian_of(
+        "array of simplexes",
+        array_model(Constraint::Simplex, 2, 3),
+        50,
+        &free,
+    );
+}
