@@ -658,8 +658,9 @@ impl Lowerer {
                 )?;
                 Val::scalar(un(Un::Sum, x))
             }
-            ("to_vector" | "to_array_1d", [m]) if m.dims().len() == 2 => {
-                // Stan flattens matrices column-major.
+            ("to_vector", [m]) if m.dims().len() == 2 => {
+                // Stan flattens matrices column-major (`to_array_1d` of a 2-D array is
+                // row-major, and the two look alike here, so it is left to `call`).
                 let g = self.grid(m.clone(), arg_span(0), false)?;
                 g.transposed().into_vector()
             }

@@ -175,3 +175,21 @@ fn large_factorisations_are_refused() {
         "{err}"
     );
 }
+
+/// `to_vector` of a matrix that depends on parameters is column-major, as in Stan.
+#[test]
+fn to_vector_of_a_matrix_is_column_major() {
+    let source = "data {\n  vector[6] w;\n}\nparameters {\n  matrix[2, 3] A;\n}\nmodel {\n  matrix[2, 3] B = A .* A;\n  target += dot_product(to_vector(B), w);\n}\n";
+    let w = [1.0, -2.0, 0.5, 3.0, -1.5, 0.25];
+    let model = lower(source, &format!(r#"{{"w": {w:?}}}"#));
+    check(&model, 6, |u| {
+        // u is row-major: A[i][j] = u[3 i + j]; column-major position of (i, j) is 2 j + i.
+        let mut lp = 0.0;
+        for i in 0..2 {
+            for j in 0..3 {
+                lp += u[3 * i + j].powi(2) * w[2 * j + i];
+            }
+        }
+        lp
+    });
+}
