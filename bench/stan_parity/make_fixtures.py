@@ -138,6 +138,7 @@ def data_for(name):
             "v": [0.5, -1.0],
         },
         "f_mdivide_left_tri_low": lambda: {"b": [1.0, -0.5, 2.0], "S": pos_def(3, 9)},
+        "f_matrix_solves": lambda: {"b": [0.5, -1.0, 1.5], "S": pos_def(3, 4)},
         "s_arma11": lambda: {"T": 10, "y": rounded(r.normal(size=10))},
         "s_garch11": lambda: {"T": 10, "r": rounded(r.normal(size=10)), "sigma1": 0.8},
         "s_ark": lambda: {"K": 2, "T": 10, "y": rounded(r.normal(size=10))},

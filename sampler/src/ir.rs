@@ -21,8 +21,10 @@
 //! `{"add": ["a", "b"]}`. Version 2 adds `{"concat": [e1, e2]}`, `{"elem": [e, k]}` and
 //! `{"slice": [e, start, len]}` (0-based constant positions), expression bounds and affine
 //! transforms on parameters (`"lower"`, `"upper"`, `"offset"`, `"multiplier"`), `"dims"`
-//! for array and matrix shapes, and the constraints `ordered`, `positive_ordered`, `simplex`
-//! and `unit_vector`. Version 1 files load unchanged.
+//! for array and matrix shapes, and the constraints `ordered`, `positive_ordered`, `simplex`,
+//! `unit_vector`, `cholesky_factor_corr`, `cholesky_factor_cov`, `corr_matrix` and
+//! `cov_matrix` (the last four on parameters with `dims` `[M, N]`). Version 1 files load
+//! unchanged.
 
 mod expr_serde;
 
@@ -137,10 +139,23 @@ pub enum Constraint {
     Simplex,
     /// A vector of unit Euclidean length: `x = u / |u|`, with the density term `-u.u/2`.
     UnitVector,
+    /// The lower Cholesky factor of a K x K correlation matrix (`dims` `[K, K]`), from
+    /// K(K-1)/2 canonical partial correlations `tanh(u)`, row by row (Stan's transform).
+    CholeskyFactorCorr,
+    /// A lower-triangular M x N matrix (`dims` `[M, N]`, M >= N) with a positive diagonal:
+    /// row by row, the diagonal `exp(u)`, the rest `u` (Stan's transform).
+    CholeskyFactorCov,
+    /// A K x K correlation matrix `L L^T`, `L` from K(K-1)/2 canonical partial correlations
+    /// `tanh(u)` column by column (Stan's transform).
+    CorrMatrix,
+    /// A K x K covariance matrix `L L^T`, `L` lower-triangular with diagonal `exp(u)`, from
+    /// K(K+1)/2 coordinates row by row (Stan's transform).
+    CovMatrix,
 }
 
 impl Constraint {
-    /// Whether the constraint applies to a vector as a whole (and needs `size`).
+    /// Whether the constraint applies to a vector as a whole (and needs `size`); with two or
+    /// more `dims` it applies to each row (the last dimension) of an array of vectors.
     pub fn is_vector_transform(self) -> bool {
         matches!(
             self,
@@ -151,10 +166,34 @@ impl Constraint {
         )
     }
 
-    /// Unconstrained coordinates of a parameter of `len` values under this constraint.
-    pub fn unconstrained_len(self, len: usize) -> usize {
+    /// Whether the constraint applies to a matrix as a whole (and needs `dims` `[M, N]`).
+    pub fn is_matrix_transform(self) -> bool {
+        matches!(
+            self,
+            Constraint::CholeskyFactorCorr
+                | Constraint::CholeskyFactorCov
+                | Constraint::CorrMatrix
+                | Constraint::CovMatrix
+        )
+    }
+
+    /// Unconstrained coordinates of a parameter of `len` values under this constraint; a
+    /// matrix constraint reads its shape from `dims` (`[M, N]`).
+    pub fn unconstrained_len(self, len: usize, dims: &[usize]) -> usize {
+        let (m, n) = match dims {
+            [m, n] => (*m, *n),
+            _ => (len, len),
+        };
         match self {
+            // With two or more dims, an array of simplexes: one coordinate fewer per row.
+            Constraint::Simplex if dims.len() >= 2 => {
+                let n = dims.last().copied().unwrap_or(1);
+                len / n.max(1) * n.saturating_sub(1)
+            }
             Constraint::Simplex => len.saturating_sub(1),
+            Constraint::CholeskyFactorCorr | Constraint::CorrMatrix => n * n.saturating_sub(1) / 2,
+            Constraint::CovMatrix => n * (n + 1) / 2,
+            Constraint::CholeskyFactorCov => n * (n + 1) / 2 + m.saturating_sub(n) * n,
             _ => len,
         }
     }

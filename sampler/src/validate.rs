@@ -391,7 +391,7 @@ fn check_declarations(model: &Model, limits: &Limits) -> Result<(), ModelError> 
             return Err(ModelError::new(format!("{path}.size"), Problem::Empty));
         }
         let len = param.size.unwrap_or(1);
-        dim = dim.saturating_add(param.constraint.unconstrained_len(len));
+        dim = dim.saturating_add(param.constraint.unconstrained_len(len, &param.dims));
         check_limit(
             &path,
             "the number of unconstrained parameters",
@@ -425,6 +425,33 @@ fn check_parameter(path: &str, i: usize, model: &Model) -> Result<(), ModelError
                 constraint_name()
             )),
         ));
+    }
+    if param.constraint.is_matrix_transform() {
+        let shape_ok = match param.dims[..] {
+            [m, n] => {
+                param.size == Some(m * n)
+                    && n >= 1
+                    && if param.constraint == Constraint::CholeskyFactorCov {
+                        m >= n
+                    } else {
+                        m == n
+                    }
+            }
+            _ => false,
+        };
+        if !shape_ok {
+            return Err(ModelError::new(
+                format!("{path}.dims"),
+                Problem::Invalid(format!(
+                    "parameter `{}`: constraint {} needs `dims` [M, N] (square, or M >= N for \
+                     cholesky_factor_cov) and `size` M * N, found dims {:?} and size {:?}",
+                    param.name,
+                    constraint_name(),
+                    param.dims,
+                    param.size
+                )),
+            ));
+        }
     }
     let bounds = [("lower", &param.lower), ("upper", &param.upper)];
     let affine = [("offset", &param.offset), ("multiplier", &param.multiplier)];

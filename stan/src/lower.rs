@@ -17,6 +17,7 @@ mod call;
 mod density;
 mod exec;
 mod expr;
+mod matrix;
 mod multivariate;
 mod params;
 mod sym;

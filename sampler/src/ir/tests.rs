@@ -132,6 +132,20 @@ fn all_features_model() -> Model {
     m.param_with("positive_ordered", Some(2), Constraint::PositiveOrdered);
     let simplex = m.param_with("simplex", Some(3), Constraint::Simplex);
     m.param_with("direction", Some(2), Constraint::UnitVector);
+    for (name, constraint, dims) in [
+        ("l_corr", Constraint::CholeskyFactorCorr, [2, 2]),
+        ("l_cov", Constraint::CholeskyFactorCov, [3, 2]),
+        ("corr", Constraint::CorrMatrix, [2, 2]),
+        ("cov", Constraint::CovMatrix, [2, 2]),
+    ] {
+        m.param_decl(Parameter {
+            name: name.into(),
+            size: Some(dims[0] * dims[1]),
+            constraint,
+            dims: dims.to_vec(),
+            ..Parameter::default()
+        });
+    }
     m.param_bounded("below_tau", Some(2), Some(-&tau), Some(tau.exp()));
     m.param_decl(Parameter {
         name: "affine".into(),
@@ -243,6 +257,10 @@ fn constraint_kind(constraint: &Constraint) -> &'static str {
         Constraint::PositiveOrdered => "positive_ordered",
         Constraint::Simplex => "simplex",
         Constraint::UnitVector => "unit_vector",
+        Constraint::CholeskyFactorCorr => "cholesky_factor_corr",
+        Constraint::CholeskyFactorCov => "cholesky_factor_cov",
+        Constraint::CorrMatrix => "corr_matrix",
+        Constraint::CovMatrix => "cov_matrix",
     }
 }
 
@@ -323,7 +341,7 @@ fn all_features_model_uses_every_variant() {
         .iter()
         .map(|param| constraint_kind(&param.constraint))
         .collect();
-    assert_eq!(constraints.len(), 10, "{constraints:?}");
+    assert_eq!(constraints.len(), 14, "{constraints:?}");
     let params = &model.parameters;
     assert!(
         params

@@ -12,7 +12,7 @@
 use super::{Lowerer, Shape, Symbol, Value, shape_error};
 use crate::ir::{Constraint, Expr, Parameter};
 use crate::program::{
-    Inst, MapOp, Operand, Output, SlotId, StatementId, ThetaRef, Transform, ZipOp,
+    IndexRef, Inst, MapOp, Operand, Output, SlotId, StatementId, ThetaRef, Transform, ZipOp,
 };
 use crate::validate::{ModelError, Num, Problem};
 
@@ -27,7 +27,7 @@ impl Lowerer<'_> {
                 None => Shape::Scalar,
                 Some(n) => Shape::Vector(n),
             };
-            let n_unconstrained = param.constraint.unconstrained_len(len);
+            let n_unconstrained = param.constraint.unconstrained_len(len, &param.dims);
             let theta = ThetaRef {
                 offset: offset as u32,
                 len: n_unconstrained as u32,
@@ -107,12 +107,16 @@ impl Lowerer<'_> {
             Constraint::Ordered
             | Constraint::PositiveOrdered
             | Constraint::Simplex
-            | Constraint::UnitVector => Transform::Identity,
+            | Constraint::UnitVector
+            | Constraint::CholeskyFactorCorr
+            | Constraint::CholeskyFactorCov
+            | Constraint::CorrMatrix
+            | Constraint::CovMatrix => Transform::Identity,
         };
 
         if theta.len == 0 {
-            // A simplex of one element: the constant 1, no coordinates.
-            let data = self.push_data(path, &[1.0])?;
+            // Simplexes of one element: the constant 1, no coordinates.
+            let data = self.push_data(path, &vec![1.0; shape.len()])?;
             return Ok(Value {
                 operand: Operand::Data(data),
                 shape,
@@ -129,15 +133,46 @@ impl Lowerer<'_> {
             operand: Operand::Slot(dst),
             shape: match param.constraint {
                 Constraint::Simplex => Shape::Vector(theta.len as usize),
+                c if c.is_matrix_transform() => Shape::Vector(theta.len as usize),
                 _ => shape,
             },
             integer: false,
         };
+        if let Some((rows, n)) = rows_of(param) {
+            // An array of constrained vectors: each row (the last dimension) on its own.
+            let per_row = param.constraint.unconstrained_len(n, &[]);
+            let mut parts = Vec::with_capacity(rows);
+            for r in 0..rows {
+                let u_row = self.take(u, r * per_row, per_row, Shape::Vector(per_row), path)?;
+                let x_row = match param.constraint {
+                    Constraint::Ordered => self.ordered(path, u_row)?,
+                    Constraint::PositiveOrdered => self.positive_ordered(path, u_row)?,
+                    Constraint::Simplex => self.simplex(path, u_row)?,
+                    _ => self.unit_vector(path, u_row)?,
+                };
+                parts.push((x_row, path.to_owned()));
+            }
+            return self.concat(&parts, path);
+        }
         match param.constraint {
             Constraint::Ordered => self.ordered(path, u),
             Constraint::PositiveOrdered => self.positive_ordered(path, u),
             Constraint::Simplex => self.simplex(path, u),
             Constraint::UnitVector => self.unit_vector(path, u),
+            Constraint::CholeskyFactorCorr => {
+                let (x, _) = self.cholesky_corr(path, u, matrix_side(param), true)?;
+                Ok(x)
+            }
+            Constraint::CholeskyFactorCov => {
+                let (m, n) = matrix_shape(param);
+                self.cholesky_cov(path, u, m, n, false)
+            }
+            Constraint::CorrMatrix => self.corr_matrix(path, u, matrix_side(param)),
+            Constraint::CovMatrix => {
+                let k = matrix_side(param);
+                let l = self.cholesky_cov(path, u, k, k, true)?;
+                self.lower_self_transpose(path, l, k, false)
+            }
             Constraint::Real if transform == Transform::Identity => {
                 match (lower, upper, offset, multiplier) {
                     (Some(lower), None, ..) => self.lower_bounded(path, u, lower),
@@ -333,6 +368,254 @@ impl Lowerer<'_> {
         Ok(x)
     }
 
+    /// Canonical partial correlations `z = tanh(u) = 2 logistic(2u) - 1` and
+    /// `log(1 - z^2) = 2 log 2 - softplus(2u) - softplus(-2u)` (stable for large `|u|`).
+    fn cpcs(&mut self, path: &str, u: Value) -> Result<(Value, Value), ModelError> {
+        let two_u = self.zip_op(path, ZipOp::Mul, u, constant(2.0))?;
+        let s = self.map_op(path, MapOp::Logistic, two_u)?;
+        let twice = self.zip_op(path, ZipOp::Mul, s, constant(2.0))?;
+        let z = self.zip_op(path, ZipOp::Sub, twice, constant(1.0))?;
+        let plus = self.map_op(path, MapOp::Softplus, two_u)?;
+        let minus_two_u = self.map_op(path, MapOp::Neg, two_u)?;
+        let minus = self.map_op(path, MapOp::Softplus, minus_two_u)?;
+        let sum = self.zip_op(path, ZipOp::Add, plus, minus)?;
+        let w = self.zip_op(
+            path,
+            ZipOp::Sub,
+            constant(2.0 * std::f64::consts::LN_2),
+            sum,
+        )?;
+        Ok((z, w))
+    }
+
+    /// Stan's `cholesky_corr_constrain` over K(K-1)/2 coordinates `u`, row by row: with
+    /// `z = tanh(u)`, `L_11 = 1`, `L_i1 = z_i1`, `L_ij = z_ij sqrt(1 - sum_{k<j} L_ik^2)`,
+    /// `L_ii = sqrt(1 - sum_{k<i} L_ik^2)`. Since `1 - sum_{k<j} L_ik^2 =
+    /// prod_{k<j} (1 - z_ik^2)`, every square root is `exp(cumsum(log(1 - z^2)) / 2)`. The
+    /// log-Jacobian (with `jacobian`) is `sum log(1 - z^2) + sum_{i, 2<=j<i} log(1 -
+    /// sum_{k<j} L_ik^2) / 2`; `w = log(1 - z^2)` is returned for other Jacobians.
+    fn cholesky_corr(
+        &mut self,
+        path: &str,
+        u: Value,
+        k: usize,
+        jacobian: bool,
+    ) -> Result<(Value, Value), ModelError> {
+        let (z, w) = self.cpcs(path, u)?;
+        if jacobian {
+            self.jacobian(w);
+        }
+        let own = |v: Value| (v, path.to_owned());
+        let mut parts = vec![own(constant(1.0))];
+        if k > 1 {
+            parts.push(own(self.zeros(path, k - 1)?));
+        }
+        let mut pos = 0;
+        for i in 1..k {
+            let zi = self.take(z, pos, i, Shape::Vector(i), path)?;
+            let wi = self.take(w, pos, i, Shape::Vector(i), path)?;
+            let sums = self.cumsum(path, wi)?;
+            let first = self.take(zi, 0, 1, Shape::Scalar, path)?;
+            parts.push(own(first));
+            if i > 1 {
+                let before = self.take(sums, 0, i - 1, Shape::Vector(i - 1), path)?;
+                let half = self.zip_op(path, ZipOp::Mul, before, constant(0.5))?;
+                if jacobian {
+                    self.jacobian(half);
+                }
+                let scale = self.map_op(path, MapOp::Exp, half)?;
+                let rest = self.take(zi, 1, i - 1, Shape::Vector(i - 1), path)?;
+                parts.push(own(self.zip_op(path, ZipOp::Mul, rest, scale)?));
+            }
+            let total = self.take(sums, i - 1, 1, Shape::Scalar, path)?;
+            let half_total = self.zip_op(path, ZipOp::Mul, total, constant(0.5))?;
+            parts.push(own(self.map_op(path, MapOp::Exp, half_total)?));
+            if i + 1 < k {
+                parts.push(own(self.zeros(path, k - 1 - i)?));
+            }
+            pos += i;
+        }
+        Ok((self.concat(&parts, path)?, w))
+    }
+
+    /// Stan's `corr_matrix_constrain`: canonical partial correlations column by column
+    /// (`read_corr_L`), which give the same factor as [`Self::cholesky_corr`] with the
+    /// coordinates reordered, then `L L^T`. Log-Jacobian: `sum log(1 - z^2) (1 + (K - j - 2)
+    /// / 2)` over the correlations of column `j` (0-based).
+    fn corr_matrix(&mut self, path: &str, u: Value, k: usize) -> Result<Value, ModelError> {
+        // Column-major position of each row-major strictly-lower element.
+        let mut column_major = vec![0usize; k * k];
+        let mut pos = 0;
+        for j in 0..k {
+            for i in j + 1..k {
+                column_major[i * k + j] = pos;
+                pos += 1;
+            }
+        }
+        let mut order = Vec::with_capacity(pos);
+        let mut weights = Vec::with_capacity(pos);
+        for i in 1..k {
+            for j in 0..i {
+                order.push(column_major[i * k + j]);
+                weights.push(1.0 + 0.5 * (k as f64 - j as f64 - 2.0));
+            }
+        }
+        let n = order.len();
+        let u = self.gather(path, u, &order, Shape::Vector(n))?;
+        let (l, w) = self.cholesky_corr(path, u, k, false)?;
+        let weights = Value {
+            operand: Operand::Data(self.push_data(path, &weights)?),
+            shape: Shape::Vector(n),
+            integer: false,
+        };
+        let weighted = self.zip_op(path, ZipOp::Mul, w, weights)?;
+        self.jacobian(weighted);
+        self.lower_self_transpose(path, l, k, true)
+    }
+
+    /// Stan's `cholesky_factor_constrain` over the coordinates `u`, row by row: the strictly
+    /// lower elements as they are, the diagonal `exp(u)`, zeros above; rows past the N-th are
+    /// full. Log-Jacobian `sum u_diag`; with `cov`, Stan's `cov_matrix_constrain` Jacobian
+    /// for `L L^T` instead, `sum_k (K - k + 1) u_diag_k` (0-based k; its constant
+    /// `K log 2` is left out as constants are).
+    fn cholesky_cov(
+        &mut self,
+        path: &str,
+        u: Value,
+        m: usize,
+        n: usize,
+        cov: bool,
+    ) -> Result<Value, ModelError> {
+        let Shape::Vector(len) = u.shape else {
+            return Ok(u);
+        };
+        // Source: u, then exp of the diagonal, then 0; each output element picks from it.
+        let mut diag = Vec::with_capacity(n);
+        let mut picks = Vec::with_capacity(m * n);
+        let mut pos = 0;
+        for i in 0..m {
+            for j in 0..n {
+                if i < n && j == i {
+                    picks.push(len + diag.len());
+                    diag.push(pos);
+                    pos += 1;
+                } else if j < i || i >= n {
+                    picks.push(pos);
+                    pos += 1;
+                } else {
+                    picks.push(len + n);
+                }
+            }
+        }
+        let diag_u = self.gather(path, u, &diag, Shape::Vector(n))?;
+        if cov {
+            let weights: Vec<f64> = (0..n).map(|k| (n - k + 1) as f64).collect();
+            let weights = Value {
+                operand: Operand::Data(self.push_data(path, &weights)?),
+                shape: Shape::Vector(n),
+                integer: false,
+            };
+            let weighted = self.zip_op(path, ZipOp::Mul, diag_u, weights)?;
+            self.jacobian(weighted);
+        } else {
+            self.jacobian(diag_u);
+        }
+        let diag_x = self.map_op(path, MapOp::Exp, diag_u)?;
+        let source = self.concat(
+            &[
+                (u, path.to_owned()),
+                (diag_x, path.to_owned()),
+                (constant(0.0), path.to_owned()),
+            ],
+            path,
+        )?;
+        self.gather(path, source, &picks, Shape::Vector(m * n))
+    }
+
+    /// `L L^T` of a lower-triangular K x K `l` (row-major): one dot product of row prefixes
+    /// per element of the lower triangle, mirrored; with `unit_diagonal` the diagonal is the
+    /// constant 1 (a correlation matrix).
+    fn lower_self_transpose(
+        &mut self,
+        path: &str,
+        l: Value,
+        k: usize,
+        unit_diagonal: bool,
+    ) -> Result<Value, ModelError> {
+        let mut lower: Vec<Value> = Vec::with_capacity(k * (k + 1) / 2);
+        for i in 0..k {
+            for j in 0..=i {
+                if i == j && unit_diagonal {
+                    lower.push(constant(1.0));
+                    continue;
+                }
+                let a = self.take(l, i * k, j + 1, Shape::Vector(j + 1), path)?;
+                let b = self.take(l, j * k, j + 1, Shape::Vector(j + 1), path)?;
+                let (a, b) = (a.operand, b.operand);
+                lower.push(self.emit(
+                    path,
+                    Shape::Scalar,
+                    false,
+                    false,
+                    Box::new(move |dst| Inst::Dot { a, b, dst }),
+                )?);
+            }
+        }
+        let at = |i: usize, j: usize| {
+            let (i, j) = if j > i { (j, i) } else { (i, j) };
+            lower[i * (i + 1) / 2 + j]
+        };
+        let mut parts = Vec::with_capacity(k * k);
+        for i in 0..k {
+            for j in 0..k {
+                parts.push((at(i, j), path.to_owned()));
+            }
+        }
+        self.concat(&parts, path)
+    }
+
+    /// `n` zeros.
+    fn zeros(&mut self, path: &str, n: usize) -> Result<Value, ModelError> {
+        if n == 1 {
+            return Ok(constant(0.0));
+        }
+        Ok(Value {
+            operand: Operand::Data(self.push_data(path, &vec![0.0; n])?),
+            shape: Shape::Vector(n),
+            integer: false,
+        })
+    }
+
+    /// `value[positions]` as one `Gather`.
+    fn gather(
+        &mut self,
+        path: &str,
+        value: Value,
+        positions: &[usize],
+        shape: Shape,
+    ) -> Result<Value, ModelError> {
+        let index_len = self.program.index.len();
+        let idx = IndexRef {
+            offset: index_len as u32,
+            len: positions.len() as u32,
+        };
+        self.program
+            .index
+            .extend(positions.iter().map(|&i| i as u32));
+        let a = value.operand;
+        let result = self.emit(
+            path,
+            shape,
+            value.integer,
+            value.is_constant(),
+            Box::new(move |dst| Inst::Gather { a, idx, dst }),
+        );
+        if value.is_constant() {
+            self.program.index.truncate(index_len);
+        }
+        result
+    }
+
     fn map_op(&mut self, path: &str, op: MapOp, a: Value) -> Result<Value, ModelError> {
         let operand = a.operand;
         self.emit(
@@ -430,6 +713,27 @@ pub(super) fn support_constraint(param: &Parameter) -> Option<Constraint> {
         Constraint::Simplex => Constraint::UnitInterval,
         other => other,
     })
+}
+
+/// `(rows, n)` of an array of constrained vectors (a vector constraint with two or more
+/// `dims`; the last is the vector's length), `None` otherwise.
+fn rows_of(param: &Parameter) -> Option<(usize, usize)> {
+    let (&n, outer) = param.dims.split_last()?;
+    (param.constraint.is_vector_transform() && !outer.is_empty())
+        .then(|| (outer.iter().product(), n))
+}
+
+/// K of a K x K matrix parameter.
+fn matrix_side(param: &Parameter) -> usize {
+    matrix_shape(param).1
+}
+
+/// `[M, N]` of a matrix parameter (checked by validation).
+fn matrix_shape(param: &Parameter) -> (usize, usize) {
+    match param.dims[..] {
+        [m, n] => (m, n),
+        _ => (param.size.unwrap_or(1), 1),
+    }
 }
 
 fn constant(value: f64) -> Value {

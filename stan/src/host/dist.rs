@@ -590,6 +590,46 @@ fn multi_normal_lp(y: &[f64], mu: &[f64], l: &[f64]) -> f64 {
     -0.5 * z.iter().map(|x| x * x).sum::<f64>() - log_det - k as f64 * LN_SQRT_2PI
 }
 
+/// The LKJ log density of a correlation matrix through its Cholesky factor `l` (K x K):
+/// `sum_{k>=2} (K - k + 2 eta - 2) log L_kk` for the factor, `(eta - 1) 2 sum log L_kk` for
+/// the matrix, plus Stan's normalising constant (Lewandowski, Kurowicka and Joe 2009,
+/// theorem 5).
+fn lkj_lp(l: &[f64], k: usize, eta: f64, of_matrix: bool) -> f64 {
+    let km1 = (k - 1) as f64;
+    let mut lp = km1 * lgamma(eta + 0.5 * km1);
+    for i in 1..k {
+        lp -= 0.5 * i as f64 * PI.ln() + lgamma(eta + 0.5 * (km1 - i as f64));
+    }
+    for i in 1..k {
+        let log_diag = l[i * k + i].ln();
+        lp += if of_matrix {
+            2.0 * (eta - 1.0) * log_diag
+        } else {
+            ((k - i) as f64 - 3.0 + 2.0 * eta) * log_diag
+        };
+    }
+    lp
+}
+
+/// Stan's `lkj_corr_cholesky_rng`: canonical partial correlations `2 Beta(a, a) - 1` with
+/// `a = eta + (K - 1 - i) / 2` for column `i`, assembled column by column.
+fn lkj_cholesky_draw(k: usize, eta: f64, rng: &mut HostRng) -> Vec<f64> {
+    let mut l = vec![0.0; k * k];
+    // acc[i]: 1 - the squares so far of row i.
+    let mut acc = vec![1.0f64; k];
+    let mut alpha = eta + 0.5 * (k as f64 - 1.0);
+    for col in 0..k {
+        l[col * k + col] = acc[col].sqrt();
+        alpha -= 0.5;
+        for row in col + 1..k {
+            let z = 2.0 * rng.beta(alpha, alpha) - 1.0;
+            l[row * k + col] = z * acc[row].sqrt();
+            acc[row] *= 1.0 - z * z;
+        }
+    }
+    l
+}
+
 fn ints(arg: &Typed, what: &str, name: &str, span: Span) -> Result<Vec<i64>, HostError> {
     match &arg.value.values {
         Values::Int(v) => Ok(v.clone()),
@@ -641,6 +681,8 @@ pub fn log_density(
             | "multi_normal_cholesky"
             | "dirichlet"
             | "normal_id_glm"
+            | "lkj_corr_cholesky"
+            | "lkj_corr"
     );
     if !vector_family {
         let n = common_len(args, name, span)?;
@@ -713,6 +755,25 @@ pub fn log_density(
                 lp += multi_normal_lp(y, mu, &l);
             }
             lp
+        }
+        ("lkj_corr_cholesky" | "lkj_corr", [y, eta]) => {
+            let Some((k, k2, m)) = as_matrix(y).filter(|_| y.elem == Elem::Matrix) else {
+                return Err(err("the outcome must be a matrix".into()));
+            };
+            let eta = eta
+                .value
+                .as_real()
+                .ok_or_else(|| err("the shape must be a real".into()))?;
+            positive("shape", eta).map_err(err)?;
+            if k != k2 || k == 0 {
+                return Err(err(format!("needs a square matrix, found {k}x{k2}")));
+            }
+            let l = if family == "lkj_corr" {
+                cholesky(k, &m).map_err(|e| err(format!("the correlation matrix: {e}")))?
+            } else {
+                m
+            };
+            lkj_lp(&l, k, eta, family == "lkj_corr")
         }
         ("dirichlet", [theta, alpha]) => {
             let thetas = vectors_arg(theta);
@@ -829,6 +890,31 @@ pub fn random(
                 )
             } else {
                 Typed::vector(draws, Elem::Vector)
+            }
+        }
+        ("lkj_corr_cholesky" | "lkj_corr", [k, eta]) => {
+            let k = k
+                .value
+                .as_int()
+                .filter(|&k| k >= 1)
+                .ok_or_else(|| err("the size must be a positive int".into()))?
+                as usize;
+            let eta = eta
+                .value
+                .as_real()
+                .ok_or_else(|| err("the shape must be a real".into()))?;
+            positive("shape", eta).map_err(err)?;
+            let l = lkj_cholesky_draw(k, eta, rng);
+            if family == "lkj_corr" {
+                let mut omega = vec![0.0; k * k];
+                for i in 0..k {
+                    for j in 0..k {
+                        omega[i * k + j] = (0..k).map(|m| l[i * k + m] * l[j * k + m]).sum();
+                    }
+                }
+                Typed::matrix(k, k, omega)
+            } else {
+                Typed::matrix(k, k, l)
             }
         }
         ("dirichlet", [alpha]) => {

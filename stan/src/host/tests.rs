@@ -266,3 +266,42 @@ fn host_linear_algebra_agrees_with_its_definitions() {
             .contains("not positive definite")
     );
 }
+
+/// LKJ: for K = 2 the correlation r has density `(1 - r^2)^(eta - 1) / (2^(2 eta - 1)
+/// B(eta, eta))`, for the matrix and (with the Jacobian `L_22 = sqrt(1 - r^2)`) for its
+/// factor; draws have unit rows and the variance `1 / (2 eta + 1)` of r.
+#[test]
+fn host_lkj_densities_and_draws_match_the_two_by_two_case() {
+    let (r, eta) = (0.35f64, 2.5f64);
+    let lbeta = super::math::lbeta(eta, eta);
+    let expected =
+        (eta - 1.0) * (1.0 - r * r).ln() - (2.0 * eta - 1.0) * std::f64::consts::LN_2 - lbeta;
+    let body = format!(
+        "matrix[2, 2] O = [[1, {r}], [{r}, 1]];\nreal a = lkj_corr_lpdf(O | {eta});\n\
+         real b = lkj_corr_cholesky_lpdf(cholesky_decompose(O) | {eta});"
+    );
+    let a = reals(&body, "a")[0];
+    assert!(close(a, expected, 1e-12), "{a} vs {expected}");
+    // d Omega_21 / d L_21 = 1: the factor's density is the matrix's, in r = L_21.
+    let b = reals(&body, "b")[0];
+    assert!(close(b, expected, 1e-12), "{b} vs {expected}");
+
+    let n = 4000;
+    let body = format!(
+        "array[{n}] real r;\narray[{n}] real norm;\nfor (i in 1:{n}) {{\n  \
+         matrix[3, 3] L = lkj_corr_cholesky_rng(3, {eta});\n  matrix[2, 2] O = lkj_corr_rng(2, {eta});\n  \
+         r[i] = O[1, 2];\n  norm[i] = L[3, 1]^2 + L[3, 2]^2 + L[3, 3]^2 + L[1, 2]^2;\n}}"
+    );
+    let env = run(&body).unwrap_or_else(|e| panic!("{e}"));
+    let rs = env["r"].reals();
+    assert!(env["norm"].reals().iter().all(|v| (v - 1.0).abs() < 1e-12));
+    let mean = rs.iter().sum::<f64>() / n as f64;
+    let var = rs.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n as f64;
+    let want = 1.0 / (2.0 * eta + 1.0);
+    // 5 standard errors: sd(r) / sqrt(n) for the mean, var sqrt(2 / n) (roughly) for var.
+    assert!(mean.abs() < 5.0 * want.sqrt() / (n as f64).sqrt(), "{mean}");
+    assert!(
+        (var - want).abs() < 5.0 * want * (2.0 / n as f64).sqrt(),
+        "{var} vs {want}"
+    );
+}

@@ -33,6 +33,9 @@ impl Lowerer {
         for arg in args {
             vals.push(self.eval(arg)?);
         }
+        if let Some(v) = self.matrix_call(name, &vals, args, span)? {
+            return Ok(v);
+        }
         let elementwise: Option<fn(Ir) -> Ir> = match name {
             "exp" => Some(|x| un(Un::Exp, x)),
             "log" => Some(|x| un(Un::Log, x)),

@@ -324,6 +324,7 @@ impl Lowerer {
     ) -> Result<(), LowerError> {
         match ty.base {
             BaseType::Int | BaseType::Real | BaseType::Vector | BaseType::RowVector => {}
+            BaseType::Matrix => {}
             // Constrained types are only checked by Stan; a declared matrix is refused below.
             BaseType::Simplex
             | BaseType::Ordered

@@ -174,7 +174,7 @@ impl Lowerer {
                 let v = self.eval(inner)?;
                 match v.dims() {
                     [] | [_] => Ok(v),
-                    _ => unsupported(span, "transposing a matrix that depends on parameters"),
+                    _ => self.transpose(v, span),
                 }
             }
             ExprKind::Call { name, args } => self.call(&name.name, name.span, args, span),
@@ -565,6 +565,9 @@ impl Lowerer {
         span: Span,
         lhs_transposed: bool,
     ) -> Result<Val, LowerError> {
+        if let Some(v) = self.matrix_binary(op, &a, &b, span, lhs_transposed)? {
+            return Ok(v);
+        }
         let (da, db) = (a.dims().to_vec(), b.dims().to_vec());
         let ir_op = match op {
             BinaryOp::Add => Op::Add,

@@ -7,6 +7,7 @@ use std::f64::consts::PI;
 use sampler::{BinaryOp as Op, DataValue, Expr as Ir, UnaryOp as Un};
 
 use super::expr::describe;
+use super::matrix::Grid;
 use super::sym::{Val, add, bin, c, mul, sub, un};
 use super::{LowerError, Lowerer, unsupported};
 use crate::ast::{BinaryOp, Expr, ExprKind, Span};
@@ -21,6 +22,9 @@ pub(crate) fn handles(base: &str) -> bool {
             | "ordered_logistic"
             | "multi_normal"
             | "multi_normal_cholesky"
+            | "lkj_corr_cholesky"
+            | "lkj_corr"
+            | "wishart"
     )
 }
 
@@ -47,7 +51,7 @@ fn outcomes(value: &Value, k: usize, base: &str, span: Span) -> Result<Vec<usize
 }
 
 /// The inverse of the lower-triangular `n` x `n` matrix `l` (non-zero diagonal), row-major.
-fn lower_inverse(n: usize, l: &[f64]) -> Vec<f64> {
+pub(super) fn lower_inverse(n: usize, l: &[f64]) -> Vec<f64> {
     let mut inv = vec![0.0; n * n];
     for col in 0..n {
         for i in col..n {
@@ -69,7 +73,7 @@ impl Lowerer {
         y: &Expr,
         args: &[Expr],
     ) -> Result<Ir, LowerError> {
-        let wanted = if base.starts_with("categorical") {
+        let wanted = if base.starts_with("categorical") || base.starts_with("lkj") {
             1
         } else {
             2
@@ -83,6 +87,8 @@ impl Lowerer {
         match base {
             "categorical" | "categorical_logit" => self.categorical(base, y, &args[0]),
             "ordered_logistic" => self.ordered_logistic(y, &args[0], &args[1]),
+            "lkj_corr_cholesky" | "lkj_corr" => self.lkj(base, y, &args[0]),
+            "wishart" => self.wishart(y, &args[0], &args[1]),
             _ => self.multi_normal(base, y, &args[0], &args[1]),
         }
     }
@@ -282,6 +288,9 @@ impl Lowerer {
         mu: &Expr,
         cov: &Expr,
     ) -> Result<Ir, LowerError> {
+        if !self.only_host(cov) && !self.is_data_matrix_times_scalar(cov) {
+            return self.multi_normal_symbolic(base, y, mu, cov);
+        }
         let (matrix, scale) = self.known_matrix_times_scalar(base, cov)?;
         let k = matrix.shape.first().copied().unwrap_or(0);
         if matrix.shape != [k, k] || k == 0 {
@@ -426,5 +435,246 @@ impl Lowerer {
                 })
             }
         }
+    }
+
+    /// `M * s` or `s * M` with `M` a data matrix (the fast path of [`Self::multi_normal`]).
+    fn is_data_matrix_times_scalar(&mut self, arg: &Expr) -> bool {
+        let ExprKind::Binary {
+            op: BinaryOp::Mul,
+            lhs,
+            rhs,
+        } = &arg.kind
+        else {
+            return false;
+        };
+        [lhs, rhs].into_iter().any(|side| {
+            self.only_host(side)
+                && crate::host::eval(side, &self.env).is_ok_and(|v| v.shape.len() == 2)
+        })
+    }
+
+    /// The rows (vectors of `k`) of a `multi_normal` outcome or location, as elements.
+    fn mvn_rows(&mut self, base: &str, e: &Expr, k: usize) -> Result<(usize, Vec<Ir>), LowerError> {
+        let v = self.eval(e)?;
+        let dims = v.dims().to_vec();
+        let n = match dims[..] {
+            [m] if m == k => 1,
+            [n, m] if m == k => n,
+            _ => {
+                return Err(LowerError::new(
+                    e.span,
+                    format!(
+                        "`{base}`: {} does not match a vector of {k}",
+                        describe(&dims)
+                    ),
+                ));
+            }
+        };
+        let mut elems = self.elements(v, e.span)?;
+        for x in &mut elems {
+            if !super::sym::trivial(x) {
+                *x = self.share(std::mem::replace(x, c(0.0)), &[]);
+            }
+        }
+        Ok((n, elems))
+    }
+
+    /// `multi_normal(y | mu, Sigma)` or `multi_normal_cholesky(y | mu, L)` with a covariance
+    /// or factor that depends on parameters: `Sigma` factored by the unrolled Cholesky
+    /// decomposition, `z = L^{-1}(y - mu)` by forward substitution per row, and
+    /// `-0.5 |z|^2 - N sum log diag L - N K log(2 pi) / 2`.
+    fn multi_normal_symbolic(
+        &mut self,
+        base: &str,
+        y: &Expr,
+        mu: &Expr,
+        cov: &Expr,
+    ) -> Result<Ir, LowerError> {
+        let v = self.eval(cov)?;
+        let g = self.grid(v, cov.span, false)?;
+        if g.rows != g.cols || g.rows == 0 {
+            return Err(LowerError::new(
+                cov.span,
+                format!(
+                    "`{base}` needs a non-empty square matrix, found {}x{}",
+                    g.rows, g.cols
+                ),
+            ));
+        }
+        let k = g.rows;
+        let l = if base == "multi_normal" {
+            self.cholesky(g, cov.span)?
+        } else {
+            g
+        };
+        let (ny, ys) = self.mvn_rows(base, y, k)?;
+        let (nmu, mus) = self.mvn_rows(base, mu, k)?;
+        if ny != nmu && ny != 1 && nmu != 1 {
+            return Err(LowerError::new(
+                mu.span,
+                format!("`{base}`: {nmu} location(s) for {ny} outcome(s)"),
+            ));
+        }
+        if ny == 0 || nmu == 0 {
+            return Ok(c(0.0));
+        }
+        let n = ny.max(nmu);
+        let mut zs = Vec::with_capacity(n * k);
+        for r in 0..n {
+            let (ry, rmu) = (r % ny, r % nmu);
+            let residual = Grid {
+                rows: k,
+                cols: 1,
+                elems: (0..k)
+                    .map(|i| sub(ys[ry * k + i].clone(), mus[rmu * k + i].clone()))
+                    .collect(),
+            };
+            zs.extend(self.solve_lower(&l, &residual, cov.span)?.elems);
+        }
+        let squares = self.dot_pairs(zs.iter().map(|z| (z.clone(), z.clone())).collect());
+        let log_det = self.sum_log_diagonal(&l);
+        let nf = n as f64;
+        Ok(add(
+            sub(mul(c(-0.5), squares), mul(c(nf), log_det)),
+            c(-0.5 * nf * k as f64 * (2.0 * PI).ln()),
+        ))
+    }
+
+    /// A scalar argument as IR (a constant when known).
+    fn scalar_ir(&mut self, e: &Expr) -> Result<Ir, LowerError> {
+        let v = self.eval(e)?;
+        self.scalar_arg(v, e)
+    }
+
+    /// `lkj_corr_cholesky(L | eta)`: `sum_{k>=2} (K - k + 2 eta - 2) log L_kk` (1-based k);
+    /// `lkj_corr(Omega | eta)`: `(eta - 1) log det Omega`, through the unrolled Cholesky
+    /// factor. Both with Stan's normalising constant (Lewandowski, Kurowicka and Joe 2009,
+    /// theorem 5): `(K-1) lgamma(eta + (K-1)/2) - sum_{k<K} (k/2 log pi + lgamma(eta + (K-1-k)/2))`.
+    fn lkj(&mut self, base: &str, y: &Expr, eta: &Expr) -> Result<Ir, LowerError> {
+        let v = self.eval(y)?;
+        let g = self.grid(v, y.span, false)?;
+        if g.rows != g.cols || g.rows == 0 {
+            return Err(LowerError::new(
+                y.span,
+                format!(
+                    "`{base}` needs a square matrix, found {}x{}",
+                    g.rows, g.cols
+                ),
+            ));
+        }
+        let k = g.rows;
+        let eta = self.scalar_ir(eta)?;
+        let eta = self.share(eta, &[]);
+        let l = if base == "lkj_corr" {
+            self.cholesky(g, y.span)?
+        } else {
+            g
+        };
+        let km1 = (k - 1) as f64;
+        let mut constant = mul(c(km1), un(Un::Lgamma, add(eta.clone(), c(0.5 * km1))));
+        for i in 1..k {
+            let term = add(
+                c(0.5 * i as f64 * PI.ln()),
+                un(Un::Lgamma, add(eta.clone(), c(0.5 * (km1 - i as f64)))),
+            );
+            constant = sub(constant, term);
+        }
+        if k == 1 {
+            return Ok(constant);
+        }
+        let tail = Grid {
+            rows: k - 1,
+            cols: 1,
+            elems: l.diagonal()[1..].to_vec(),
+        };
+        let logs = un(Un::Log, super::matrix::joined(tail.elems));
+        let logs = self.share(logs, &[k - 1]);
+        let kernel = if base == "lkj_corr" {
+            // log det Omega = 2 sum log L_kk (L_11 = 1).
+            mul(mul(c(2.0), sub(eta.clone(), c(1.0))), un(Un::Sum, logs))
+        } else {
+            let weights: Vec<f64> = (1..k).map(|i| (k - i) as f64 - 3.0).collect();
+            let weights = self.data_item(None, DataValue::Vector(weights));
+            add(
+                bin(Op::Dot, weights, logs.clone()),
+                mul(mul(c(2.0), eta), un(Un::Sum, logs)),
+            )
+        };
+        Ok(add(kernel, constant))
+    }
+
+    /// `wishart(W | nu, S)` with a data scale matrix `S`:
+    /// `(nu - K - 1)/2 log det W - tr(S^{-1} W)/2 - nu K/2 log 2 - nu/2 log det S
+    /// - lmgamma_K(nu/2)`, `log det W` through the unrolled Cholesky factor.
+    fn wishart(&mut self, w: &Expr, nu: &Expr, scale: &Expr) -> Result<Ir, LowerError> {
+        let Val::Known(s, _) = self.eval(scale)? else {
+            return unsupported(
+                scale.span,
+                "a `wishart` scale matrix that depends on parameters",
+            );
+        };
+        let k = s.shape.first().copied().unwrap_or(0);
+        if s.shape != [k, k] || k == 0 {
+            return Err(LowerError::new(
+                scale.span,
+                format!(
+                    "`wishart` needs a non-empty square scale matrix, found {:?}",
+                    s.shape
+                ),
+            ));
+        }
+        let factor = crate::host::linalg::cholesky(k, &s.reals()).map_err(|why| {
+            LowerError::new(scale.span, format!("`wishart`: the scale matrix: {why}"))
+        })?;
+        let inv_l = lower_inverse(k, &factor);
+        // S^{-1} = L^{-T} L^{-1}.
+        let mut s_inv = vec![0.0; k * k];
+        for i in 0..k {
+            for j in 0..k {
+                s_inv[i * k + j] = (0..k).map(|m| inv_l[m * k + i] * inv_l[m * k + j]).sum();
+            }
+        }
+        let log_det_s: f64 = 2.0 * (0..k).map(|i| factor[i * k + i].ln()).sum::<f64>();
+        let v = self.eval(w)?;
+        let g = self.grid(v, w.span, false)?;
+        if (g.rows, g.cols) != (k, k) {
+            return Err(LowerError::new(
+                w.span,
+                format!(
+                    "`wishart`: a {}x{} matrix for a {k}x{k} scale",
+                    g.rows, g.cols
+                ),
+            ));
+        }
+        let trace = self.dot_pairs(
+            g.elems
+                .iter()
+                .zip(&s_inv)
+                .map(|(e, &x)| (c(x), e.clone()))
+                .collect(),
+        );
+        let l = self.cholesky(g, w.span)?;
+        let log_det_w = mul(c(2.0), self.sum_log_diagonal(&l));
+        let nu = self.scalar_ir(nu)?;
+        let nu = self.share(nu, &[]);
+        let kf = k as f64;
+        let mut lp = sub(
+            mul(mul(c(0.5), sub(nu.clone(), c(kf + 1.0))), log_det_w),
+            mul(c(0.5), trace),
+        );
+        lp = sub(
+            lp,
+            mul(
+                nu.clone(),
+                c(0.5 * kf * std::f64::consts::LN_2 + 0.5 * log_det_s),
+            ),
+        );
+        // lmgamma_K(x) = K(K-1)/4 log pi + sum_{j=1}^{K} lgamma(x + (1 - j)/2).
+        lp = sub(lp, c(0.25 * kf * (kf - 1.0) * PI.ln()));
+        for j in 1..=k {
+            let arg = add(mul(c(0.5), nu.clone()), c(0.5 * (1.0 - j as f64)));
+            lp = sub(lp, un(Un::Lgamma, arg));
+        }
+        Ok(lp)
     }
 }

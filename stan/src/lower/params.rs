@@ -37,10 +37,28 @@ impl Lowerer {
                         format!("`{name}` is already declared"),
                     ));
                 }
-                let dims = self.dims_of(ty)?;
+                let mut dims = self.dims_of(ty)?;
+                // A square matrix type has one size: `cholesky_factor_corr[K]` is K x K.
+                let square = matches!(
+                    ty.base,
+                    BaseType::CholeskyFactorCorr
+                        | BaseType::CholeskyFactorCov
+                        | BaseType::CorrMatrix
+                        | BaseType::CovMatrix
+                );
+                if square && ty.sizes.len() == 1 {
+                    let k = dims.last().copied().unwrap_or(0);
+                    dims.push(k);
+                }
                 let len: usize = dims.iter().product();
                 let special = match ty.base {
-                    BaseType::Real | BaseType::Vector | BaseType::RowVector => None,
+                    BaseType::Real | BaseType::Vector | BaseType::RowVector | BaseType::Matrix => {
+                        None
+                    }
+                    BaseType::CholeskyFactorCorr => Some(IrConstraint::CholeskyFactorCorr),
+                    BaseType::CholeskyFactorCov => Some(IrConstraint::CholeskyFactorCov),
+                    BaseType::CorrMatrix => Some(IrConstraint::CorrMatrix),
+                    BaseType::CovMatrix => Some(IrConstraint::CovMatrix),
                     BaseType::Ordered => Some(IrConstraint::Ordered),
                     BaseType::PositiveOrdered => Some(IrConstraint::PositiveOrdered),
                     BaseType::Simplex => Some(IrConstraint::Simplex),
@@ -48,11 +66,10 @@ impl Lowerer {
                     BaseType::Int => {
                         return Err(LowerError::new(ty.span, "a parameter cannot be an `int`"));
                     }
-                    other => {
-                        return unsupported(ty.span, format!("a `{}` parameter", other.as_str()));
-                    }
                 };
-                if special.is_some() && !ty.array_dims.is_empty() {
+                // Arrays of constrained vectors are rows of one parameter; arrays of
+                // constrained matrices are not supported.
+                if square && !ty.array_dims.is_empty() {
                     return unsupported(
                         ty.span,
                         format!("an array of `{}` parameters", ty.base.as_str()),
@@ -62,6 +79,20 @@ impl Lowerer {
                     return Err(LowerError::new(
                         ty.span,
                         format!("a `{}` takes no bounds", ty.base.as_str()),
+                    ));
+                }
+                if square
+                    && (len == 0
+                        || (ty.base != BaseType::CholeskyFactorCov && dims[0] != dims[1])
+                        || dims[0] < dims[1])
+                {
+                    return Err(LowerError::new(
+                        ty.span,
+                        format!(
+                            "a `{}` needs a non-empty square shape (M >= N for \
+                             `cholesky_factor_cov[M, N]`), found {dims:?}",
+                            ty.base.as_str()
+                        ),
                     ));
                 }
                 if ty.base == BaseType::Simplex && len == 0 {

@@ -179,6 +179,7 @@ const LISTED: &[(Group, &str, &[Arg])] = &[
         &[CholeskyCorr],
     ),
     (Group::VectorMatrix, "quad_form", &[Cov, Vector]),
+    (Group::VectorMatrix, "quad_form_sym", &[Cov, Vector]),
     (Group::VectorMatrix, "quad_form_diag", &[Corr, Vector]),
     (
         Group::VectorMatrix,
@@ -328,4 +329,7 @@ pub const DISTRIBUTIONS: &[Distribution] = &[
     no_cdf("dirichlet", Simplex, &[PositiveVector]),
     no_cdf("multi_normal", Vector, &[Vector, Cov]),
     no_cdf("multi_normal_cholesky", Vector, &[Vector, CholeskyCov]),
+    no_cdf("lkj_corr_cholesky", CholeskyCorr, &[Positive]),
+    no_cdf("lkj_corr", Corr, &[Positive]),
+    no_cdf("wishart", Cov, &[AboveOne, Cov]),
 ];

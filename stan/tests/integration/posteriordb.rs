@@ -15,6 +15,7 @@ const FAST_SUBSET: &[&str] = &[
     "eight_schools-eight_schools_noncentered",
     "kidiq-kidscore_momiq",
     "sblrc-blr",
+    "gp_pois_regr-gp_regr",
 ];
 
 const SEED: Seed = Seed(20_231_128);
