@@ -11,6 +11,11 @@
 //! first draw includes building its kernel, but not starting the supervisor (once per run).
 //!
 //! The command fails (exit status 1) when a posterior that lowers fails its check.
+//!
+//! `--draws-dir DIR` also writes each CPU run's draws and timings there (see `draws`), for
+//! `bench/posteriordb/vs_stan.py`, which compares ESS/s with Stan's on the same draws.
+
+mod draws;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,6 +46,9 @@ pub struct PosteriordbArgs {
     /// several.
     #[arg(long, value_name = "TEXT")]
     filter: Vec<String>,
+    /// A filter matches a posterior's whole name only, not a part of it.
+    #[arg(long)]
+    exact: bool,
     /// Chains per posterior.
     #[arg(long, default_value_t = 4)]
     chains: u32,
@@ -60,6 +68,10 @@ pub struct PosteriordbArgs {
     /// a software adapter counts), through the same path as `sample --device gpu`.
     #[arg(long)]
     gpu: bool,
+    /// Also write each CPU run's draws (Stan CSV) and timings (JSON) to this directory, one
+    /// pair of files per posterior.
+    #[arg(long, value_name = "DIR")]
+    draws_dir: Option<PathBuf>,
 }
 
 /// One run's figures for the table, or why there are none.
@@ -129,13 +141,16 @@ pub fn run(args: PosteriordbArgs) -> anyhow::Result<()> {
         ..SamplerSettings::default()
     };
     base.validate()?;
-    let references = read_references(&args.dir, &args.filter)?;
+    let references = read_references(&args.dir, &args.filter, args.exact)?;
     anyhow::ensure!(
         !references.is_empty(),
         "no posterior in {} matches --filter {:?}",
         args.dir.display(),
         args.filter
     );
+    if let Some(dir) = &args.draws_dir {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
     let gpu = if args.gpu { Some(Gpu::start()?) } else { None };
 
     outln!(
@@ -170,22 +185,27 @@ pub fn run(args: PosteriordbArgs) -> anyhow::Result<()> {
         let source = read_fixture(&args.dir, &format!("models/{}.stan", reference.model))?;
         let data = read_fixture(&args.dir, &format!("data/{}.json", reference.data))?;
         let seed = Seed(args.seed);
-        let (supported, cpu) =
-            match posteriordb::run_on_cpu(reference, &source, &data, &base, seed, args.chains) {
-                Ok(run) => (
-                    "yes".to_owned(),
-                    Cell::Ran {
-                        comparison: run.comparison,
-                        ess_per_second: run.min_ess_bulk_per_second,
-                        to_first_draw: run.to_first_draw,
-                    },
-                ),
-                Err(RunError::Unsupported(why)) => (
-                    format!("no ({}): {}", why.stage.as_str(), why.message),
-                    Cell::Skipped(why.to_string()),
-                ),
-                Err(RunError::Sample(why)) => ("yes".to_owned(), Cell::Failed(why)),
-            };
+        let run = match &args.draws_dir {
+            Some(dir) => {
+                draws::run_on_cpu(dir, reference, &source, &data, &base, seed, args.chains)?
+            }
+            None => posteriordb::run_on_cpu(reference, &source, &data, &base, seed, args.chains),
+        };
+        let (supported, cpu) = match run {
+            Ok(run) => (
+                "yes".to_owned(),
+                Cell::Ran {
+                    comparison: run.comparison,
+                    ess_per_second: run.min_ess_bulk_per_second,
+                    to_first_draw: run.to_first_draw,
+                },
+            ),
+            Err(RunError::Unsupported(why)) => (
+                format!("no ({}): {}", why.stage.as_str(), why.message),
+                Cell::Skipped(why.to_string()),
+            ),
+            Err(RunError::Sample(why)) => ("yes".to_owned(), Cell::Failed(why)),
+        };
         let gpu_cell = match (&gpu, &cpu) {
             (Some(gpu), Cell::Ran { .. } | Cell::Failed(_)) => {
                 Some(gpu.check(reference, &source, &data, &base, seed, args.chains))
@@ -260,9 +280,9 @@ pub fn run(args: PosteriordbArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The reference summaries under `dir/reference/` whose name contains one of `filters` (all
-/// with no filter), by name.
-fn read_references(dir: &Path, filters: &[String]) -> anyhow::Result<Vec<Reference>> {
+/// The reference summaries under `dir/reference/` whose name contains (is, when `exact`) one
+/// of `filters` (all with no filter), by name.
+fn read_references(dir: &Path, filters: &[String], exact: bool) -> anyhow::Result<Vec<Reference>> {
     let reference_dir = dir.join("reference");
     let mut paths: Vec<PathBuf> = std::fs::read_dir(&reference_dir)
         .with_context(|| {
@@ -275,7 +295,14 @@ fn read_references(dir: &Path, filters: &[String]) -> anyhow::Result<Vec<Referen
         .filter(|path| path.extension().is_some_and(|ext| ext == "json"))
         .filter(|path| {
             let name = path.file_stem().unwrap_or_default().to_string_lossy();
-            filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()))
+            filters.is_empty()
+                || filters.iter().any(|f| {
+                    if exact {
+                        name == *f
+                    } else {
+                        name.contains(f.as_str())
+                    }
+                })
         })
         .collect();
     paths.sort();
@@ -392,3 +419,6 @@ impl Gpu {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
