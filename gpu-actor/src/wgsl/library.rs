@@ -110,6 +110,12 @@ pub(crate) enum LibFn {
     Lgamma,
     /// `ψ(x)`, its derivative.
     Digamma,
+    /// `ln Φ(x)` (MapOp::LogPhi).
+    LogPhi,
+    /// `φ(x) / Φ(x)` from `x` and `ln Φ(x)`, its derivative.
+    LogPhiSlope,
+    /// `0` where `x >= 0`, `-inf` below (MapOp::LogStep).
+    LogStep,
     Inf,
     Nan,
     Term(TermFn),
@@ -170,6 +176,9 @@ impl LibFn {
             LibFn::SignOrZero => "sf_sign_or_zero",
             LibFn::Lgamma => "sf_lgamma_real",
             LibFn::Digamma => "sf_digamma_real",
+            LibFn::LogPhi => "sf_log_phi",
+            LibFn::LogPhiSlope => "sf_log_phi_slope",
+            LibFn::LogStep => "sf_log_step",
             LibFn::Inf => "sf_inf",
             LibFn::Nan => "sf_nan",
             LibFn::InterpLogpGrad => "it_logp_grad",

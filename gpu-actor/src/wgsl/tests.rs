@@ -103,6 +103,9 @@ fn every_library_function_the_generator_calls_is_defined() {
         LibFn::SignOrZero,
         LibFn::Lgamma,
         LibFn::Digamma,
+        LibFn::LogPhi,
+        LibFn::LogPhiSlope,
+        LibFn::LogStep,
         LibFn::Inf,
         LibFn::Nan,
     ]
