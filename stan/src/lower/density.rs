@@ -90,6 +90,13 @@ impl Lowerer {
         name_span: Span,
         args: &[Expr],
     ) -> Result<(), LowerError> {
+        let functions = std::rc::Rc::clone(&self.functions);
+        if let Some(def) = functions.density(name) {
+            let mut all = vec![value.clone()];
+            all.extend(args.iter().cloned());
+            let value = self.call_user_value(def, &all, name_span)?;
+            return self.add_factor(value, 1.0, name_span);
+        }
         let base = density_base(name).unwrap_or(name);
         if super::multivariate::handles(base) {
             let value = self.multivariate_lpdf(base, name_span, value, args)?;
@@ -302,12 +309,25 @@ impl Lowerer {
         args: &[Expr],
         span: Span,
     ) -> Result<Val, LowerError> {
+        if let Some(def) = std::rc::Rc::clone(&self.functions).callee(name) {
+            return self.call_user_value(def, args, span);
+        }
         if let Some(base) = density_base(name)
             && super::multivariate::handles(base)
             && let Some((y, rest)) = args.split_first()
         {
             let ir = self.multivariate_lpdf(base, name_span, y, rest)?;
             return Ok(Val::Sym(Sym::whole(ir, Vec::new())));
+        }
+        if let Some(base) = name.strip_suffix("_lcdf")
+            && let Some(value) = self.log_cdf_call(base, false, args, span)?
+        {
+            return Ok(value);
+        }
+        if let Some(base) = name.strip_suffix("_lccdf")
+            && let Some(value) = self.log_cdf_call(base, true, args, span)?
+        {
+            return Ok(value);
         }
         let mut lowered = self.dist_args(args)?;
         if let Some(base) = ["_lccdf", "_lcdf"]
