@@ -303,6 +303,21 @@ mod tests {
                 "log_phi({x}) = {got}, expected {expected}"
             );
         }
+        // phi(x) / Phi(x) from mpmath at 30 digits.
+        let slopes = [
+            (-3.0, 3.283_098_654_930_436_5),
+            (-0.7, 1.290_499_339_458_166_5),
+            (0.0, 0.797_884_560_802_865_4),
+            (0.7, 0.411_924_750_419_290_67),
+            (2.0, 0.055_247_862_678_989_959),
+        ];
+        for (x, expected) in slopes {
+            let got = log_phi_slope(x, log_phi(x));
+            assert!(
+                (got - expected).abs() <= 1e-13 * expected,
+                "slope at {x}: {got}, expected {expected}"
+            );
+        }
         // The slope is the derivative.
         for x in [-60.0, -37.5, -20.0, -3.0, -0.5, 0.0, 0.7, 4.0, 9.0] {
             let h = 1e-6 * f64::max(1.0, f64::abs(x));

@@ -188,6 +188,14 @@ impl Lowerer {
                 }
                 Ok(Val::scalar(bin(Op::Dot, a, b)))
             }
+            ("prod", [x]) => {
+                let (x, dims) = self.shared(x.clone(), args[0].span)?;
+                let n: usize = dims.iter().product();
+                let product = (0..n).fold(c(1.0), |acc, k| {
+                    super::sym::mul(acc, super::sym::elem(x.clone(), k))
+                });
+                Ok(Val::scalar(product))
+            }
             ("dot_self", [x]) => {
                 let (x, _) = self.shared(x.clone(), args[0].span)?;
                 Ok(Val::scalar(bin(Op::Dot, x.clone(), x)))

@@ -150,7 +150,11 @@ impl Lowerer {
                 let l = lower_point(l)?;
                 let upper_cdf = self.log_cdf(family, u, &args, Tail::Lower, t.span)?;
                 let lower_cdf = self.log_cdf(family, &l, &args, Tail::Lower, t.span)?;
-                log_diff_exp(upper_cdf, lower_cdf)
+                match lower_cdf {
+                    // No mass below the lower bound (`T[0, U]` of counts).
+                    Ir::Const(x) if x == f64::NEG_INFINITY => upper_cdf,
+                    lower_cdf => log_diff_exp(upper_cdf, lower_cdf),
+                }
             }
             (Some(l), None) => {
                 let l = lower_point(l)?;
