@@ -42,6 +42,22 @@ pub(crate) fn density_base(name: &str) -> Option<&str> {
         .find_map(|suffix| name.strip_suffix(suffix))
 }
 
+/// Refuses `found` arguments where the distribution `base` takes `wanted`.
+pub(super) fn check_arity(
+    base: &str,
+    span: Span,
+    wanted: usize,
+    found: usize,
+) -> Result<(), LowerError> {
+    if wanted == found {
+        return Ok(());
+    }
+    Err(LowerError::new(
+        span,
+        format!("`{base}` takes {wanted} argument(s), found {found}"),
+    ))
+}
+
 /// An argument of a distribution, lowered.
 pub(crate) struct Arg {
     pub ir: Ir,
@@ -271,12 +287,7 @@ impl Lowerer {
             "exponential" | "bernoulli_logit" | "poisson_log" | "chi_square" => 1,
             _ => return unsupported(span, format!("the distribution `{base}`")),
         };
-        if args.len() != wanted {
-            return Err(LowerError::new(
-                span,
-                format!("`{base}` takes {wanted} argument(s), found {}", args.len()),
-            ));
-        }
+        check_arity(base, span, wanted, args.len())?;
         let mut it = args.into_iter().map(|a| a.ir);
         let mut next = || it.next().expect("arity checked");
         Ok(match base {
@@ -377,16 +388,7 @@ impl Lowerer {
         y: Arg,
         args: Vec<Arg>,
     ) -> Result<Ir, LowerError> {
-        let arity = |n: usize| -> Result<(), LowerError> {
-            if args.len() == n {
-                Ok(())
-            } else {
-                Err(LowerError::new(
-                    span,
-                    format!("`{base}` takes {n} argument(s), found {}", args.len()),
-                ))
-            }
-        };
+        let arity = |n: usize| check_arity(base, span, n, args.len());
         let mut dims: Vec<usize> = y.dims.clone();
         for a in &args {
             if !a.dims.is_empty() {

@@ -212,16 +212,7 @@ impl Lowerer {
         tail: Tail,
         span: Span,
     ) -> Result<Ir, LowerError> {
-        let arity = |n: usize| -> Result<(), LowerError> {
-            if args.len() == n {
-                Ok(())
-            } else {
-                Err(LowerError::new(
-                    span,
-                    format!("`{family}` takes {n} argument(s), found {}", args.len()),
-                ))
-            }
-        };
+        let arity = |n: usize| super::density::check_arity(family, span, n, args.len());
         let a = |k: usize| args[k].ir.clone();
         let xi = x.ir.clone();
         Ok(match family {
