@@ -166,7 +166,7 @@ fn it_map_derivative(op: u32, x: T, out: T) -> T {
     } else if (op == 6u) {
         r = out * (1.0 - out);
     } else if (op == 7u) {
-        r = 0.5 / out;
+        r = sf_sqrt_slope(out);
     } else if (op == 8u) {
         r = sf_sign_or_zero(x);
     } else if (op == 9u) {

@@ -451,6 +451,14 @@ fn sf_log_phi_slope(x: T, out: T) -> T {
     return 2.0 / (2.50662827463100050242 * t * sf_exp(sf_erfc_correction(t)));
 }
 
+// The derivative of sqrt from out = sqrt(x): 0 at 0, as sampler's eval.rs.
+fn sf_sqrt_slope(out: T) -> T {
+    if (out == 0.0) {
+        return 0.0;
+    }
+    return 0.5 / out;
+}
+
 // ln step(x): 0 where x >= 0, -inf where x < 0, NaN stays NaN.
 fn sf_log_step(x: T) -> T {
     if (x >= 0.0) {

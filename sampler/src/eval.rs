@@ -526,6 +526,9 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
                         MapOp::Expm1 => out + 1.0,
                         MapOp::Softplus => logistic(a),
                         MapOp::Logistic => out * (1.0 - out),
+                        // Zero at 0, as Stan: sqrt of an underflowed exp must not
+                        // turn the gradient into inf * 0 = NaN.
+                        MapOp::Sqrt if out == 0.0 => 0.0,
                         MapOp::Sqrt => 0.5 / out,
                         MapOp::Abs => a.signum() * f64::from(u8::from(a != 0.0)),
                         MapOp::Lgamma => digamma(a),

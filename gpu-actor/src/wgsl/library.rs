@@ -116,6 +116,8 @@ pub(crate) enum LibFn {
     LogPhiSlope,
     /// `0` where `x >= 0`, `-inf` below (MapOp::LogStep).
     LogStep,
+    /// `0.5 / out`, or 0 where `out` is 0: the derivative of `sqrt`.
+    SqrtSlope,
     Inf,
     Nan,
     Term(TermFn),
@@ -179,6 +181,7 @@ impl LibFn {
             LibFn::LogPhi => "sf_log_phi",
             LibFn::LogPhiSlope => "sf_log_phi_slope",
             LibFn::LogStep => "sf_log_step",
+            LibFn::SqrtSlope => "sf_sqrt_slope",
             LibFn::Inf => "sf_inf",
             LibFn::Nan => "sf_nan",
             LibFn::InterpLogpGrad => "it_logp_grad",

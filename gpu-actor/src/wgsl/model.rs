@@ -738,7 +738,7 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                 MapOp::Expm1 => oe() + Expr::Real(1.0),
                 MapOp::Softplus => Expr::lib(LibFn::Logistic, vec![xe()]),
                 MapOp::Logistic => oe() * (Expr::Real(1.0) - oe()),
-                MapOp::Sqrt => Expr::Real(0.5) / oe(),
+                MapOp::Sqrt => Expr::lib(LibFn::SqrtSlope, vec![oe()]),
                 MapOp::Abs => Expr::lib(LibFn::SignOrZero, vec![xe()]),
                 MapOp::Lgamma => Expr::lib(LibFn::Digamma, vec![xe()]),
                 MapOp::LogPhi => Expr::lib(LibFn::LogPhiSlope, vec![xe(), oe()]),

@@ -106,6 +106,7 @@ fn every_library_function_the_generator_calls_is_defined() {
         LibFn::LogPhi,
         LibFn::LogPhiSlope,
         LibFn::LogStep,
+        LibFn::SqrtSlope,
         LibFn::Inf,
         LibFn::Nan,
     ]
