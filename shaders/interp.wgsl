@@ -138,8 +138,12 @@ fn it_map(op: u32, x: T) -> T {
         r = sqrt(x);
     } else if (op == 8u) {
         r = abs(x);
-    } else {
+    } else if (op == 9u) {
         r = sf_lgamma_real(x);
+    } else if (op == 10u) {
+        r = sf_log_phi(x);
+    } else {
+        r = sf_log_step(x);
     }
     return r;
 }
@@ -162,11 +166,15 @@ fn it_map_derivative(op: u32, x: T, out: T) -> T {
     } else if (op == 6u) {
         r = out * (1.0 - out);
     } else if (op == 7u) {
-        r = 0.5 / out;
+        r = sf_sqrt_slope(out);
     } else if (op == 8u) {
         r = sf_sign_or_zero(x);
-    } else {
+    } else if (op == 9u) {
         r = sf_digamma_real(x);
+    } else if (op == 10u) {
+        r = sf_log_phi_slope(x, out);
+    } else {
+        r = 0.0;
     }
     return r;
 }

@@ -147,6 +147,23 @@ def data_for(name):
             "y": [28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0],
             "sigma": [15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0],
         },
+        "u_user_functions": lambda: {
+            "N": 5,
+            "y": rounded(r.normal(size=5)),
+            "xs": [-1.0, -0.5, 0.25, 2.0, -3.0],
+            "pts": [rounded(row) for row in r.normal(size=(3, 2))],
+        },
+        "t_truncation": lambda: {
+            "N": 5,
+            "y": [0.3, 1.1, 2.5, 0.8, 1.7],
+            "n": [2, 0, 5, 3, 1],
+            "k": [1, 3, 5, 0, 2],
+        },
+        "f_normal_cdfs": dict,
+        # posteriordb's accel_gp (brms's approximate GPs in user functions) on its own data.
+        "u_accel_gp": lambda: json.loads(
+            (ROOT / "stan" / "tests" / "posteriordb" / "data" / "mcycle_gp.json").read_text()
+        ),
         "s_control_flow": lambda: {"N": 8, "x": x8, "y": rounded(r.normal(size=8)), "prior_only": 0},
         "s_hmm_forward": lambda: {
             "N": 6,

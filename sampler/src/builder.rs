@@ -276,6 +276,16 @@ impl Expr {
         self.clone().unary(UnaryOp::Lgamma)
     }
 
+    /// `log(Phi(self))`, elementwise: the log of the standard normal CDF.
+    pub fn log_phi(&self) -> Expr {
+        self.clone().unary(UnaryOp::LogPhi)
+    }
+
+    /// `0` where `self >= 0`, `-inf` where `self < 0`, elementwise.
+    pub fn log_step(&self) -> Expr {
+        self.clone().unary(UnaryOp::LogStep)
+    }
+
     /// `log(sum(exp(self)))`: a scalar.
     pub fn log_sum_exp(&self) -> Expr {
         self.clone().unary(UnaryOp::LogSumExp)

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::dist::{self, Arg};
 use crate::linalg::{self, matvec, matvec_transpose_add};
 use crate::program::{Inst, MapOp, Operand, Program, Slot, StatementId, Transform, ZipOp};
-use crate::special::{digamma, lgamma, logistic, softplus};
+use crate::special::{digamma, lgamma, log_phi, log_phi_slope, logistic, softplus};
 
 /// A log density with gradient: what the sampler needs from a model.
 ///
@@ -359,6 +359,12 @@ fn map_forward(op: MapOp, a: &[f64], out: &mut [f64]) {
         MapOp::Sqrt => f64::sqrt,
         MapOp::Abs => f64::abs,
         MapOp::Lgamma => lgamma,
+        MapOp::LogPhi => log_phi,
+        MapOp::LogStep => |a| match a {
+            a if a >= 0.0 => 0.0,
+            a if a < 0.0 => f64::NEG_INFINITY,
+            nan => nan,
+        },
     };
     for (o, &a) in out.iter_mut().zip(a) {
         *o = f(a);
@@ -520,9 +526,14 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
                         MapOp::Expm1 => out + 1.0,
                         MapOp::Softplus => logistic(a),
                         MapOp::Logistic => out * (1.0 - out),
+                        // Zero at 0, as Stan: sqrt of an underflowed exp must not
+                        // turn the gradient into inf * 0 = NaN.
+                        MapOp::Sqrt if out == 0.0 => 0.0,
                         MapOp::Sqrt => 0.5 / out,
                         MapOp::Abs => a.signum() * f64::from(u8::from(a != 0.0)),
                         MapOp::Lgamma => digamma(a),
+                        MapOp::LogPhi => log_phi_slope(a, out),
+                        MapOp::LogStep => 0.0,
                     };
                     adj[a_off + i] += out_adj * d;
                 }

@@ -457,6 +457,11 @@ pub enum UnaryOp {
     Lgamma,
     /// `log(sum(exp(x)))`, computed with the maximum: a scalar.
     LogSumExp,
+    /// `log(Phi(x))`, the log of the standard normal CDF, elementwise (stable in both tails).
+    LogPhi,
+    /// `log(step(x))`: `0` where `x >= 0`, `-inf` where `x < 0`, elementwise; a constraint
+    /// check (the gradient is zero).
+    LogStep,
 }
 
 /// Operations with two arguments.
@@ -488,7 +493,7 @@ pub enum BinaryOp {
 
 impl UnaryOp {
     /// Every unary operation, for tests and documentation.
-    pub const ALL: [UnaryOp; 13] = [
+    pub const ALL: [UnaryOp; 15] = [
         UnaryOp::Neg,
         UnaryOp::Exp,
         UnaryOp::Log,
@@ -502,6 +507,8 @@ impl UnaryOp {
         UnaryOp::Cumsum,
         UnaryOp::Lgamma,
         UnaryOp::LogSumExp,
+        UnaryOp::LogPhi,
+        UnaryOp::LogStep,
     ];
 
     /// The key of this operation in the JSON form.
@@ -520,6 +527,8 @@ impl UnaryOp {
             UnaryOp::Cumsum => "cumsum",
             UnaryOp::Lgamma => "lgamma",
             UnaryOp::LogSumExp => "log_sum_exp",
+            UnaryOp::LogPhi => "log_phi",
+            UnaryOp::LogStep => "log_step",
         }
     }
 }

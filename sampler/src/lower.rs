@@ -934,6 +934,8 @@ impl<'a> Lowerer<'a> {
                     UnaryOp::Sqrt => MapOp::Sqrt,
                     UnaryOp::Abs => MapOp::Abs,
                     UnaryOp::Lgamma => MapOp::Lgamma,
+                    UnaryOp::LogPhi => MapOp::LogPhi,
+                    UnaryOp::LogStep => MapOp::LogStep,
                     UnaryOp::Sum | UnaryOp::Cumsum | UnaryOp::LogSumExp => {
                         unreachable!("handled above")
                     }

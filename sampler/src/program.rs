@@ -126,6 +126,10 @@ pub enum MapOp {
     Abs,
     /// `ln |Gamma(a)|`
     Lgamma,
+    /// `ln Phi(a)`, the standard normal CDF
+    LogPhi,
+    /// `0` where `a >= 0`, `-inf` where `a < 0`
+    LogStep,
 }
 
 /// Elementwise operations with two arguments (scalar broadcasting).

@@ -43,6 +43,90 @@ pub fn digamma(x: f64) -> f64 {
     shift + x.ln() - 0.5 * inv - series
 }
 
+/// `ln(sqrt(2 pi))`.
+const LN_SQRT_2PI: f64 = 0.918_938_533_204_672_8;
+/// `sqrt(2 pi)`.
+const SQRT_2PI: f64 = 2.506_628_274_631_000_7;
+
+/// Chebyshev coefficients of `ln erfc` on `z >= 0` (Numerical Recipes, 3rd ed., `Erf`), with
+/// the digits as published (the same in `shaders/special.wgsl`).
+#[allow(clippy::excessive_precision)]
+const ERFC_COF: [f64; 28] = [
+    -1.3026537197817094,
+    6.4196979235649026e-1,
+    1.9476473204185836e-2,
+    -9.561514786808631e-3,
+    -9.46595344482036e-4,
+    3.66839497852761e-4,
+    4.2523324806907e-5,
+    -2.0278578112534e-5,
+    -1.624290004647e-6,
+    1.303655835580e-6,
+    1.5626441722e-8,
+    -8.5238095915e-8,
+    6.529054439e-9,
+    5.059343495e-9,
+    -9.91364156e-10,
+    -2.27365122e-10,
+    9.6467911e-11,
+    2.394038e-12,
+    -6.886027e-12,
+    8.94487e-13,
+    3.13092e-13,
+    -1.12708e-13,
+    3.81e-16,
+    7.106e-15,
+    -1.523e-15,
+    -9.4e-17,
+    1.21e-16,
+    -2.8e-17,
+];
+
+/// `c(t)` of `ln erfc(z) = ln t - z^2 + c(t)` for `z >= 0`, `t = 2 / (2 + z)` (Numerical
+/// Recipes' `erfccheb`, relative error about 1e-16). `shaders/special.wgsl` has the same
+/// recurrence.
+fn erfc_correction(t: f64) -> f64 {
+    let ty = 4.0 * t - 2.0;
+    let (mut d, mut dd) = (0.0, 0.0);
+    for &c in ERFC_COF[1..].iter().rev() {
+        let tmp = d;
+        d = ty * d - dd + c;
+        dd = tmp;
+    }
+    0.5 * (ERFC_COF[0] + ty * d) - dd
+}
+
+/// `ln erfc(z)` for `z >= 0`, which never underflows.
+pub fn log_erfc_nonnegative(z: f64) -> f64 {
+    let t = 2.0 / (2.0 + z);
+    t.ln() - z * z + erfc_correction(t)
+}
+
+/// `ln Phi(x)`, the log of the standard normal CDF: `ln(erfc(-x / sqrt 2) / 2)` for `x <= 0`
+/// and `ln(1 - erfc(x / sqrt 2) / 2)` above, finite in both tails.
+pub fn log_phi(x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    let z = x * std::f64::consts::FRAC_1_SQRT_2;
+    if x > 0.0 {
+        (-0.5 * log_erfc_nonnegative(z).exp()).ln_1p()
+    } else {
+        log_erfc_nonnegative(-z) - std::f64::consts::LN_2
+    }
+}
+
+/// The derivative of [`log_phi`] at `x`, `phi(x) / Phi(x)`, from `log_phi_x = log_phi(x)`.
+/// Below 0 the `exp(-x^2 / 2)` of both cancels: `2 / (sqrt(2 pi) t exp(c(t)))` with the `t` and
+/// `c` of `erfc(-x / sqrt 2)`, accurate in the far lower tail (where it approaches `-x`).
+pub fn log_phi_slope(x: f64, log_phi_x: f64) -> f64 {
+    if x > 0.0 {
+        return (-0.5 * x * x - LN_SQRT_2PI - log_phi_x).exp();
+    }
+    let t = 2.0 / (2.0 - x * std::f64::consts::FRAC_1_SQRT_2);
+    2.0 / (SQRT_2PI * t * erfc_correction(t).exp())
+}
+
 /// `ln(1 + exp(x))` without overflow.
 pub fn softplus(x: f64) -> f64 {
     if x > 0.0 {
@@ -199,6 +283,51 @@ mod tests {
         );
         assert_eq!(exp_bounded(0.0), 1.0);
         assert_eq!(ln_1p_unit(0.0), 0.0);
+    }
+
+    #[test]
+    fn log_phi_matches_known_values_and_both_tails() {
+        // ln Phi(x) from mpmath at 30 digits.
+        let known = [
+            (0.0, -std::f64::consts::LN_2),
+            (1.0, -0.172_753_779_023_449_9),
+            (-1.0, -1.841_021_645_009_264),
+            (-10.0, -53.231_285_150_512_47),
+            (5.0, -2.866_516_129_637_636e-7),
+            (-40.0, -804.608_442_013_753_8),
+        ];
+        for (x, expected) in known {
+            let got = log_phi(x);
+            assert!(
+                (got - expected).abs() <= 1e-13 * expected.abs(),
+                "log_phi({x}) = {got}, expected {expected}"
+            );
+        }
+        // phi(x) / Phi(x) from mpmath at 30 digits.
+        let slopes = [
+            (-3.0, 3.283_098_654_930_436_5),
+            (-0.7, 1.290_499_339_458_166_5),
+            (0.0, 0.797_884_560_802_865_4),
+            (0.7, 0.411_924_750_419_290_67),
+            (2.0, 0.055_247_862_678_989_959),
+        ];
+        for (x, expected) in slopes {
+            let got = log_phi_slope(x, log_phi(x));
+            assert!(
+                (got - expected).abs() <= 1e-13 * expected,
+                "slope at {x}: {got}, expected {expected}"
+            );
+        }
+        // The slope is the derivative.
+        for x in [-60.0, -37.5, -20.0, -3.0, -0.5, 0.0, 0.7, 4.0, 9.0] {
+            let h = 1e-6 * f64::max(1.0, f64::abs(x));
+            let fd = (log_phi(x + h) - log_phi(x - h)) / (2.0 * h);
+            let slope = log_phi_slope(x, log_phi(x));
+            assert!(
+                (slope - fd).abs() <= 1e-6 * fd.abs().max(1e-3),
+                "slope at {x}: {slope} vs finite difference {fd}"
+            );
+        }
     }
 
     #[test]

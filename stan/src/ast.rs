@@ -293,6 +293,19 @@ impl AssignOp {
             AssignOp::EltDiv => "./=",
         }
     }
+
+    /// The operator of a compound assignment (`+=` is `+`); `None` for `=`.
+    pub fn binary(self) -> Option<BinaryOp> {
+        Some(match self {
+            AssignOp::Assign => return None,
+            AssignOp::Add => BinaryOp::Add,
+            AssignOp::Sub => BinaryOp::Sub,
+            AssignOp::Mul => BinaryOp::Mul,
+            AssignOp::Div => BinaryOp::Div,
+            AssignOp::EltMul => BinaryOp::EltMul,
+            AssignOp::EltDiv => BinaryOp::EltDiv,
+        })
+    }
 }
 
 /// `T[lower, upper]`; either bound may be left out.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use crate::ast::{Block, Constraint, Program, Span, StmtKind};
 use crate::data::Data;
-use crate::host::{HostError, HostRng, Interp, TypedEnv};
+use crate::host::{Functions, HostError, HostRng, Interp, TypedEnv};
 use crate::value::{Elem, Typed, Value, Values};
 
 /// The seed of `_rng` calls in `transformed data`: fixed, so that lowering and generated
@@ -82,8 +82,9 @@ pub fn transformed_data(program: &Program, data: &Data) -> Result<TypedEnv, Host
     let Some(block) = &program.transformed_data else {
         return Ok(data_env);
     };
+    let functions = Functions::new(program)?;
     let mut rng = HostRng::for_draw(TRANSFORMED_DATA_SEED, 0, 0);
-    let mut interp = Interp::new(vec![&data_env], Some(&mut rng));
+    let mut interp = Interp::new(vec![&data_env], Some(&mut rng)).with_functions(&functions);
     interp.run_block(&block.stmts)?;
     check_block(&mut interp, block)?;
     let td = interp.into_block_scope();
@@ -93,9 +94,13 @@ pub fn transformed_data(program: &Program, data: &Data) -> Result<TypedEnv, Host
 }
 
 /// The top-level declarations of a block with their sizes.
-fn declarations(block: Option<&Block>, globals: &TypedEnv) -> Result<Vec<Declared>, HostError> {
+fn declarations(
+    block: Option<&Block>,
+    globals: &TypedEnv,
+    functions: &Functions,
+) -> Result<Vec<Declared>, HostError> {
     let mut out = Vec::new();
-    let mut interp = Interp::new(vec![globals], None);
+    let mut interp = Interp::new(vec![globals], None).with_functions(functions);
     for stmt in block.iter().flat_map(|b| &b.stmts) {
         if let StmtKind::Decl { ty, vars } = &stmt.kind {
             let (shape, elem, _) = interp.declared(ty)?;
@@ -195,15 +200,18 @@ pub struct GeneratedQuantities {
     transformed_block: Option<Block>,
     block: Option<Block>,
     outputs: Vec<Declared>,
+    functions: Functions,
 }
 
 impl GeneratedQuantities {
     /// Prepares `program`'s generated quantities over its `data` (transformed data runs here).
     pub fn new(program: &Program, data: &Data) -> Result<GeneratedQuantities, HostError> {
         let globals = transformed_data(program, data)?;
-        let parameters = declarations(program.parameters.as_ref(), &globals)?;
-        let transformed = declarations(program.transformed_parameters.as_ref(), &globals)?;
-        let outputs = declarations(program.generated_quantities.as_ref(), &globals)?;
+        let functions = Functions::new(program)?;
+        let declared = |block: &Option<Block>| declarations(block.as_ref(), &globals, &functions);
+        let parameters = declared(&program.parameters)?;
+        let transformed = declared(&program.transformed_parameters)?;
+        let outputs = declared(&program.generated_quantities)?;
         Ok(GeneratedQuantities {
             globals,
             parameters,
@@ -211,6 +219,7 @@ impl GeneratedQuantities {
             transformed_block: program.transformed_parameters.clone(),
             block: program.generated_quantities.clone(),
             outputs,
+            functions,
         })
     }
 
@@ -298,7 +307,8 @@ impl GeneratedQuantities {
                 }
             }
         } else if let Some(block) = &self.transformed_block {
-            let mut interp = Interp::new(vec![&self.globals, &params], None);
+            let mut interp =
+                Interp::new(vec![&self.globals, &params], None).with_functions(&self.functions);
             interp.run_block(&block.stmts)?;
             check_block(&mut interp, block)?;
             transformed = interp.into_block_scope();
@@ -306,7 +316,8 @@ impl GeneratedQuantities {
         let Some(block) = &self.block else {
             return Ok(Vec::new());
         };
-        let mut interp = Interp::new(vec![&self.globals, &params, &transformed], Some(rng));
+        let mut interp = Interp::new(vec![&self.globals, &params, &transformed], Some(rng))
+            .with_functions(&self.functions);
         interp.run_block(&block.stmts)?;
         check_block(&mut interp, block)?;
         let scope = interp.into_block_scope();

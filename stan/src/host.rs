@@ -9,6 +9,7 @@
 mod call;
 mod dist;
 mod expr;
+mod functions;
 pub(crate) mod linalg;
 mod math;
 pub(crate) mod rng;
@@ -20,6 +21,8 @@ use crate::ast::{Expr, Span};
 use crate::value::{Typed, Value};
 
 pub(crate) use call::{BINARY_REAL, UNARY_REAL};
+pub use functions::Functions;
+pub(crate) use functions::{arity_error, checked_return};
 pub use rng::HostRng;
 pub(crate) use stmt::base_elem;
 
@@ -73,11 +76,16 @@ fn fail<T>(span: Span, message: impl Into<String>) -> Result<T, HostError> {
 
 /// Evaluates `expr` over `env` (no random numbers); element types are guessed from shapes.
 pub fn eval(expr: &Expr, env: &Env) -> Result<Value, HostError> {
+    eval_with(expr, env, &functions::NO_FUNCTIONS)
+}
+
+/// [`eval`] with user functions.
+pub fn eval_with(expr: &Expr, env: &Env, functions: &Functions) -> Result<Value, HostError> {
     let globals: TypedEnv = env
         .iter()
         .map(|(name, value)| (name.clone(), Typed::guess(value.clone())))
         .collect();
-    let mut interp = Interp::new(vec![&globals], None);
+    let mut interp = Interp::new(vec![&globals], None).with_functions(functions);
     Ok(interp.eval(expr)?.value)
 }
 
@@ -108,10 +116,20 @@ pub(crate) fn density(name: &str, args: &[Typed]) -> Result<f64, HostError> {
     Ok(interp.call(name, args, Span::default())?.real_at(0))
 }
 
-/// `lgamma`, for tests elsewhere in the crate.
-#[cfg(test)]
+/// `lgamma`, for lowering's constants.
 pub(crate) fn math_lgamma(x: f64) -> f64 {
     math::lgamma(x)
+}
+
+/// `erfc`, for tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) fn math_erfc(x: f64) -> f64 {
+    math::erfc(x)
+}
+
+/// `lchoose`, for lowering's constants.
+pub(crate) fn math_lchoose(n: f64, k: f64) -> f64 {
+    math::lchoose(n, k)
 }
 
 /// Runs Stan statements on the host: scopes over read-only globals, a random stream for
@@ -125,6 +143,9 @@ pub struct Interp<'a> {
     /// What `print` statements wrote, one entry per statement.
     pub printed: Vec<String>,
     steps: u64,
+    functions: &'a Functions,
+    /// User-function calls in progress.
+    call_depth: usize,
 }
 
 impl<'a> Interp<'a> {
@@ -137,7 +158,15 @@ impl<'a> Interp<'a> {
             rng,
             printed: Vec::new(),
             steps: 0,
+            functions: &functions::NO_FUNCTIONS,
+            call_depth: 0,
         }
+    }
+
+    /// The interpreter with the program's user functions.
+    pub fn with_functions(mut self, functions: &'a Functions) -> Interp<'a> {
+        self.functions = functions;
+        self
     }
 
     /// The variables declared at the top level of the block run so far.

@@ -17,15 +17,18 @@ mod call;
 mod density;
 mod exec;
 mod expr;
+mod functions;
 mod matrix;
 mod multivariate;
 mod params;
 mod sym;
 #[cfg(test)]
 mod tests;
+mod truncation;
 mod vectorize;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 
 use sampler::{DataValue, Expr as Ir, IR_VERSION, Model};
 
@@ -64,16 +67,7 @@ impl From<HostError> for LowerError {
 
 /// Lowers `program` with its `data` (from [`crate::read_data`]) to an IR model named `name`.
 pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerError> {
-    if let Some(functions) = program
-        .functions
-        .as_ref()
-        .filter(|f| !f.functions.is_empty())
-    {
-        return Err(LowerError::new(
-            functions.span,
-            "user-defined functions are not supported yet",
-        ));
-    }
+    let functions = Rc::new(crate::host::Functions::new(program)?);
     // `generated quantities` runs on the host after sampling (`crate::GeneratedQuantities`).
     // `transformed data` runs on the host, once, before anything is lowered.
     let env = crate::gq::transformed_data(program, data)?
@@ -101,6 +95,8 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
             model: Vec::new(),
         },
         generated: 0,
+        functions,
+        call_depth: 0,
     };
     if let Some(block) = &program.parameters {
         lowerer.parameters(block)?;
@@ -140,6 +136,10 @@ pub(crate) struct Lowerer {
     scalar_factors: BTreeMap<String, Vec<Ir>>,
     model: Model,
     generated: usize,
+    /// The program's user functions, inlined at each call.
+    functions: Rc<crate::host::Functions>,
+    /// Inlined calls in progress.
+    call_depth: usize,
 }
 
 fn unsupported<T>(span: Span, what: impl std::fmt::Display) -> Result<T, LowerError> {

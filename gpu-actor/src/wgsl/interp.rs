@@ -379,6 +379,8 @@ fn map_op(op: MapOp) -> u32 {
         MapOp::Sqrt => 7,
         MapOp::Abs => 8,
         MapOp::Lgamma => 9,
+        MapOp::LogPhi => 10,
+        MapOp::LogStep => 11,
     }
 }
 

@@ -110,6 +110,14 @@ pub(crate) enum LibFn {
     Lgamma,
     /// `ψ(x)`, its derivative.
     Digamma,
+    /// `ln Φ(x)` (MapOp::LogPhi).
+    LogPhi,
+    /// `φ(x) / Φ(x)` from `x` and `ln Φ(x)`, its derivative.
+    LogPhiSlope,
+    /// `0` where `x >= 0`, `-inf` below (MapOp::LogStep).
+    LogStep,
+    /// `0.5 / out`, or 0 where `out` is 0: the derivative of `sqrt`.
+    SqrtSlope,
     Inf,
     Nan,
     Term(TermFn),
@@ -170,6 +178,10 @@ impl LibFn {
             LibFn::SignOrZero => "sf_sign_or_zero",
             LibFn::Lgamma => "sf_lgamma_real",
             LibFn::Digamma => "sf_digamma_real",
+            LibFn::LogPhi => "sf_log_phi",
+            LibFn::LogPhiSlope => "sf_log_phi_slope",
+            LibFn::LogStep => "sf_log_step",
+            LibFn::SqrtSlope => "sf_sqrt_slope",
             LibFn::Inf => "sf_inf",
             LibFn::Nan => "sf_nan",
             LibFn::InterpLogpGrad => "it_logp_grad",

@@ -351,6 +351,8 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
                 MapOp::Sqrt => Expr::builtin(Builtin::Sqrt, vec![x]),
                 MapOp::Abs => Expr::builtin(Builtin::Abs, vec![x]),
                 MapOp::Lgamma => Expr::lib(LibFn::Lgamma, vec![x]),
+                MapOp::LogPhi => Expr::lib(LibFn::LogPhi, vec![x]),
+                MapOp::LogStep => Expr::lib(LibFn::LogStep, vec![x]),
             };
             out.push(each(dst.len(), set(tape, &dst, &ie(), value)));
             out
@@ -736,9 +738,11 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                 MapOp::Expm1 => oe() + Expr::Real(1.0),
                 MapOp::Softplus => Expr::lib(LibFn::Logistic, vec![xe()]),
                 MapOp::Logistic => oe() * (Expr::Real(1.0) - oe()),
-                MapOp::Sqrt => Expr::Real(0.5) / oe(),
+                MapOp::Sqrt => Expr::lib(LibFn::SqrtSlope, vec![oe()]),
                 MapOp::Abs => Expr::lib(LibFn::SignOrZero, vec![xe()]),
                 MapOp::Lgamma => Expr::lib(LibFn::Digamma, vec![xe()]),
+                MapOp::LogPhi => Expr::lib(LibFn::LogPhiSlope, vec![xe(), oe()]),
+                MapOp::LogStep => Expr::Real(0.0),
             };
             // The CPU skips elements whose adjoint is 0 (so that 0 * inf stays 0).
             vec![each(

@@ -103,6 +103,10 @@ fn every_library_function_the_generator_calls_is_defined() {
         LibFn::SignOrZero,
         LibFn::Lgamma,
         LibFn::Digamma,
+        LibFn::LogPhi,
+        LibFn::LogPhiSlope,
+        LibFn::LogStep,
+        LibFn::SqrtSlope,
         LibFn::Inf,
         LibFn::Nan,
     ]

@@ -102,6 +102,7 @@ pub fn stan_models() -> Vec<TestModel> {
         test_model("v2_elementwise", v2_elementwise(), BOTH),
         test_model("v2_reductions", v2_reductions(), BOTH),
         test_model("v2_split", v2_split(), BOTH),
+        test_model("v2_log_phi", v2_log_phi(), BOTH),
     ];
     models.extend(
         [
@@ -149,6 +150,21 @@ fn v2_elementwise() -> Model {
     m.factor((&w * bin(BinaryOp::Min, &d, &x)).sum());
     m.sample(&x, Dist::normal(0.0, 1.0));
     m.sample(&a, Dist::normal(0.0, 1.0));
+    m.build()
+}
+
+/// `log_phi` over both tails (a parameter times 12, so that draws reach the far lower tail
+/// and the upper one) and `log_step` of a positive parameter (a bound that always holds).
+fn v2_log_phi() -> Model {
+    let mut m = ModelBuilder::new("v2_log_phi");
+    let w = m.data_vector("w", vec![0.3, -0.7, 1.1, 0.5]);
+    let d = m.data_vector("d", vec![-30.0, -2.0, 0.5, 6.0]);
+    let x = m.vector_param("x", 4);
+    let p = m.param_with("p", Some(4), Constraint::Positive);
+    m.factor((&w * un(UnaryOp::LogPhi, &(&x * 12.0 + &d))).sum());
+    m.factor(un(UnaryOp::Sum, &un(UnaryOp::LogStep, &p)));
+    m.sample(&x, Dist::normal(0.0, 1.0));
+    m.sample(&p, Dist::exponential(1.0));
     m.build()
 }
 

@@ -87,7 +87,7 @@ fn unary_model(op: fn(&Expr) -> Expr, constraint: Constraint) -> Model {
 #[test]
 fn unary_operations_match_finite_differences() {
     type Op = fn(&Expr) -> Expr;
-    let cases: [(&str, Op, Constraint); 14] = [
+    let cases: [(&str, Op, Constraint); 17] = [
         ("neg", |x| -x, Constraint::Real),
         ("exp", Expr::exp, Constraint::Real),
         ("log", Expr::ln, Constraint::Positive),
@@ -100,6 +100,15 @@ fn unary_operations_match_finite_differences() {
         ("cumsum", Expr::cumsum, Constraint::Real),
         ("sum", |x| x.sum() * x.sum(), Constraint::Real),
         ("lgamma", Expr::lgamma, Constraint::Positive),
+        ("log_phi", Expr::log_phi, Constraint::Real),
+        // Far in the lower tail, where the asymptotic series takes over.
+        (
+            "log_phi of the lower tail",
+            |x| (x * 30.0 - 45.0).log_phi(),
+            Constraint::Real,
+        ),
+        // Zero gradient; the check itself is in `log_step_rejects_negative_values`.
+        ("log_step", |x| x.log_step() + x, Constraint::Positive),
         // A scalar: times a constant so the weights still differ per element.
         ("log_sum_exp", |x| x.log_sum_exp() * x, Constraint::Real),
         (

@@ -162,7 +162,9 @@ fn all_features_model() -> Model {
     );
     m.transformed(
         "reduced",
-        ordered.log_sum_exp() + tau.lgamma() + mu.max(0.0) - mu.min(&tau),
+        ordered.log_sum_exp() + tau.lgamma() + mu.max(0.0) - mu.min(&tau)
+            + mu.log_phi()
+            + tau.log_step(),
     );
 
     let eta = m.transformed("eta", x.matvec(&beta) + &mu);

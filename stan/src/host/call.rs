@@ -193,6 +193,10 @@ impl Interp<'_> {
         args: &[Typed],
         span: Span,
     ) -> Result<Typed, HostError> {
+        let functions = self.functions;
+        if let Some(def) = functions.callee(name) {
+            return self.call_user_value(def, args, span);
+        }
         for suffix in ["lpdf", "lpmf", "lupdf", "lupmf", "lcdf", "lccdf", "cdf"] {
             if let Some(family) = name.strip_suffix(suffix).and_then(|f| f.strip_suffix('_')) {
                 return match dist::log_density(name, family, suffix, args, span)? {

@@ -2,16 +2,18 @@
 
 use super::expr::{binary, positions, select, selected_elem, truth};
 use super::{HostError, Interp, MAX_STEPS, MAX_WHILE_ITERATIONS, TypedEnv, UNSET_INT, fail};
-use crate::ast::{AssignOp, BaseType, BinaryOp, LValue, SizedType, Span, Stmt, StmtKind};
+use crate::ast::{AssignOp, BaseType, LValue, SizedType, Span, Stmt, StmtKind};
 use crate::data::MAX_VALUES;
 use crate::value::{Elem, Typed, Value, Values};
 
 /// How a statement ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(super) enum Flow {
     Normal,
     Break,
     Continue,
+    /// `return` in a user function, with its value (`None` in a void function).
+    Return(Option<Typed>),
 }
 
 /// The element type of a declared base type, and whether it is an int.
@@ -90,7 +92,7 @@ impl Interp<'_> {
         for stmt in stmts {
             match self.exec(stmt)? {
                 Flow::Normal => {}
-                Flow::Break | Flow::Continue => {
+                Flow::Break | Flow::Continue | Flow::Return(_) => {
                     return fail(stmt.span, "`break` or `continue` outside a loop");
                 }
             }
@@ -207,6 +209,7 @@ impl Interp<'_> {
                     match flow? {
                         Flow::Break => break,
                         Flow::Normal | Flow::Continue => {}
+                        ret @ Flow::Return(_) => return Ok(ret),
                     }
                     i += 1;
                 }
@@ -242,6 +245,7 @@ impl Interp<'_> {
                     match flow? {
                         Flow::Break => break,
                         Flow::Normal | Flow::Continue => {}
+                        ret @ Flow::Return(_) => return Ok(ret),
                     }
                 }
                 Ok(Flow::Normal)
@@ -265,6 +269,7 @@ impl Interp<'_> {
                     match self.scoped(body)? {
                         Flow::Break => break,
                         Flow::Normal | Flow::Continue => {}
+                        ret @ Flow::Return(_) => return Ok(ret),
                     }
                 }
                 Ok(Flow::Normal)
@@ -311,12 +316,23 @@ impl Interp<'_> {
                 stmt.span,
                 "`~` and `target +=` are only allowed in the model block",
             ),
-            StmtKind::Return(_) => fail(stmt.span, "`return` outside a function"),
+            StmtKind::Return(_) if self.call_depth == 0 => {
+                fail(stmt.span, "`return` outside a function")
+            }
+            StmtKind::Return(value) => {
+                let value = value.as_ref().map(|e| self.eval(e)).transpose()?;
+                Ok(Flow::Return(value))
+            }
             StmtKind::Call { name, args } => {
                 let values = args
                     .iter()
                     .map(|a| self.eval(a))
                     .collect::<Result<Vec<_>, _>>()?;
+                let functions = self.functions;
+                if let Some(def) = functions.callee(&name.name) {
+                    self.call_user(def, values, stmt.span)?;
+                    return Ok(Flow::Normal);
+                }
                 self.call(&name.name, &values, stmt.span)?;
                 Ok(Flow::Normal)
             }
@@ -359,17 +375,9 @@ impl Interp<'_> {
             elem = selected_elem(elem, shape.len().saturating_sub(elem.rank()), &sels);
             shape = new_shape;
         }
-        let new = match op {
-            AssignOp::Assign => value,
-            _ => {
-                let bin = match op {
-                    AssignOp::Add => BinaryOp::Add,
-                    AssignOp::Sub => BinaryOp::Sub,
-                    AssignOp::Mul => BinaryOp::Mul,
-                    AssignOp::Div => BinaryOp::Div,
-                    AssignOp::EltMul => BinaryOp::EltMul,
-                    AssignOp::EltDiv | AssignOp::Assign => BinaryOp::EltDiv,
-                };
+        let new = match op.binary() {
+            None => value,
+            Some(bin) => {
                 let target = &self.scopes[depth][name].value;
                 let values = match &target.values {
                     Values::Int(v) => Values::Int(offsets.iter().map(|&o| v[o]).collect()),

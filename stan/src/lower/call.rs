@@ -3,7 +3,9 @@
 use sampler::{BinaryOp as Op, Expr as Ir, UnaryOp as Un};
 
 use super::expr::describe;
-use super::sym::{Sym, Val, add, bin, c, div, sub, un};
+use std::f64::consts::SQRT_2;
+
+use super::sym::{Sym, Val, add, bin, c, div, mul, sub, un};
 use super::{LowerError, Lowerer, unsupported};
 use crate::ast::{Expr, Span};
 use crate::value::Value;
@@ -17,10 +19,28 @@ impl Lowerer {
         args: &[Expr],
         span: Span,
     ) -> Result<Val, LowerError> {
+        if let Some(def) = std::rc::Rc::clone(&self.functions).callee(name) {
+            return self.call_user_value(def, args, span);
+        }
+        // `std_normal_lcdf(x)` has no bar.
+        if name.ends_with("_lcdf") || name.ends_with("_lccdf") {
+            return self.cond_call(name, name_span, args, span);
+        }
         // Sizes are known even for symbolic values.
-        if let ("size" | "num_elements" | "rows" | "cols", [x]) = (name, args) {
+        if let ("size" | "num_elements" | "rows" | "cols" | "dims", [x]) = (name, args) {
             let v = self.eval(x)?;
             let dims = v.dims();
+            if name == "dims" {
+                let dims = dims.iter().map(|&d| d as i64).collect::<Vec<_>>();
+                let n = dims.len();
+                return Ok(Val::Known(
+                    Value {
+                        shape: vec![n],
+                        values: crate::value::Values::Int(dims),
+                    },
+                    None,
+                ));
+            }
             let n = match name {
                 "size" => dims.first().copied().unwrap_or(1),
                 "num_elements" => dims.iter().product(),
@@ -58,6 +78,18 @@ impl Lowerer {
             "exp2" => Some(|x| bin(Op::Pow, c(2.0), x)),
             "cbrt" => Some(|x| bin(Op::Pow, x, c(1.0 / 3.0))),
             "to_vector" | "to_array_1d" | "to_row_vector" => Some(|x| x),
+            "Phi" => Some(|x| un(Un::Exp, un(Un::LogPhi, x))),
+            // erfc(x) = 2 Phi(-sqrt(2) x), erf(x) = 2 Phi(sqrt(2) x) - 1.
+            "erfc" => Some(|x| mul(c(2.0), un(Un::Exp, un(Un::LogPhi, mul(c(-SQRT_2), x))))),
+            "erf" => Some(|x| {
+                let phi = un(Un::Exp, un(Un::LogPhi, mul(c(SQRT_2), x)));
+                sub(mul(c(2.0), phi), c(1.0))
+            }),
+            // Stan's Phi_approx: inv_logit(0.07056 x^3 + 1.5976 x).
+            "Phi_approx" => Some(|x| {
+                let cubic = mul(c(0.07056), bin(Op::Pow, x.clone(), c(3.0)));
+                un(Un::Logistic, add(cubic, mul(c(1.5976), x)))
+            }),
             _ => None,
         };
         if let Some(f) = elementwise {
@@ -158,6 +190,14 @@ impl Lowerer {
                     ));
                 }
                 Ok(Val::scalar(bin(Op::Dot, a, b)))
+            }
+            ("prod", [x]) => {
+                let (x, dims) = self.shared(x.clone(), args[0].span)?;
+                let n: usize = dims.iter().product();
+                let product = (0..n).fold(c(1.0), |acc, k| {
+                    super::sym::mul(acc, super::sym::elem(x.clone(), k))
+                });
+                Ok(Val::scalar(product))
             }
             ("dot_self", [x]) => {
                 let (x, _) = self.shared(x.clone(), args[0].span)?;

@@ -42,6 +42,22 @@ pub(crate) fn density_base(name: &str) -> Option<&str> {
         .find_map(|suffix| name.strip_suffix(suffix))
 }
 
+/// Refuses `found` arguments where the distribution `base` takes `wanted`.
+pub(super) fn check_arity(
+    base: &str,
+    span: Span,
+    wanted: usize,
+    found: usize,
+) -> Result<(), LowerError> {
+    if wanted == found {
+        return Ok(());
+    }
+    Err(LowerError::new(
+        span,
+        format!("`{base}` takes {wanted} argument(s), found {found}"),
+    ))
+}
+
 /// An argument of a distribution, lowered.
 pub(crate) struct Arg {
     pub ir: Ir,
@@ -90,6 +106,13 @@ impl Lowerer {
         name_span: Span,
         args: &[Expr],
     ) -> Result<(), LowerError> {
+        let functions = std::rc::Rc::clone(&self.functions);
+        if let Some(def) = functions.density(name) {
+            let mut all = vec![value.clone()];
+            all.extend(args.iter().cloned());
+            let value = self.call_user_value(def, &all, name_span)?;
+            return self.add_factor(value, 1.0, name_span);
+        }
         let base = density_base(name).unwrap_or(name);
         if super::multivariate::handles(base) {
             let value = self.multivariate_lpdf(base, name_span, value, args)?;
@@ -264,12 +287,7 @@ impl Lowerer {
             "exponential" | "bernoulli_logit" | "poisson_log" | "chi_square" => 1,
             _ => return unsupported(span, format!("the distribution `{base}`")),
         };
-        if args.len() != wanted {
-            return Err(LowerError::new(
-                span,
-                format!("`{base}` takes {wanted} argument(s), found {}", args.len()),
-            ));
-        }
+        check_arity(base, span, wanted, args.len())?;
         let mut it = args.into_iter().map(|a| a.ir);
         let mut next = || it.next().expect("arity checked");
         Ok(match base {
@@ -302,12 +320,25 @@ impl Lowerer {
         args: &[Expr],
         span: Span,
     ) -> Result<Val, LowerError> {
+        if let Some(def) = std::rc::Rc::clone(&self.functions).callee(name) {
+            return self.call_user_value(def, args, span);
+        }
         if let Some(base) = density_base(name)
             && super::multivariate::handles(base)
             && let Some((y, rest)) = args.split_first()
         {
             let ir = self.multivariate_lpdf(base, name_span, y, rest)?;
             return Ok(Val::Sym(Sym::whole(ir, Vec::new())));
+        }
+        if let Some(base) = name.strip_suffix("_lcdf")
+            && let Some(value) = self.log_cdf_call(base, false, args, span)?
+        {
+            return Ok(value);
+        }
+        if let Some(base) = name.strip_suffix("_lccdf")
+            && let Some(value) = self.log_cdf_call(base, true, args, span)?
+        {
+            return Ok(value);
         }
         let mut lowered = self.dist_args(args)?;
         if let Some(base) = ["_lccdf", "_lcdf"]
@@ -357,16 +388,7 @@ impl Lowerer {
         y: Arg,
         args: Vec<Arg>,
     ) -> Result<Ir, LowerError> {
-        let arity = |n: usize| -> Result<(), LowerError> {
-            if args.len() == n {
-                Ok(())
-            } else {
-                Err(LowerError::new(
-                    span,
-                    format!("`{base}` takes {n} argument(s), found {}", args.len()),
-                ))
-            }
-        };
+        let arity = |n: usize| check_arity(base, span, n, args.len());
         let mut dims: Vec<usize> = y.dims.clone();
         for a in &args {
             if !a.dims.is_empty() {

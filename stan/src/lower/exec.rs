@@ -8,8 +8,8 @@ use super::expr::{describe, position_text};
 use super::sym::{self, Repr, Sym, Val};
 use super::{LowerError, Lowerer, unsupported};
 use crate::ast::{
-    AssignOp, BaseType, BinaryOp, Block, Expr, ExprKind, Index, LValue, SizedType, Span, Stmt,
-    StmtKind, UnaryOp,
+    AssignOp, BaseType, BinaryOp, Block, Constraint, Expr, ExprKind, Index, LValue, SizedType,
+    Span, Stmt, StmtKind, UnaryOp,
 };
 use crate::value::{Value, Values};
 
@@ -17,11 +17,13 @@ use crate::value::{Value, Values};
 pub(super) const MAX_STEPS: usize = 20_000_000;
 
 /// How a statement ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flow {
+#[derive(Debug, Clone)]
+pub(super) enum Flow {
     Next,
     Break,
     Continue,
+    /// `return` in a user function, with its value (`None` in a void function).
+    Return(Option<Val>),
 }
 
 impl Lowerer {
@@ -34,7 +36,7 @@ impl Lowerer {
         self.env.contains_key(name) || self.syms.contains_key(name)
     }
 
-    fn push_scope(&mut self) {
+    pub(super) fn push_scope(&mut self) {
         self.scopes.push(Vec::new());
     }
 
@@ -63,7 +65,7 @@ impl Lowerer {
     pub(super) fn transformed_parameters(&mut self, block: &Block) -> Result<(), LowerError> {
         self.push_scope();
         for stmt in &block.stmts {
-            if self.run(stmt)? != Flow::Next {
+            if !matches!(self.run(stmt)?, Flow::Next) {
                 return Err(LowerError::new(
                     stmt.span,
                     "`break` or `continue` outside a loop",
@@ -106,13 +108,61 @@ impl Lowerer {
             self.syms
                 .insert(name.clone(), Sym::whole(Ir::Ref(name), dims));
         }
+        self.check_bounds(block)
+    }
+
+    /// Stan rejects a draw whose transformed parameters break their declared bounds: a
+    /// factor `log_step(x - lower)` (0, or -inf when broken) per bound.
+    fn check_bounds(&mut self, block: &Block) -> Result<(), LowerError> {
+        for stmt in &block.stmts {
+            let StmtKind::Decl { ty, vars } = &stmt.kind else {
+                continue;
+            };
+            let Some(Constraint::Range { lower, upper }) = &ty.constraint else {
+                continue;
+            };
+            for var in vars {
+                let name = &var.name.name;
+                let dims = self.syms[name].dims.clone();
+                for (bound, below) in [(lower, true), (upper, false)] {
+                    let Some(bound) = bound else { continue };
+                    let value = self.eval(bound)?;
+                    let (b, b_dims) = self.whole(value, bound.span)?;
+                    if !b_dims.is_empty()
+                        && b_dims.iter().product::<usize>() != dims.iter().product::<usize>()
+                    {
+                        return Err(LowerError::new(
+                            bound.span,
+                            format!(
+                                "the bound is {} but `{name}` is {}",
+                                describe(&b_dims),
+                                describe(&dims)
+                            ),
+                        ));
+                    }
+                    let x = Ir::Ref(name.clone());
+                    let gap = if below {
+                        sym::sub(x, b)
+                    } else {
+                        sym::sub(b, x)
+                    };
+                    let check = sym::un(sampler::UnaryOp::LogStep, gap);
+                    let value = if dims.is_empty() && b_dims.is_empty() {
+                        check
+                    } else {
+                        sym::un(sampler::UnaryOp::Sum, check)
+                    };
+                    self.model.model.push(Statement::Factor { value });
+                }
+            }
+        }
         Ok(())
     }
 
     pub(super) fn model_block(&mut self, block: &Block) -> Result<(), LowerError> {
         self.push_scope();
         for stmt in &block.stmts {
-            if self.run(stmt)? != Flow::Next {
+            if !matches!(self.run(stmt)?, Flow::Next) {
                 return Err(LowerError::new(
                     stmt.span,
                     "`break` or `continue` outside a loop",
@@ -130,7 +180,7 @@ impl Lowerer {
         flow
     }
 
-    fn run(&mut self, stmt: &Stmt) -> Result<Flow, LowerError> {
+    pub(super) fn run(&mut self, stmt: &Stmt) -> Result<Flow, LowerError> {
         self.step(stmt.span)?;
         match &stmt.kind {
             StmtKind::Decl { ty, vars } => {
@@ -145,10 +195,10 @@ impl Lowerer {
                 args,
                 truncation,
             } => {
-                if let Some(t) = truncation {
-                    return unsupported(t.span, "truncation `T[...]`");
-                }
                 self.sample(lhs, &distribution.name, distribution.span, args)?;
+                if let Some(t) = truncation {
+                    self.truncate(lhs, distribution, args, t)?;
+                }
             }
             StmtKind::TargetPlus(e) => self.target_plus(e, 1.0)?,
             StmtKind::For {
@@ -168,6 +218,7 @@ impl Lowerer {
                     match flow? {
                         Flow::Break => break,
                         Flow::Next | Flow::Continue => {}
+                        ret @ Flow::Return(_) => return Ok(ret),
                     }
                 }
             }
@@ -208,16 +259,20 @@ impl Lowerer {
                     }
                     let flow = self.run_scoped(body);
                     self.pop_scope();
-                    if flow? == Flow::Break {
-                        break;
+                    match flow? {
+                        Flow::Break => break,
+                        Flow::Next | Flow::Continue => {}
+                        ret @ Flow::Return(_) => return Ok(ret),
                     }
                 }
             }
             StmtKind::While { cond, body } => {
                 while self.cond(cond)? {
                     self.step(stmt.span)?;
-                    if self.run_scoped(body)? == Flow::Break {
-                        break;
+                    match self.run_scoped(body)? {
+                        Flow::Break => break,
+                        Flow::Next | Flow::Continue => {}
+                        ret @ Flow::Return(_) => return Ok(ret),
                     }
                 }
             }
@@ -257,15 +312,28 @@ impl Lowerer {
                     "this `reject` is reached for every value of the parameters",
                 ));
             }
-            StmtKind::Return(_) => return unsupported(stmt.span, "`return` outside a function"),
-            StmtKind::Call { name, .. } => {
-                return unsupported(name.span, format!("calling `{}` as a statement", name.name));
+            StmtKind::Return(_) if self.call_depth == 0 => {
+                return Err(LowerError::new(stmt.span, "`return` outside a function"));
+            }
+            StmtKind::Return(value) => {
+                let value = value.as_ref().map(|e| self.eval(e)).transpose()?;
+                return Ok(Flow::Return(value));
+            }
+            StmtKind::Call { name, args } => {
+                let functions = std::rc::Rc::clone(&self.functions);
+                let Some(def) = functions.get(&name.name) else {
+                    return unsupported(
+                        name.span,
+                        format!("calling `{}` as a statement", name.name),
+                    );
+                };
+                self.call_user(def, args, stmt.span)?;
             }
         }
         Ok(Flow::Next)
     }
 
-    fn check_new(&self, name: &str, span: Span) -> Result<(), LowerError> {
+    pub(super) fn check_new(&self, name: &str, span: Span) -> Result<(), LowerError> {
         if self.declared(name) {
             return Err(LowerError::new(
                 span,
@@ -276,7 +344,7 @@ impl Lowerer {
     }
 
     /// A known local (a loop variable).
-    fn bind(&mut self, name: &str, span: Span, value: Value) -> Result<(), LowerError> {
+    pub(super) fn bind(&mut self, name: &str, span: Span, value: Value) -> Result<(), LowerError> {
         self.check_new(name, span)?;
         self.env.insert(name.to_owned(), value);
         self.scopes
@@ -463,15 +531,7 @@ impl Lowerer {
             None => self.syms[name].dims.clone(),
         };
         let mut rhs_val = self.eval(rhs)?;
-        if op != AssignOp::Assign {
-            let bin = match op {
-                AssignOp::Add => BinaryOp::Add,
-                AssignOp::Sub => BinaryOp::Sub,
-                AssignOp::Mul => BinaryOp::Mul,
-                AssignOp::Div => BinaryOp::Div,
-                AssignOp::EltMul => BinaryOp::EltMul,
-                AssignOp::EltDiv | AssignOp::Assign => BinaryOp::EltDiv,
-            };
+        if let Some(bin) = op.binary() {
             let read = lvalue_expr(lhs);
             let old = self.eval(&read)?;
             rhs_val = match (old, rhs_val) {
@@ -633,11 +693,21 @@ impl Lowerer {
             _ => {}
         }
         let value = self.eval(e)?;
+        self.add_factor(value, sign, e.span)
+    }
+
+    /// Adds `sign * value` (summed over its elements) to the log density.
+    pub(super) fn add_factor(
+        &mut self,
+        value: Val,
+        sign: f64,
+        span: Span,
+    ) -> Result<(), LowerError> {
         if let Val::Known(..) = value {
             // A constant: it does not change the posterior.
             return Ok(());
         }
-        let (ir, dims) = self.whole(value, e.span)?;
+        let (ir, dims) = self.whole(value, span)?;
         let ir = if sign < 0.0 {
             sym::un(sampler::UnaryOp::Neg, ir)
         } else {

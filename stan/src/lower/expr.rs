@@ -51,6 +51,16 @@ impl Lowerer {
                 then,
                 otherwise,
             } => self.only_host(cond) && self.only_host(then) && self.only_host(otherwise),
+            // Sizes of variables are known even when their values are not.
+            ExprKind::Call { name, args }
+                if matches!(
+                    name.name.as_str(),
+                    "size" | "num_elements" | "rows" | "cols" | "dims"
+                ) && matches!(&args[..], [Expr { kind: ExprKind::Var(v), .. }]
+                    if self.syms.contains_key(&v.name)) =>
+            {
+                true
+            }
             ExprKind::Call { args, .. }
             | ExprKind::CondCall { args, .. }
             | ExprKind::ArrayLit(args)
@@ -132,7 +142,7 @@ impl Lowerer {
         if self.only_host(expr) && !matches!(expr.kind, ExprKind::Var(_)) {
             // The host evaluator covers the common cases; what it refuses (lpdf values of
             // constants, ranges, ...) falls through to the symbolic path with constants.
-            if let Ok(v) = host::eval(expr, &self.env) {
+            if let Ok(v) = host::eval_with(expr, &self.env, &self.functions) {
                 return Ok(Val::Known(v, None));
             }
         }
@@ -480,7 +490,10 @@ impl Lowerer {
             }) => {
                 let total: usize = dims.iter().product();
                 let positions = selection.positions;
-                if positions.len() == total && positions.iter().enumerate().all(|(i, &p)| i == p) {
+                // The whole value (but one element of a length-1 vector is a scalar).
+                let whole = positions.iter().enumerate().all(|(i, &p)| i == p)
+                    && (selection.dims.len() == dims.len() || dims.is_empty());
+                if positions.len() == total && whole {
                     return Ok(Val::Sym(Sym::whole(ir, selection.dims)));
                 }
                 let ir = self.share(ir, &dims);

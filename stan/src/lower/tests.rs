@@ -56,9 +56,9 @@ fn lower_errors_name_the_construct_and_its_place() {
         "the function `foo` with 1 argument(s) on values that depend on parameters is not supported yet",
     );
     check_error(
-        "  mu ~ normal(0, 1) T[0, ];",
-        "9:21",
-        "truncation `T[...]` is not supported yet",
+        "  mu ~ student_t(3, 0, 1) T[0, ];",
+        "9:27",
+        "truncation of `student_t` (its CDF has no IR form yet) is not supported yet",
     );
     check_error(
         "  mu ~ normal(beta[3], 1);",
