@@ -350,7 +350,55 @@ fn constrain(transform: Transform, u: &[f64], x: &mut [f64], grad: Option<&mut [
     log_jacobian
 }
 
+/// `op(a)` for one value: the scalar case, without a call through a function pointer.
+#[inline(always)]
+fn map_scalar(op: MapOp, a: f64) -> f64 {
+    match op {
+        MapOp::Neg => -a,
+        MapOp::Exp => a.exp(),
+        MapOp::Log => a.ln(),
+        MapOp::Log1p => a.ln_1p(),
+        MapOp::Expm1 => a.exp_m1(),
+        MapOp::Softplus => softplus(a),
+        MapOp::Logistic => logistic(a),
+        MapOp::Sqrt => a.sqrt(),
+        MapOp::Abs => a.abs(),
+        MapOp::Lgamma => lgamma(a),
+    }
+}
+
+/// `op(a, b)` for one pair: the scalar case, as [`zip_forward`] computes it.
+#[inline(always)]
+fn zip_scalar(op: ZipOp, a: f64, b: f64) -> f64 {
+    match op {
+        ZipOp::Add => a + b,
+        ZipOp::Sub => a - b,
+        ZipOp::Mul => a * b,
+        ZipOp::Div => a / b,
+        ZipOp::Pow if b == 2.0 => square(a),
+        ZipOp::Pow => a.powf(b),
+        ZipOp::Max => {
+            if b > a {
+                b
+            } else {
+                a
+            }
+        }
+        ZipOp::Min => {
+            if b < a {
+                b
+            } else {
+                a
+            }
+        }
+    }
+}
+
 fn map_forward(op: MapOp, a: &[f64], out: &mut [f64]) {
+    if let ([a], [out]) = (a, &mut *out) {
+        *out = map_scalar(op, *a);
+        return;
+    }
     let f: fn(f64) -> f64 = match op {
         MapOp::Neg => |a| -a,
         MapOp::Exp => f64::exp,
@@ -378,6 +426,10 @@ fn zip_forward(op: ZipOp, a: &[f64], b: &[f64], out: &mut [f64]) {
         ZipOp::Max => |a, b| if b > a { b } else { a },
         ZipOp::Min => |a, b| if b < a { b } else { a },
     };
+    if let ([a], [b], [out]) = (a, b, &mut *out) {
+        *out = zip_scalar(op, *a, *b);
+        return;
+    }
     if op == ZipOp::Pow && b == [2.0] {
         out.iter_mut().zip(a).for_each(|(o, &a)| *o = square(a));
         return;
@@ -558,6 +610,10 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
             }
             Inst::Zip { op, a, b, dst } => {
                 let slot = program.slot(*dst);
+                if slot.len == 1 {
+                    zip_backward_scalar(program, tape, adj, *op, a, b, slot.offset as usize);
+                    continue;
+                }
                 let out = &tape[slot_range(slot)];
                 let a_vals = operand_values(program, tape, a);
                 let b_vals = operand_values(program, tape, b);
@@ -686,6 +742,47 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
             }
             Inst::Density { .. } | Inst::RandomWalk { .. } | Inst::Factor { .. } => {}
         }
+    }
+}
+
+/// The backward step of a `Zip` with one output (so scalar operands): what the general case
+/// computes, in the same order and with the same roundings.
+#[inline(always)]
+fn zip_backward_scalar(
+    program: &Program,
+    tape: &[f64],
+    adj: &mut [f64],
+    op: ZipOp,
+    a: &Operand,
+    b: &Operand,
+    out_i: usize,
+) {
+    let x = operand_values(program, tape, a)[0];
+    let y = operand_values(program, tape, b)[0];
+    let (out, g) = (tape[out_i], adj[out_i]);
+    if let Some(off) = adj_offset(program, a) {
+        let d = match op {
+            ZipOp::Add | ZipOp::Sub => 1.0,
+            ZipOp::Mul => y,
+            ZipOp::Div => 1.0 / y,
+            ZipOp::Pow if y == 2.0 => 2.0 * x,
+            ZipOp::Pow => y * x.powf(y - 1.0),
+            ZipOp::Max => f64::from(u8::from(!(y > x))),
+            ZipOp::Min => f64::from(u8::from(!(y < x))),
+        };
+        adj[off] += g * d;
+    }
+    if let Some(off) = adj_offset(program, b) {
+        let d = match op {
+            ZipOp::Add => 1.0,
+            ZipOp::Sub => -1.0,
+            ZipOp::Mul => x,
+            ZipOp::Div => -out / y,
+            ZipOp::Pow => out * x.ln(),
+            ZipOp::Max => f64::from(u8::from(y > x)),
+            ZipOp::Min => f64::from(u8::from(y < x)),
+        };
+        adj[off] += g * d;
     }
 }
 
