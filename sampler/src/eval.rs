@@ -120,11 +120,13 @@ impl LogDensity for Evaluator {
     }
 }
 
+#[inline(always)]
 fn slot_range(slot: Slot) -> std::ops::Range<usize> {
     slot.offset as usize..(slot.offset + slot.len) as usize
 }
 
 /// The values of an operand: a tape or data run, or a one-element constant.
+#[inline(always)]
 fn operand_values<'a>(program: &'a Program, tape: &'a [f64], operand: &'a Operand) -> &'a [f64] {
     match operand {
         Operand::Slot(id) => &tape[slot_range(program.slot(*id))],
@@ -135,6 +137,7 @@ fn operand_values<'a>(program: &'a Program, tape: &'a [f64], operand: &'a Operan
     }
 }
 
+#[inline(always)]
 fn adj_offset(program: &Program, operand: &Operand) -> Option<usize> {
     match operand {
         Operand::Slot(id) => Some(program.slot(*id).offset as usize),
@@ -347,7 +350,55 @@ fn constrain(transform: Transform, u: &[f64], x: &mut [f64], grad: Option<&mut [
     log_jacobian
 }
 
+/// `op(a)` for one value: the scalar case, without a call through a function pointer.
+#[inline(always)]
+fn map_scalar(op: MapOp, a: f64) -> f64 {
+    match op {
+        MapOp::Neg => -a,
+        MapOp::Exp => a.exp(),
+        MapOp::Log => a.ln(),
+        MapOp::Log1p => a.ln_1p(),
+        MapOp::Expm1 => a.exp_m1(),
+        MapOp::Softplus => softplus(a),
+        MapOp::Logistic => logistic(a),
+        MapOp::Sqrt => a.sqrt(),
+        MapOp::Abs => a.abs(),
+        MapOp::Lgamma => lgamma(a),
+    }
+}
+
+/// `op(a, b)` for one pair: the scalar case, as [`zip_forward`] computes it.
+#[inline(always)]
+fn zip_scalar(op: ZipOp, a: f64, b: f64) -> f64 {
+    match op {
+        ZipOp::Add => a + b,
+        ZipOp::Sub => a - b,
+        ZipOp::Mul => a * b,
+        ZipOp::Div => a / b,
+        ZipOp::Pow if b == 2.0 => square(a),
+        ZipOp::Pow => a.powf(b),
+        ZipOp::Max => {
+            if b > a {
+                b
+            } else {
+                a
+            }
+        }
+        ZipOp::Min => {
+            if b < a {
+                b
+            } else {
+                a
+            }
+        }
+    }
+}
+
 fn map_forward(op: MapOp, a: &[f64], out: &mut [f64]) {
+    if let ([a], [out]) = (a, &mut *out) {
+        *out = map_scalar(op, *a);
+        return;
+    }
     let f: fn(f64) -> f64 = match op {
         MapOp::Neg => |a| -a,
         MapOp::Exp => f64::exp,
@@ -381,6 +432,14 @@ fn zip_forward(op: ZipOp, a: &[f64], b: &[f64], out: &mut [f64]) {
         ZipOp::Max => |a, b| if b > a { b } else { a },
         ZipOp::Min => |a, b| if b < a { b } else { a },
     };
+    if let ([a], [b], [out]) = (a, b, &mut *out) {
+        *out = zip_scalar(op, *a, *b);
+        return;
+    }
+    if op == ZipOp::Pow && b == [2.0] {
+        out.iter_mut().zip(a).for_each(|(o, &a)| *o = square(a));
+        return;
+    }
     match (a.len(), b.len()) {
         (1, 1) => out[0] = f(a[0], b[0]),
         (1, _) => out.iter_mut().zip(b).for_each(|(o, &b)| *o = f(a[0], b)),
@@ -390,6 +449,28 @@ fn zip_forward(op: ZipOp, a: &[f64], b: &[f64], out: &mut [f64]) {
             .zip(a.iter().zip(b))
             .for_each(|(o, (&a, &b))| *o = f(a, b)),
     }
+}
+
+/// `a.powf(2.0)`, bit for bit, without calling `pow` when the product decides it.
+///
+/// `a * a` is correctly rounded; `pow` is within 0.52 ULP of the exact square (glibc's
+/// bound), so it returns the same double unless the exact square lies within 0.48 ULP of the
+/// midpoint between two doubles. The rounding error of the product, exact by `fma`, says how
+/// far from the midpoint the square lies; near it, and wherever the error is not exact
+/// (tiny, huge or non-finite squares, binade edges), `pow` itself decides.
+#[inline(always)]
+fn square(a: f64) -> f64 {
+    const MANTISSA: u64 = (1 << 52) - 1;
+    let p = a * a;
+    let mantissa = p.to_bits() & MANTISSA;
+    if (1e-280..1e300).contains(&p) && mantissa != 0 && mantissa != MANTISSA {
+        let err = a.mul_add(a, -p);
+        let ulp = f64::from_bits(p.to_bits() + 1) - p;
+        if err.abs() < 0.4 * ulp {
+            return p;
+        }
+    }
+    a.powf(2.0)
 }
 
 /// Forward step of the instructions that only read operands and write their slot.
@@ -540,6 +621,10 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
             }
             Inst::Zip { op, a, b, dst } => {
                 let slot = program.slot(*dst);
+                if slot.len == 1 {
+                    zip_backward_scalar(program, tape, adj, *op, a, b, slot.offset as usize);
+                    continue;
+                }
                 let out = &tape[slot_range(slot)];
                 let a_vals = operand_values(program, tape, a);
                 let b_vals = operand_values(program, tape, b);
@@ -558,6 +643,8 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
                         ZipOp::Add | ZipOp::Sub => pull(target, out_adj, |_| 1.0),
                         ZipOp::Mul => pull(target, out_adj, y),
                         ZipOp::Div => pull(target, out_adj, |i| 1.0 / y(i)),
+                        // `x^1` is `x` exactly (within 0.52 ULP of a double is that double).
+                        ZipOp::Pow if b_vals == [2.0] => pull(target, out_adj, |i| 2.0 * x(i)),
                         ZipOp::Pow => pull(target, out_adj, |i| y(i) * x(i).powf(y(i) - 1.0)),
                         ZipOp::Max => {
                             pull(target, out_adj, |i| f64::from(u8::from(!(y(i) > x(i)))))
@@ -666,6 +753,47 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
             }
             Inst::Density { .. } | Inst::RandomWalk { .. } | Inst::Factor { .. } => {}
         }
+    }
+}
+
+/// The backward step of a `Zip` with one output (so scalar operands): what the general case
+/// computes, in the same order and with the same roundings.
+#[inline(always)]
+fn zip_backward_scalar(
+    program: &Program,
+    tape: &[f64],
+    adj: &mut [f64],
+    op: ZipOp,
+    a: &Operand,
+    b: &Operand,
+    out_i: usize,
+) {
+    let x = operand_values(program, tape, a)[0];
+    let y = operand_values(program, tape, b)[0];
+    let (out, g) = (tape[out_i], adj[out_i]);
+    if let Some(off) = adj_offset(program, a) {
+        let d = match op {
+            ZipOp::Add | ZipOp::Sub => 1.0,
+            ZipOp::Mul => y,
+            ZipOp::Div => 1.0 / y,
+            ZipOp::Pow if y == 2.0 => 2.0 * x,
+            ZipOp::Pow => y * x.powf(y - 1.0),
+            ZipOp::Max => f64::from(u8::from(!(y > x))),
+            ZipOp::Min => f64::from(u8::from(!(y < x))),
+        };
+        adj[off] += g * d;
+    }
+    if let Some(off) = adj_offset(program, b) {
+        let d = match op {
+            ZipOp::Add => 1.0,
+            ZipOp::Sub => -1.0,
+            ZipOp::Mul => x,
+            ZipOp::Div => -out / y,
+            ZipOp::Pow => out * x.ln(),
+            ZipOp::Max => f64::from(u8::from(y > x)),
+            ZipOp::Min => f64::from(u8::from(y < x)),
+        };
+        adj[off] += g * d;
     }
 }
 
