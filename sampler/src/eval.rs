@@ -364,6 +364,18 @@ fn map_scalar(op: MapOp, a: f64) -> f64 {
         MapOp::Sqrt => a.sqrt(),
         MapOp::Abs => a.abs(),
         MapOp::Lgamma => lgamma(a),
+        MapOp::LogPhi => log_phi(a),
+        MapOp::LogStep => log_step(a),
+    }
+}
+
+/// `0` where `a >= 0`, `-inf` below, NaN for NaN.
+#[inline(always)]
+fn log_step(a: f64) -> f64 {
+    match a {
+        a if a >= 0.0 => 0.0,
+        a if a < 0.0 => f64::NEG_INFINITY,
+        nan => nan,
     }
 }
 
@@ -411,11 +423,7 @@ fn map_forward(op: MapOp, a: &[f64], out: &mut [f64]) {
         MapOp::Abs => f64::abs,
         MapOp::Lgamma => lgamma,
         MapOp::LogPhi => log_phi,
-        MapOp::LogStep => |a| match a {
-            a if a >= 0.0 => 0.0,
-            a if a < 0.0 => f64::NEG_INFINITY,
-            nan => nan,
-        },
+        MapOp::LogStep => log_step,
     };
     for (o, &a) in out.iter_mut().zip(a) {
         *o = f(a);
