@@ -23,6 +23,8 @@ mod multivariate;
 mod params;
 mod sym;
 #[cfg(test)]
+mod test_support;
+#[cfg(test)]
 mod tests;
 mod truncation;
 mod vectorize;

@@ -2,21 +2,11 @@
 //! the host with `f64` (Cholesky factor, triangular solve), gradients against finite
 //! differences, and the size limit of unrolled factorisations.
 
-use sampler::{CheckedModel, Limits, LogDensity};
+use sampler::CheckedModel;
+
+use super::super::test_support::{check_points, lower, try_lower};
 
 use crate::host::linalg::{cholesky, solve_lower};
-
-fn try_lower(source: &str, data: &str) -> Result<sampler::Model, String> {
-    let program = crate::parse(source).map_err(|e| e.render("test.stan", source))?;
-    let data = crate::read_data(&program, data).map_err(|e| e.to_string())?;
-    crate::lower::lower(&program, &data, "test").map_err(|e| e.render("test.stan", source))
-}
-
-fn lower(source: &str, data: &str) -> CheckedModel {
-    let model = try_lower(source, data).unwrap_or_else(|e| panic!("{e}"));
-    CheckedModel::new(model, &Limits::default())
-        .unwrap_or_else(|e| panic!("the IR refuses the lowered model: {e}"))
-}
 
 /// Deterministic points uniform on (-1.5, 1.5).
 fn points(dim: usize, count: usize) -> Vec<Vec<f64>> {
@@ -36,32 +26,7 @@ fn points(dim: usize, count: usize) -> Vec<Vec<f64>> {
 /// matches central finite differences.
 fn check(model: &CheckedModel, dim: usize, by_hand: impl Fn(&[f64]) -> f64) {
     assert_eq!(model.dim(), dim, "unconstrained dimension");
-    let mut eval = model.evaluator();
-    let mut offset = None;
-    for theta in points(dim, 5) {
-        let mut grad = vec![0.0; dim];
-        let lp = eval.logp_grad(&theta, &mut grad);
-        let expected = by_hand(&theta);
-        assert!(lp.is_finite(), "logp {lp} at {theta:?}");
-        let diff = lp - expected;
-        let first = *offset.get_or_insert(diff);
-        assert!(
-            (diff - first).abs() <= 1e-8 * expected.abs().max(1.0),
-            "logp {lp} vs by hand {expected} (constant {first}, here {diff}) at {theta:?}"
-        );
-        for i in 0..dim {
-            let h = 1e-6 * theta[i].abs().max(1.0);
-            let (mut up, mut down) = (theta.clone(), theta.clone());
-            up[i] += h;
-            down[i] -= h;
-            let fd = (eval.logp(&up) - eval.logp(&down)) / (2.0 * h);
-            assert!(
-                (grad[i] - fd).abs() <= 1e-5 * fd.abs().max(1.0) + 1e-11 * lp.abs() / h,
-                "d/dtheta[{i}] {} vs finite difference {fd} at {theta:?}",
-                grad[i]
-            );
-        }
-    }
+    check_points(model, &points(dim, 5), 1e-8, by_hand);
 }
 
 /// `log N(y | mu, L L^T)` on the host.
