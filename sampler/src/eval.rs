@@ -13,6 +13,10 @@ use crate::linalg::{self, matvec, matvec_transpose_add};
 use crate::program::{Inst, MapOp, Operand, Program, Slot, StatementId, Transform, ZipOp};
 use crate::special::{digamma, lgamma, log_phi, log_phi_slope, logistic, softplus};
 
+mod plan;
+
+pub(crate) use plan::Plan;
+
 /// A log density with gradient: what the sampler needs from a model.
 ///
 /// Implementations own their scratch space, so each chain holds its own.
@@ -46,16 +50,50 @@ pub trait LogDensity {
 #[derive(Clone, Debug)]
 pub struct Evaluator {
     program: Arc<Program>,
+    plan: Arc<Plan>,
+    /// The tape, then the plan's pool.
     tape: Vec<f64>,
     adj: Vec<f64>,
 }
 
 impl Evaluator {
-    /// An evaluator with its own scratch buffers.
+    /// An evaluator with its own scratch buffers. It decodes the program; chains of one
+    /// model share one decoding through [`crate::CheckedModel::evaluator`].
     pub fn new(program: Arc<Program>) -> Evaluator {
-        let tape = vec![0.0; program.tape_len];
-        let adj = vec![0.0; program.tape_len];
-        Evaluator { program, tape, adj }
+        let plan = Arc::new(Plan::new(&program));
+        Evaluator::with_plan(program, plan)
+    }
+
+    /// An evaluator of `program` running `plan`, decoded from it.
+    pub(crate) fn with_plan(program: Arc<Program>, plan: Arc<Plan>) -> Evaluator {
+        let mut tape = vec![0.0; program.tape_len + plan.pool.len()];
+        tape[program.tape_len..].copy_from_slice(&plan.pool);
+        let adj = vec![0.0; tape.len()];
+        Evaluator {
+            program,
+            plan,
+            tape,
+            adj,
+        }
+    }
+
+    /// [`LogDensity::logp_grad`] one instruction at a time, without the decoded steps: what
+    /// the fast path must equal bit for bit. For tests, and for tracking down a difference.
+    pub fn logp_grad_per_instruction(&mut self, theta: &[f64], grad: &mut [f64]) -> f64 {
+        let program = &*self.program;
+        grad.fill(0.0);
+        self.adj.fill(0.0);
+        let lp = forward(
+            program,
+            theta,
+            &mut self.tape,
+            Some(&mut self.adj),
+            Some(grad),
+        );
+        for inst in program.insts.iter().rev() {
+            backward(program, inst, &self.tape, &mut self.adj, grad);
+        }
+        lp
     }
 
     /// The program evaluated.
@@ -80,14 +118,15 @@ impl LogDensity for Evaluator {
         debug_assert_eq!(theta.len(), program.dim);
         grad.fill(0.0);
         self.adj.fill(0.0);
-        let lp = forward(
+        let lp = plan::forward(
             program,
+            &self.plan,
             theta,
             &mut self.tape,
             Some(&mut self.adj),
             Some(grad),
         );
-        backward(program, &self.tape, &mut self.adj, grad);
+        plan::backward(program, &self.plan, &self.tape, &mut self.adj, grad);
         lp
     }
 
@@ -103,7 +142,7 @@ impl LogDensity for Evaluator {
     /// of [`Program::columns`], into `out`.
     fn write_outputs(&mut self, theta: &[f64], out: &mut [f64]) {
         let program = &*self.program;
-        forward(program, theta, &mut self.tape, None, None);
+        plan::forward(program, &self.plan, theta, &mut self.tape, None, None);
         let mut column = 0;
         for output in &program.outputs {
             let len = output.len as usize;
@@ -160,7 +199,7 @@ fn forward(
     program: &Program,
     theta: &[f64],
     tape: &mut [f64],
-    mut adj: Option<&mut Vec<f64>>,
+    mut adj: Option<&mut [f64]>,
     mut grad: Option<&mut [f64]>,
 ) -> f64 {
     let mut lp = 0.0;
@@ -170,7 +209,7 @@ fn forward(
             inst,
             theta,
             tape,
-            adj.as_deref_mut().map(Vec::as_mut_slice),
+            adj.as_deref_mut(),
             grad.as_deref_mut(),
         );
     }
@@ -369,6 +408,28 @@ fn map_scalar(op: MapOp, a: f64) -> f64 {
     }
 }
 
+/// The derivative of `op` at `a`, where it gave `out`.
+#[inline(always)]
+fn map_derivative(op: MapOp, a: f64, out: f64) -> f64 {
+    match op {
+        MapOp::Neg => -1.0,
+        MapOp::Exp => out,
+        MapOp::Log => 1.0 / a,
+        MapOp::Log1p => 1.0 / (1.0 + a),
+        MapOp::Expm1 => out + 1.0,
+        MapOp::Softplus => logistic(a),
+        MapOp::Logistic => out * (1.0 - out),
+        // Zero at 0, as Stan: sqrt of an underflowed exp must not turn the gradient into
+        // inf * 0 = NaN.
+        MapOp::Sqrt if out == 0.0 => 0.0,
+        MapOp::Sqrt => 0.5 / out,
+        MapOp::Abs => a.signum() * f64::from(u8::from(a != 0.0)),
+        MapOp::Lgamma => digamma(a),
+        MapOp::LogPhi => log_phi_slope(a, out),
+        MapOp::LogStep => 0.0,
+    }
+}
+
 /// `0` where `a >= 0`, `-inf` below, NaN for NaN.
 #[inline(always)]
 fn log_step(a: f64) -> f64 {
@@ -459,26 +520,11 @@ fn zip_forward(op: ZipOp, a: &[f64], b: &[f64], out: &mut [f64]) {
     }
 }
 
-/// `a.powf(2.0)`, bit for bit, without calling `pow` when the product decides it.
-///
-/// `a * a` is correctly rounded; `pow` is within 0.52 ULP of the exact square (glibc's
-/// bound), so it returns the same double unless the exact square lies within 0.48 ULP of the
-/// midpoint between two doubles. The rounding error of the product, exact by `fma`, says how
-/// far from the midpoint the square lies; near it, and wherever the error is not exact
-/// (tiny, huge or non-finite squares, binade edges), `pow` itself decides.
+/// `a^2` as `a * a`, the correctly rounded square: what Stan's `square` computes and what
+/// its `pow(x, 2)` of a parameter does (it calls `square`); glibc's `pow` can be 0.52 ULP off.
 #[inline(always)]
 fn square(a: f64) -> f64 {
-    const MANTISSA: u64 = (1 << 52) - 1;
-    let p = a * a;
-    let mantissa = p.to_bits() & MANTISSA;
-    if (1e-280..1e300).contains(&p) && mantissa != 0 && mantissa != MANTISSA {
-        let err = a.mul_add(a, -p);
-        let ulp = f64::from_bits(p.to_bits() + 1) - p;
-        if err.abs() < 0.4 * ulp {
-            return p;
-        }
-    }
-    a.powf(2.0)
+    a * a
 }
 
 /// Forward step of the instructions that only read operands and write their slot.
@@ -558,9 +604,10 @@ fn log_sum_exp_all(values: &[f64]) -> f64 {
     max + values.iter().map(|v| (v - max).exp()).sum::<f64>().ln()
 }
 
-/// Carries adjoints from each written slot back to its operands, last instruction first.
-fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) {
-    for inst in program.insts.iter().rev() {
+/// Carries the adjoint of what `inst` writes back to its operands (run last instruction
+/// first).
+fn backward(program: &Program, inst: &Inst, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) {
+    {
         match inst {
             Inst::Constrain {
                 transform,
@@ -596,7 +643,7 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
             }
             Inst::Map { op, a, dst } => {
                 let Some(a_off) = adj_offset(program, a) else {
-                    continue;
+                    return;
                 };
                 let slot = slot_range(program.slot(*dst));
                 let a_vals = operand_values(program, tape, a);
@@ -605,33 +652,14 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
                     if out_adj == 0.0 {
                         continue;
                     }
-                    let a = a_vals[i];
-                    let out = tape[out_i];
-                    let d = match op {
-                        MapOp::Neg => -1.0,
-                        MapOp::Exp => out,
-                        MapOp::Log => 1.0 / a,
-                        MapOp::Log1p => 1.0 / (1.0 + a),
-                        MapOp::Expm1 => out + 1.0,
-                        MapOp::Softplus => logistic(a),
-                        MapOp::Logistic => out * (1.0 - out),
-                        // Zero at 0, as Stan: sqrt of an underflowed exp must not
-                        // turn the gradient into inf * 0 = NaN.
-                        MapOp::Sqrt if out == 0.0 => 0.0,
-                        MapOp::Sqrt => 0.5 / out,
-                        MapOp::Abs => a.signum() * f64::from(u8::from(a != 0.0)),
-                        MapOp::Lgamma => digamma(a),
-                        MapOp::LogPhi => log_phi_slope(a, out),
-                        MapOp::LogStep => 0.0,
-                    };
-                    adj[a_off + i] += out_adj * d;
+                    adj[a_off + i] += out_adj * map_derivative(*op, a_vals[i], tape[out_i]);
                 }
             }
             Inst::Zip { op, a, b, dst } => {
                 let slot = program.slot(*dst);
                 if slot.len == 1 {
                     zip_backward_scalar(program, tape, adj, *op, a, b, slot.offset as usize);
-                    continue;
+                    return;
                 }
                 let out = &tape[slot_range(slot)];
                 let a_vals = operand_values(program, tape, a);
@@ -709,7 +737,7 @@ fn backward(program: &Program, tape: &[f64], adj: &mut [f64], grad: &mut [f64]) 
             }
             Inst::Matvec { m, v, dst } => {
                 let Some(off) = adj_offset(program, v) else {
-                    continue;
+                    return;
                 };
                 let cols = m.cols as usize;
                 let slot = program.slot(*dst);
@@ -780,28 +808,38 @@ fn zip_backward_scalar(
     let y = operand_values(program, tape, b)[0];
     let (out, g) = (tape[out_i], adj[out_i]);
     if let Some(off) = adj_offset(program, a) {
-        let d = match op {
-            ZipOp::Add | ZipOp::Sub => 1.0,
-            ZipOp::Mul => y,
-            ZipOp::Div => 1.0 / y,
-            ZipOp::Pow if y == 2.0 => 2.0 * x,
-            ZipOp::Pow => y * x.powf(y - 1.0),
-            ZipOp::Max => f64::from(u8::from(!(y > x))),
-            ZipOp::Min => f64::from(u8::from(!(y < x))),
-        };
-        adj[off] += g * d;
+        adj[off] += g * zip_derivative_a(op, x, y);
     }
     if let Some(off) = adj_offset(program, b) {
-        let d = match op {
-            ZipOp::Add => 1.0,
-            ZipOp::Sub => -1.0,
-            ZipOp::Mul => x,
-            ZipOp::Div => -out / y,
-            ZipOp::Pow => out * x.ln(),
-            ZipOp::Max => f64::from(u8::from(y > x)),
-            ZipOp::Min => f64::from(u8::from(y < x)),
-        };
-        adj[off] += g * d;
+        adj[off] += g * zip_derivative_b(op, x, y, out);
+    }
+}
+
+/// The derivative of `op(x, y)` in `x`.
+#[inline(always)]
+fn zip_derivative_a(op: ZipOp, x: f64, y: f64) -> f64 {
+    match op {
+        ZipOp::Add | ZipOp::Sub => 1.0,
+        ZipOp::Mul => y,
+        ZipOp::Div => 1.0 / y,
+        ZipOp::Pow if y == 2.0 => 2.0 * x,
+        ZipOp::Pow => y * x.powf(y - 1.0),
+        ZipOp::Max => f64::from(u8::from(!(y > x))),
+        ZipOp::Min => f64::from(u8::from(!(y < x))),
+    }
+}
+
+/// The derivative of `op(x, y)` in `y`, where it gave `out`.
+#[inline(always)]
+fn zip_derivative_b(op: ZipOp, x: f64, y: f64, out: f64) -> f64 {
+    match op {
+        ZipOp::Add => 1.0,
+        ZipOp::Sub => -1.0,
+        ZipOp::Mul => x,
+        ZipOp::Div => -out / y,
+        ZipOp::Pow => out * x.ln(),
+        ZipOp::Max => f64::from(u8::from(y > x)),
+        ZipOp::Min => f64::from(u8::from(y < x)),
     }
 }
 

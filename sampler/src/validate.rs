@@ -6,11 +6,11 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use sha2::{Digest, Sha256};
 
-use crate::eval::Evaluator;
+use crate::eval::{Evaluator, Plan};
 use crate::ir::{DataValue, DecodeError, IR_VERSION, MIN_IR_VERSION, Model};
 use crate::lower;
 use crate::program::{Column, Program};
@@ -218,6 +218,8 @@ pub struct CheckedModel {
     program: Arc<Program>,
     hash: ModelHash,
     warnings: Vec<String>,
+    /// The CPU evaluator's decoding of `program`, made by the first [`Self::evaluator`].
+    plan: OnceLock<Arc<Plan>>,
 }
 
 impl CheckedModel {
@@ -233,6 +235,7 @@ impl CheckedModel {
             program: Arc::new(lowered.program),
             hash: ModelHash(hash),
             warnings: lowered.warnings,
+            plan: OnceLock::new(),
         })
     }
 
@@ -290,9 +293,10 @@ impl CheckedModel {
         &self.warnings
     }
 
-    /// A fresh CPU evaluator (one per chain).
+    /// A fresh CPU evaluator (one per chain); the program is decoded once per model.
     pub fn evaluator(&self) -> Evaluator {
-        Evaluator::new(self.program.clone())
+        let plan = self.plan.get_or_init(|| Arc::new(Plan::new(&self.program)));
+        Evaluator::with_plan(self.program.clone(), plan.clone())
     }
 }
 
