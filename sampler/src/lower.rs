@@ -31,6 +31,7 @@ pub(crate) fn lower(model: &Model, limits: &Limits) -> Result<Lowered, ModelErro
         program: Program::default(),
         symbols: HashMap::new(),
         index_cache: HashMap::new(),
+        computed: HashMap::new(),
         expr_nodes: 0,
         warnings: Vec::new(),
     };
@@ -107,6 +108,10 @@ struct Lowerer<'a> {
     symbols: HashMap<String, Symbol>,
     /// Index-buffer runs of integer data, by name.
     index_cache: HashMap<String, IndexRef>,
+    /// The slot of each value instruction emitted so far, by what it computes: an
+    /// instruction computed before is not emitted again (common subexpressions, as loops
+    /// of Stan programs repeat `log(theta[j])` at every step).
+    computed: HashMap<Vec<u64>, SlotId>,
     expr_nodes: usize,
     warnings: Vec<String>,
 }
@@ -1174,8 +1179,18 @@ impl<'a> Lowerer<'a> {
     ) -> Result<Value, ModelError> {
         let len = shape.len();
         if !constant {
-            let dst = self.alloc(path, len)?;
-            self.program.insts.push(make(dst));
+            let key = computation_key(&self.program, &make(SlotId(u32::MAX)));
+            let dst = match key.as_ref().and_then(|key| self.computed.get(key)) {
+                Some(&dst) if self.program.slot(dst).len as usize == len => dst,
+                _ => {
+                    let dst = self.alloc(path, len)?;
+                    self.program.insts.push(make(dst));
+                    if let Some(key) = key {
+                        self.computed.insert(key, dst);
+                    }
+                    dst
+                }
+            };
             return Ok(Value {
                 operand: Operand::Slot(dst),
                 shape,
@@ -1212,6 +1227,63 @@ impl<'a> Lowerer<'a> {
             integer: integer && tape.iter().all(|v| v.fract() == 0.0),
         })
     }
+}
+
+/// What a value instruction computes, as a key equal for two instructions that compute the
+/// same values from the same operands; `None` for instructions not worth the lookup.
+fn computation_key(program: &Program, inst: &Inst) -> Option<Vec<u64>> {
+    /// Runs of indices or operands longer than this are not compared.
+    const MAX_RUN: u32 = 64;
+    fn operand(key: &mut Vec<u64>, operand: Operand) {
+        match operand {
+            Operand::Slot(id) => key.extend([0, u64::from(id.0)]),
+            Operand::Data(data) => key.extend([1, u64::from(data.offset), u64::from(data.len)]),
+            Operand::Const(value) => key.extend([2, value.to_bits()]),
+        }
+    }
+    let mut key = Vec::with_capacity(8);
+    match *inst {
+        Inst::Map { op, a, .. } => {
+            key.extend([1, op as u64]);
+            operand(&mut key, a);
+        }
+        Inst::Zip { op, a, b, .. } => {
+            key.extend([2, op as u64]);
+            operand(&mut key, a);
+            operand(&mut key, b);
+        }
+        Inst::Sum { a, .. } => {
+            key.push(3);
+            operand(&mut key, a);
+        }
+        Inst::Cumsum { a, .. } => {
+            key.push(4);
+            operand(&mut key, a);
+        }
+        Inst::Dot { a, b, .. } => {
+            key.push(5);
+            operand(&mut key, a);
+            operand(&mut key, b);
+        }
+        Inst::LogSumExp { a, .. } => {
+            key.push(6);
+            operand(&mut key, a);
+        }
+        Inst::Gather { a, idx, .. } if idx.len <= MAX_RUN => {
+            key.push(7);
+            operand(&mut key, a);
+            let run = &program.index[idx.offset as usize..(idx.offset + idx.len) as usize];
+            key.extend(run.iter().map(|&i| u64::from(i)));
+        }
+        Inst::Concat { parts, .. } if parts.len <= MAX_RUN => {
+            key.push(8);
+            for &part in program.list(parts) {
+                operand(&mut key, part);
+            }
+        }
+        _ => return None,
+    }
+    Some(key)
 }
 
 /// Whether two names are one edit apart (for "did you mean" hints).
