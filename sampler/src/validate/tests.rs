@@ -5,6 +5,7 @@ use super::*;
 use crate::builder::ModelBuilder;
 use crate::eval::LogDensity;
 use crate::ir::{Constraint, DataValue, Dist, Expr, Model};
+use crate::program::{Inst, MapOp};
 
 /// Checks `model` with `limits` and expects an error at `path` whose message contains
 /// `message`.
@@ -1052,4 +1053,29 @@ fn valid_model_with_every_feature_checks() {
             .expect("valid");
     assert_eq!(from_msgpack.hash(), checked.hash());
     CheckedModel::from_json(&checked.model().to_json(), &Limits::default()).expect("valid");
+}
+
+/// An instruction that computes what an earlier one computed is not emitted again; the
+/// shared slot's adjoint gathers both uses.
+#[test]
+fn repeated_computations_are_emitted_once() {
+    let mut m = ModelBuilder::new("repeat");
+    let x = m.vector_param("x", 3);
+    let twice = |x: &Expr| (x * 2.0).sum();
+    m.factor(x.elem(1).exp() + x.elem(1).exp() * 3.0 + twice(&x) + twice(&x));
+    let model = CheckedModel::new(m.build(), &Limits::default()).unwrap();
+    let count =
+        |wanted: fn(&Inst) -> bool| model.program().insts.iter().filter(|i| wanted(i)).count();
+    assert_eq!(count(|i| matches!(i, Inst::Gather { .. })), 1);
+    assert_eq!(count(|i| matches!(i, Inst::Map { op: MapOp::Exp, .. })), 1);
+    assert_eq!(count(|i| matches!(i, Inst::Sum { .. })), 1);
+    let theta = [0.3, -0.4, 1.2];
+    let mut grad = [0.0; 3];
+    let lp = model.evaluator().logp_grad(&theta, &mut grad);
+    let e = (-0.4f64).exp();
+    assert!(
+        (lp - (4.0 * e + 4.0 * (0.3 - 0.4 + 1.2))).abs() < 1e-12,
+        "{lp}"
+    );
+    assert_eq!(grad, [4.0, 4.0 * e + 4.0, 4.0]);
 }
