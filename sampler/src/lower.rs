@@ -5,6 +5,7 @@
 //! stored as data; statements whose every operand is constant are dropped (they add a
 //! constant to the log density).
 
+mod gaussian;
 mod transform;
 
 use std::collections::HashMap;
@@ -395,6 +396,11 @@ impl<'a> Lowerer<'a> {
     ) -> Result<(), ModelError> {
         let value_path = format!("{path}.value");
         let value = self.expr(value_expr, &value_path)?;
+        if let Dist::Normal { mu, sigma } = dist
+            && self.gaussian_linear(path, source, &value, mu, sigma)?
+        {
+            return Ok(());
+        }
         let dist_path = format!("{path}.dist.{}", dist.name());
         let mut args = Vec::new();
         for (name, expr) in dist.args() {
