@@ -4,7 +4,8 @@
 //! `cargo run --release -p stan --example grad_rate -- [FILTER...]` prints, per posterior
 //! whose name contains a filter (all without one), the program's instruction count, its
 //! tape length and the median over 3 rounds of `logp_grad` calls per second at a fixed
-//! point (the unconstrained point 0.1, 0.2, ...), each round about 1 s.
+//! point (the unconstrained point 0.1, 0.2, ...), each round about 1 s. With `DUMP_IR=1` it
+//! also prints each model's IR (JSON), with `DUMP=1` its instruction mix, to stderr.
 
 use std::path::Path;
 use std::sync::Arc;
