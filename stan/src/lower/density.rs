@@ -33,6 +33,32 @@ const IR_DISTRIBUTIONS: [&str; 18] = [
     "neg_binomial_2_log",
 ];
 
+/// Distributions whose log density `lpdf_expr` writes out.
+const WRITTEN_OUT: [&str; 17] = [
+    "normal",
+    "lognormal",
+    "cauchy",
+    "student_t",
+    "double_exponential",
+    "logistic",
+    "exponential",
+    "gamma",
+    "inv_gamma",
+    "beta",
+    "uniform",
+    "poisson_log",
+    "poisson",
+    "bernoulli_logit",
+    "bernoulli",
+    "dirichlet",
+    "normal_id_glm",
+];
+
+/// Whether `lpdf_expr` writes out the log density of `base`.
+pub(super) fn writes_out(base: &str) -> bool {
+    WRITTEN_OUT.contains(&base)
+}
+
 const DENSITY_SUFFIXES: [&str; 4] = ["_lpdf", "_lupdf", "_lpmf", "_lupmf"];
 
 /// `normal` for `normal_lpdf`, `normal_lupmf`, ...; `None` for other names.
@@ -67,7 +93,7 @@ pub(crate) struct Arg {
 }
 
 impl Arg {
-    fn of(ir: Ir, span: Span) -> Arg {
+    pub(super) fn of(ir: Ir, span: Span) -> Arg {
         Arg {
             ir,
             dims: Vec::new(),

@@ -160,6 +160,7 @@ impl Lowerer {
     }
 
     pub(super) fn model_block(&mut self, block: &Block) -> Result<(), LowerError> {
+        self.in_model = true;
         self.push_scope();
         for stmt in &block.stmts {
             if !matches!(self.run(stmt)?, Flow::Next) {

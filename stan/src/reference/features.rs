@@ -334,7 +334,11 @@ pub fn statements() -> Table {
             "`if` on a value that depends on parameters",
             "  if (mu > 0) target += -mu;",
         ),
-        model_only("`target()`", "  target += 0 * target();"),
+        model_only(
+            "`target()` in `model`: the sum so far, with the normalising constants that Stan's \
+             `~` drops (so Stan's value up to a constant)",
+            "  target += -0.01 * square(target());",
+        ),
         both(
             "arithmetic `+ - * / ^ %/% %`, elementwise `.* ./ .^`, transpose `'`",
             "  target += -dot_self(v .* y ./ 2) - mu ^ 2 + v' * y - (N %/% 2) - (N % 2);",
