@@ -3,7 +3,11 @@
 //! probability of `[L, U]`: `log_diff_exp(lcdf(U), lcdf(L))`, `lccdf(L)` or `lcdf(U)`, with
 //! `L - 1` in place of `L` for counts. The log CDFs are IR expressions for the families where
 //! one can be written with the IR's operations: normal and lognormal (`log_phi`), logistic,
-//! exponential, uniform, and poisson and binomial with known bounds (finite sums).
+//! exponential, uniform, and poisson and binomial with known bounds (finite sums). Any other
+//! family is truncated when its arguments and bounds are known before sampling (the
+//! normalising term is then a constant): `sigma ~ cauchy(0, 2.5) T[0, ]`. With parameter
+//! arguments, cauchy needs `atan`, student_t the incomplete beta function and gamma the
+//! incomplete gamma function, none of which the IR has.
 
 use sampler::{BinaryOp as Op, DataValue, Expr as Ir, UnaryOp as Un};
 
@@ -51,6 +55,18 @@ fn log_diff_exp(a: Ir, b: Ir) -> Ir {
     )
 }
 
+/// Why `family`'s CDF has no IR form: the operation it needs that the IR lacks.
+fn missing_cdf(family: &str) -> &'static str {
+    match family {
+        "cauchy" => "its CDF needs `atan`, which the IR lacks",
+        "student_t" => "its CDF needs the incomplete beta function, which the IR lacks",
+        "gamma" | "inv_gamma" | "chi_square" => {
+            "its CDF needs the incomplete gamma function, which the IR lacks"
+        }
+        _ => "its CDF has no IR form yet",
+    }
+}
+
 impl Lowerer {
     fn operand(&mut self, e: &Expr) -> Result<Operand, LowerError> {
         let v = self.eval(e)?;
@@ -82,17 +98,11 @@ impl Lowerer {
     ) -> Result<(), LowerError> {
         let family = dist.name.as_str();
         let counts = matches!(family, "poisson" | "binomial");
-        let supported = counts
+        let has_log_cdf = counts
             || matches!(
                 family,
                 "normal" | "lognormal" | "logistic" | "exponential" | "uniform"
             );
-        if !supported {
-            return unsupported(
-                t.span,
-                format!("truncation of `{family}` (its CDF has no IR form yet)"),
-            );
-        }
         let y = self.operand(value)?;
         let lower = t.lower.as_ref().map(|e| self.operand(e)).transpose()?;
         let upper = t.upper.as_ref().map(|e| self.operand(e)).transpose()?;
@@ -130,8 +140,18 @@ impl Lowerer {
         let everything_known = args.iter().all(|a| a.known.is_some())
             && lower.iter().chain(&upper).all(|b| b.known.is_some());
         if everything_known {
-            // The normalising term is a constant.
+            // The normalising term is a constant, whatever the family.
             return Ok(());
+        }
+        if !has_log_cdf {
+            return unsupported(
+                t.span,
+                format!(
+                    "truncation of `{family}` with arguments or bounds that depend on \
+                     parameters ({})",
+                    missing_cdf(family)
+                ),
+            );
         }
         // Counts: P(Y >= L) = 1 - P(Y <= L - 1).
         let lower_point = |b: &Operand| -> Result<Operand, LowerError> {
