@@ -79,7 +79,7 @@ model {
 }
 
 #[test]
-fn target_is_refused_where_it_cannot_be_written() {
+fn target_is_refused_outside_model() {
     let tp = r#"
 parameters {
   real mu;
@@ -93,18 +93,61 @@ model {
 "#;
     let err = try_lower(tp, "{}").expect_err("refused");
     assert!(err.contains("`target()` outside `model`"), "{err}");
-    let weibull = r#"
+}
+
+#[test]
+fn target_writes_out_weibull_chi_square_and_count_densities() {
+    let source = r#"
+data {
+  array[2] int k;
+  array[2] int n;
+  vector[2] w;
+}
 parameters {
-  real<lower=0> x;
+  real a;
+  real b;
 }
 model {
-  x ~ weibull(2, 1);
-  target += target();
+  w ~ weibull(exp(a), exp(b));
+  w ~ chi_square(exp(a));
+  k ~ binomial(n, inv_logit(b));
+  k ~ binomial_logit(n, a);
+  k ~ neg_binomial_2(exp(a), exp(b));
+  k ~ neg_binomial_2_log(a, exp(b));
+  real t = target();
+  target += -0.01 * t^2;
+  a ~ normal(0, 1);
+  b ~ normal(0, 1);
 }
 "#;
-    let err = try_lower(weibull, "{}").expect_err("refused");
-    assert!(
-        err.contains("`target()` after a `weibull` statement is not supported yet"),
-        "{err}"
-    );
+    let data = r#"{"k": [2, 5], "n": [4, 7], "w": [0.7, 1.9]}"#;
+    let model = lower(source, data);
+    let lgamma = crate::host::math_lgamma;
+    let (k, n, w) = ([2.0, 5.0], [4.0, 7.0], [0.7, 1.9]);
+    check_points(&model, &points(), 1e-9, |theta| {
+        let (a, b) = (theta[0], theta[1]);
+        let (ea, eb) = (a.exp(), b.exp());
+        let softplus = |x: f64| x.exp().ln_1p();
+        let mut t = 0.0;
+        for y in w {
+            t += ea.ln() - eb.ln() + (ea - 1.0) * (y / eb).ln() - (y / eb).powf(ea);
+            t += (ea / 2.0 - 1.0) * y.ln()
+                - y / 2.0
+                - ea / 2.0 * std::f64::consts::LN_2
+                - lgamma(ea / 2.0);
+        }
+        for (y, trials) in k.into_iter().zip(n) {
+            let choose = lgamma(trials + 1.0) - lgamma(y + 1.0) - lgamma(trials - y + 1.0);
+            let theta = 1.0 / (1.0 + (-b).exp());
+            t += choose + y * theta.ln() + (trials - y) * (1.0 - theta).ln();
+            t += choose + y * a - trials * softplus(a);
+            let nb = |mu: f64, phi: f64| {
+                lgamma(y + phi) - lgamma(y + 1.0) - lgamma(phi)
+                    + phi * (phi / (mu + phi)).ln()
+                    + y * (mu / (mu + phi)).ln()
+            };
+            t += nb(ea, eb) + nb(a.exp(), eb);
+        }
+        t - 0.01 * t * t + normal_lpdf(a, 0.0, 1.0) + normal_lpdf(b, 0.0, 1.0)
+    });
 }
