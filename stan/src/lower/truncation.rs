@@ -3,8 +3,8 @@
 //! probability of `[L, U]`: `log_diff_exp(lcdf(U), lcdf(L))`, `lccdf(L)` or `lcdf(U)`, with
 //! `L - 1` in place of `L` for counts. The log CDFs are IR expressions for the families where
 //! one can be written with the IR's operations: normal and lognormal (`log_phi`), logistic,
-//! exponential, uniform, and poisson and binomial with known bounds (finite sums). Any other
-//! family is truncated when its arguments and bounds are known before sampling (the
+//! exponential, weibull, uniform, and poisson and binomial with known bounds (finite sums).
+//! Any other family is truncated when its arguments and bounds are known before sampling (the
 //! normalising term is then a constant): `sigma ~ cauchy(0, 2.5) T[0, ]`. With parameter
 //! arguments, cauchy needs `atan`, student_t the incomplete beta function and gamma the
 //! incomplete gamma function, none of which the IR has.
@@ -101,7 +101,7 @@ impl Lowerer {
         let has_log_cdf = counts
             || matches!(
                 family,
-                "normal" | "lognormal" | "logistic" | "exponential" | "uniform"
+                "normal" | "lognormal" | "logistic" | "exponential" | "uniform" | "weibull"
             );
         let y = self.operand(value)?;
         let lower = t.lower.as_ref().map(|e| self.operand(e)).transpose()?;
@@ -202,6 +202,7 @@ impl Lowerer {
             "logistic",
             "exponential",
             "uniform",
+            "weibull",
         ];
         if !known_families.contains(&family) {
             return Ok(None);
@@ -280,6 +281,25 @@ impl Lowerer {
                 match tail {
                     Tail::Lower => un(Un::Log, un(Un::Neg, un(Un::Expm1, un(Un::Neg, rate_x)))),
                     Tail::Upper => un(Un::Neg, rate_x),
+                }
+            }
+            "weibull" => {
+                arity(2)?;
+                // Bounds at or below zero: all of the mass is above them.
+                if let Some(v) = &x.known
+                    && v.real_at(0) <= 0.0
+                {
+                    return Ok(match tail {
+                        Tail::Lower => c(f64::NEG_INFINITY),
+                        Tail::Upper => c(0.0),
+                    });
+                }
+                // P(Y > x) = exp(-(x / sigma)^alpha).
+                let ratio = div(bin(Op::Max, xi, c(0.0)), a(1));
+                let power = bin(Op::Pow, ratio, a(0));
+                match tail {
+                    Tail::Lower => un(Un::Log, un(Un::Neg, un(Un::Expm1, un(Un::Neg, power)))),
+                    Tail::Upper => un(Un::Neg, power),
                 }
             }
             "uniform" => {

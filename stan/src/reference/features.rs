@@ -328,7 +328,7 @@ pub fn statements() -> Table {
         model_only("`target += ...`", "  target += normal_lpdf(y | mu, 1);"),
         model_only(
             "`~` with truncation `T[a, b]`, `T[a, ]`, `T[, b]`: normal, lognormal, logistic, \
-             exponential, uniform, and poisson and binomial with known bounds",
+             weibull, exponential, uniform, and poisson and binomial with known bounds",
             "  mu ~ normal(0, 1) T[-5, 5];\n  v[1] ~ logistic(mu, 1) T[, 5];",
         ),
         model_only(

@@ -165,6 +165,42 @@ model {
 }
 
 #[test]
+fn lower_truncates_weibull_with_parameter_arguments() {
+    let source = r#"
+data {
+  real y;
+  real w;
+}
+parameters {
+  real log_alpha;
+  real log_sigma;
+}
+model {
+  y ~ weibull(exp(log_alpha), exp(log_sigma)) T[0.5, 3];
+  w ~ weibull(exp(log_alpha), exp(log_sigma)) T[, 4];
+  target += weibull_lcdf(1.5 | exp(log_alpha), exp(log_sigma));
+  target += 2 * weibull_lccdf(0.8 | exp(log_alpha), exp(log_sigma));
+  log_alpha ~ normal(0, 1);
+  log_sigma ~ normal(0, 1);
+}
+"#;
+    let model = lower(source, r#"{"y": 1.2, "w": 2.5}"#);
+    let points = vec![vec![0.2, -0.4], vec![-0.5, 0.8], vec![0.9, 0.3]];
+    check(&model, &points, |t| {
+        let (alpha, sigma) = (t[0].exp(), t[1].exp());
+        let ccdf = |x: f64| (-(x / sigma).powf(alpha)).exp();
+        let lpdf = |x: f64| {
+            alpha.ln() - sigma.ln() + (alpha - 1.0) * (x / sigma).ln() - (x / sigma).powf(alpha)
+        };
+        lpdf(1.2) - (ccdf(0.5) - ccdf(3.0)).ln() + lpdf(2.5) - (1.0 - ccdf(4.0)).ln()
+            + (1.0 - ccdf(1.5)).ln()
+            + 2.0 * ccdf(0.8).ln()
+            - 0.5 * t[0] * t[0]
+            - 0.5 * t[1] * t[1]
+    });
+}
+
+#[test]
 fn lower_rejects_transformed_parameters_out_of_bounds() {
     let source = r#"
 parameters {
