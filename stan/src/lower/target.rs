@@ -1,15 +1,16 @@
 //! `target()`: the log density accumulated so far in `model`, as an IR expression over the
-//! parameters, read back from the statements lowered up to that point.
+//! parameters, read back from the statements lowered up to that point, with the
+//! log-Jacobians of the parameters' transforms (Stan adds them before `model` runs).
 //!
 //! Every term counts with its normalising constants (the density written out by
 //! `density::lpdf_expr`), where Stan drops them for `~`; the value therefore differs from
 //! Stan's by a constant, and a program that adds `target()` back linearly has the same
 //! posterior.
 
-use sampler::{Dist, Expr as Ir, Statement, UnaryOp as Un};
+use sampler::{Constraint, Dist, Expr as Ir, Parameter, Statement, UnaryOp as Un};
 
 use super::density::Arg;
-use super::sym::{Val, add, c, mul, un};
+use super::sym::{Val, add, c, elem, mul, sub, un};
 use super::{LowerError, Lowerer, unsupported};
 use crate::ast::Span;
 
@@ -20,6 +21,86 @@ fn stan_name(dist: &Dist) -> &'static str {
         Dist::InverseGamma { .. } => "inv_gamma",
         Dist::Laplace { .. } => "double_exponential",
         other => other.name(),
+    }
+}
+
+/// The log-Jacobian of `parameter`'s transform as an IR expression of its constrained
+/// value (Stan adds it to the target before `model` runs, so `target()` includes it); `None`
+/// for the identity.
+fn log_jacobian(parameter: &Parameter, span: Span) -> Result<Option<Ir>, LowerError> {
+    let x = Ir::Ref(parameter.name.clone());
+    let log = |ir: Ir| un(Un::Log, ir);
+    // Counts a term that leaves out `x` once per element.
+    let per_element = |ir: Ir| add(ir, mul(c(0.0), x.clone()));
+    let n = parameter.size.unwrap_or(1);
+    let pointwise = match parameter.constraint {
+        Constraint::Real => match (&parameter.lower, &parameter.upper, &parameter.multiplier) {
+            (Some(l), None, _) => Some(log(sub(x.clone(), l.clone()))),
+            (None, Some(u), _) => Some(log(sub(u.clone(), x.clone()))),
+            (Some(l), Some(u), _) => Some(sub(
+                add(
+                    log(sub(x.clone(), l.clone())),
+                    log(sub(u.clone(), x.clone())),
+                ),
+                log(sub(u.clone(), l.clone())),
+            )),
+            (None, None, Some(m)) => Some(per_element(log(m.clone()))),
+            (None, None, None) => None,
+        },
+        Constraint::Positive => Some(log(x.clone())),
+        Constraint::UnitInterval => {
+            Some(add(log(x.clone()), un(Un::Log1p, un(Un::Neg, x.clone()))))
+        }
+        Constraint::Lower(l) => Some(log(sub(x.clone(), c(l)))),
+        Constraint::Upper(u) => Some(log(sub(c(u), x.clone()))),
+        Constraint::Interval { lower, upper } => Some(sub(
+            add(log(sub(x.clone(), c(lower))), log(sub(c(upper), x.clone()))),
+            c((upper - lower).ln()),
+        )),
+        Constraint::Ordered | Constraint::PositiveOrdered if parameter.dims.is_empty() => {
+            // x_k = x_{k-1} + exp(u_k): the log of each step (from x_0 = 0 when positive).
+            let steps = (n >= 2).then(|| {
+                let len = (n - 1) as u32;
+                log(sub(
+                    Ir::Slice(Box::new(x.clone()), 1, len),
+                    Ir::Slice(Box::new(x.clone()), 0, len),
+                ))
+            });
+            let first = (parameter.constraint == Constraint::PositiveOrdered)
+                .then(|| log(elem(x.clone(), 0)));
+            let total = steps
+                .map(|s| un(Un::Sum, s))
+                .into_iter()
+                .chain(first)
+                .reduce(add);
+            return Ok(total);
+        }
+        other => {
+            return unsupported(
+                span,
+                format!(
+                    "`target()` with the {} parameter `{}` (its log-Jacobian is not written out)",
+                    constraint_name(other),
+                    parameter.name
+                ),
+            );
+        }
+    };
+    Ok(pointwise.map(|p| un(Un::Sum, p)))
+}
+
+/// The Stan type of a constraint that `log_jacobian` refuses.
+fn constraint_name(constraint: Constraint) -> &'static str {
+    match constraint {
+        Constraint::Ordered => "array of `ordered`",
+        Constraint::PositiveOrdered => "array of `positive_ordered`",
+        Constraint::Simplex => "`simplex`",
+        Constraint::UnitVector => "`unit_vector`",
+        Constraint::CholeskyFactorCorr => "`cholesky_factor_corr`",
+        Constraint::CholeskyFactorCov => "`cholesky_factor_cov`",
+        Constraint::CorrMatrix => "`corr_matrix`",
+        Constraint::CovMatrix => "`cov_matrix`",
+        _ => "other constrained",
     }
 }
 
@@ -34,6 +115,9 @@ impl Lowerer {
             );
         }
         let mut terms: Vec<Ir> = Vec::new();
+        for parameter in self.model.parameters.clone() {
+            terms.extend(log_jacobian(&parameter, span)?);
+        }
         for statement in self.model.model.clone() {
             match statement {
                 Statement::Factor { value } => terms.push(un(Un::Sum, value)),

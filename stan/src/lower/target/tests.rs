@@ -151,3 +151,86 @@ model {
         t - 0.01 * t * t + normal_lpdf(a, 0.0, 1.0) + normal_lpdf(b, 0.0, 1.0)
     });
 }
+
+/// Stan adds the log-Jacobians of the parameters' transforms before `model` runs, so
+/// `target()` includes them; `theta` here is the unconstrained vector.
+#[test]
+fn target_includes_the_log_jacobians_of_the_transforms() {
+    let source = r#"
+data {
+  real lo;
+}
+parameters {
+  real<lower=0> sigma;
+  real<lower=-1, upper=2> r;
+  vector<offset=1, multiplier=3>[2] z;
+  ordered[3] o;
+  positive_ordered[2] p;
+  real<lower=lo + 0 * sigma> b;
+}
+model {
+  target += -0.5 * (sigma^2 + r^2 + dot_self(z) + dot_self(o) + dot_self(p) + b^2);
+  real t = target();
+  target += -0.01 * t^2;
+}
+"#;
+    let model = lower(source, r#"{"lo": 0.5}"#);
+    let logistic = |v: f64| 1.0 / (1.0 + (-v).exp());
+    let by_hand = |theta: &[f64]| {
+        let sigma = theta[0].exp();
+        let s = logistic(theta[1]);
+        let r = -1.0 + 3.0 * s;
+        let z = [1.0 + 3.0 * theta[2], 1.0 + 3.0 * theta[3]];
+        let o1 = theta[4];
+        let o2 = o1 + theta[5].exp();
+        let o3 = o2 + theta[6].exp();
+        let p1 = theta[7].exp();
+        let p2 = p1 + theta[8].exp();
+        let b = 0.5 + theta[9].exp();
+        let jacobian = theta[0]
+            + 3.0f64.ln()
+            + s.ln()
+            + (1.0 - s).ln()
+            + 2.0 * 3.0f64.ln()
+            + theta[5]
+            + theta[6]
+            + theta[7]
+            + theta[8]
+            + theta[9];
+        let t = jacobian
+            - 0.5
+                * (sigma * sigma
+                    + r * r
+                    + z[0] * z[0]
+                    + z[1] * z[1]
+                    + o1 * o1
+                    + o2 * o2
+                    + o3 * o3
+                    + p1 * p1
+                    + p2 * p2
+                    + b * b);
+        t - 0.01 * t * t
+    };
+    let points = vec![
+        vec![0.1, 0.2, -0.3, 0.4, 0.5, -0.6, 0.7, -0.8, 0.9, -0.1],
+        vec![-0.4, -1.0, 0.6, -0.2, -1.5, 0.3, -0.2, 0.4, -0.5, 0.8],
+    ];
+    check_points(&model, &points, 1e-9, by_hand);
+}
+
+#[test]
+fn target_is_refused_with_a_transform_it_cannot_write_out() {
+    let source = r#"
+parameters {
+  simplex[3] s;
+}
+model {
+  target += target();
+}
+"#;
+    let err = try_lower(source, "{}").expect_err("refused");
+    assert!(
+        err.contains("`target()` with the `simplex` parameter `s`"),
+        "{err}"
+    );
+}
