@@ -100,7 +100,7 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
         generated: 0,
         functions,
         call_depth: 0,
-        in_model: false,
+        reads_target: false,
     };
     if let Some(block) = &program.parameters {
         lowerer.parameters(block)?;
@@ -144,8 +144,8 @@ pub(crate) struct Lowerer {
     functions: Rc<crate::host::Functions>,
     /// Inlined calls in progress.
     call_depth: usize,
-    /// Whether `model` is being lowered (`target()` is read there).
-    in_model: bool,
+    /// Whether `target()` can be read: in `transformed parameters` and `model`.
+    reads_target: bool,
 }
 
 fn unsupported<T>(span: Span, what: impl std::fmt::Display) -> Result<T, LowerError> {

@@ -1,4 +1,4 @@
-//! `target()`: the log density accumulated so far in `model`, as an IR expression over the
+//! `target()`: the log density accumulated so far, as an IR expression over the
 //! parameters, read back from the statements lowered up to that point, with the
 //! log-Jacobians of the parameters' transforms (Stan adds them before `model` runs).
 //!
@@ -105,14 +105,13 @@ fn constraint_name(constraint: Constraint) -> &'static str {
 }
 
 impl Lowerer {
-    /// The value of `target()` at this point of `model`.
+    /// The value of `target()` at this point of `transformed parameters` or `model`.
     pub(super) fn get_target(&mut self, span: Span) -> Result<Val, LowerError> {
-        if !self.in_model {
-            return unsupported(
+        if !self.reads_target {
+            return Err(LowerError::new(
                 span,
-                "`target()` outside `model` (in `transformed parameters` it would include \
-                 the constraint Jacobians, which the sampler adds)",
-            );
+                "`target()` is only available in `transformed parameters` and `model`",
+            ));
         }
         let mut terms: Vec<Ir> = Vec::new();
         for parameter in self.model.parameters.clone() {

@@ -346,7 +346,8 @@ pub fn statements() -> Table {
             "  if (mu > 0) target += -mu;",
         ),
         model_only(
-            "`target()` in `model`: the sum so far with the parameters' log-Jacobians (not \
+            "`target()` in `model` and `transformed parameters`: the sum so far with the \
+             parameters' log-Jacobians (not \
              for `simplex`, `unit_vector` and matrix types), and with the normalising \
              constants that Stan's `~` drops (so Stan's value up to a constant)",
             "  target += -0.01 * square(target());",

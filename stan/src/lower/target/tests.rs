@@ -79,20 +79,43 @@ model {
 }
 
 #[test]
-fn target_is_refused_outside_model() {
-    let tp = r#"
+fn target_is_refused_in_parameter_bounds() {
+    let source = r#"
 parameters {
+  real<lower=target()> mu;
+}
+model {
+  mu ~ normal(0, 1);
+}
+"#;
+    let err = try_lower(source, "{}").expect_err("refused");
+    assert!(
+        err.contains("`target()` is only available in `transformed parameters` and `model`"),
+        "{err}"
+    );
+}
+
+/// In `transformed parameters` nothing has been added yet but the log-Jacobians.
+#[test]
+fn target_in_transformed_parameters_is_the_log_jacobians() {
+    let source = r#"
+parameters {
+  real<lower=0> sigma;
   real mu;
 }
 transformed parameters {
   real t = target();
 }
 model {
-  mu ~ normal(0, 1);
+  target += -0.5 * (sigma^2 + mu^2) - 0.01 * t^2;
 }
 "#;
-    let err = try_lower(tp, "{}").expect_err("refused");
-    assert!(err.contains("`target()` outside `model`"), "{err}");
+    let model = lower(source, "{}");
+    check_points(&model, &points(), 1e-9, |theta| {
+        let (u, mu) = (theta[0], theta[1]);
+        let sigma = u.exp();
+        u - 0.5 * (sigma * sigma + mu * mu) - 0.01 * u * u
+    });
 }
 
 #[test]
