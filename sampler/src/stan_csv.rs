@@ -3,7 +3,8 @@
 //!
 //! Layout: `#` configuration comments (the keys ArviZ reads: `num_samples`, `num_warmup`,
 //! `save_warmup`, `thin`, `seed`, ...), the header (`lp__, accept_stat__, stepsize__,
-//! treedepth__, n_leapfrog__, divergent__, energy__`, then `name` or `name.1, name.2, ...`),
+//! treedepth__, n_leapfrog__, divergent__, energy__`, then `name` or `name.1, name.2, ...`,
+//! matrices and arrays column-major as CmdStan writes them: `m.1.1, m.2.1, m.1.2, ...`),
 //! warmup rows when saved, the adaptation comments (step size, inverse metric), the draws,
 //! and the timing comments. Values are written in full precision.
 
@@ -38,7 +39,35 @@ fn stan_name(column: &Column) -> String {
     }
 }
 
-fn write_row(out: &mut impl Write, stats: &DrawStats, values: &[f64]) -> io::Result<()> {
+/// CmdStan's order of the columns, as positions into `columns`: every container's elements
+/// column-major ("Fortran" order: the first index runs fastest, `m.1.1, m.2.1, m.1.2, ...`),
+/// arrays included, as the CmdStan guide's "Stan CSV File Format" chapter specifies. Our
+/// columns (and the values in a trace) are row-major; scalars and vectors are unchanged.
+pub fn column_major_order(columns: &[Column]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..columns.len()).collect();
+    let mut start = 0;
+    while start < columns.len() {
+        let name = &columns[start].name;
+        let mut end = start + 1;
+        while end < columns.len() && columns[end].name == *name {
+            end += 1;
+        }
+        order[start..end].sort_by_key(|&k| {
+            let mut index = columns[k].multi_index();
+            index.reverse();
+            index
+        });
+        start = end;
+    }
+    order
+}
+
+fn write_row(
+    out: &mut impl Write,
+    stats: &DrawStats,
+    values: &[f64],
+    order: &[usize],
+) -> io::Result<()> {
     write!(
         out,
         "{},{},{},{},{},{},{}",
@@ -50,7 +79,7 @@ fn write_row(out: &mut impl Write, stats: &DrawStats, values: &[f64]) -> io::Res
         u8::from(stats.divergent),
         stats.energy
     )?;
-    for value in values {
+    for value in order.iter().filter_map(|&k| values.get(k)) {
         write!(out, ",{value}")?;
     }
     writeln!(out)
@@ -116,8 +145,9 @@ pub fn write_chain(
         out,
         "lp__,accept_stat__,stepsize__,treedepth__,n_leapfrog__,divergent__,energy__"
     )?;
-    for column in context.columns {
-        write!(out, ",{}", stan_name(column))?;
+    let order = column_major_order(context.columns);
+    for &k in &order {
+        write!(out, ",{}", stan_name(&context.columns[k]))?;
     }
     writeln!(out)?;
 
@@ -127,7 +157,7 @@ pub fn write_chain(
         .iter()
         .zip(trace.warmup_draws.chunks(n_columns))
     {
-        write_row(out, stats, values)?;
+        write_row(out, stats, values, &order)?;
     }
 
     writeln!(out, "# Adaptation terminated")?;
@@ -144,7 +174,7 @@ pub fn write_chain(
     }
 
     for (stats, values) in trace.stats.iter().zip(trace.draws.chunks(n_columns)) {
-        write_row(out, stats, values)?;
+        write_row(out, stats, values, &order)?;
     }
 
     write_timing(out, trace.warmup_seconds, trace.sampling_seconds)

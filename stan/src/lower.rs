@@ -22,6 +22,7 @@ mod matrix;
 mod multivariate;
 mod params;
 mod sym;
+mod target;
 #[cfg(test)]
 mod test_support;
 #[cfg(test)]
@@ -99,6 +100,7 @@ pub fn lower(program: &Program, data: &Data, name: &str) -> Result<Model, LowerE
         generated: 0,
         functions,
         call_depth: 0,
+        reads_target: false,
     };
     if let Some(block) = &program.parameters {
         lowerer.parameters(block)?;
@@ -142,6 +144,8 @@ pub(crate) struct Lowerer {
     functions: Rc<crate::host::Functions>,
     /// Inlined calls in progress.
     call_depth: usize,
+    /// Whether `target()` can be read: in `transformed parameters` and `model`.
+    reads_target: bool,
 }
 
 fn unsupported<T>(span: Span, what: impl std::fmt::Display) -> Result<T, LowerError> {

@@ -110,3 +110,85 @@ fn header_states_the_step_size_jitter() {
         );
     }
 }
+
+/// A 2x3 matrix `m` and a 2x3 array `a` (row-major in our columns and values, as the
+/// transforms produce them), around a scalar and a vector: the header and every row list
+/// each container column-major, as CmdStan does (`m.1.1, m.2.1, m.1.2, ...`).
+#[test]
+fn matrices_and_arrays_are_written_column_major() {
+    let container = |name: &'static str| {
+        (0..6).map(move |k| Column {
+            name: name.into(),
+            index: Some(k),
+            dims: vec![2, 3],
+        })
+    };
+    let mut columns = vec![Column {
+        name: "mu".into(),
+        index: None,
+        dims: Vec::new(),
+    }];
+    columns.extend(container("m"));
+    columns.extend((0..2).map(|k| Column {
+        name: "v".into(),
+        index: Some(k),
+        dims: Vec::new(),
+    }));
+    columns.extend(container("a"));
+    // Each value is its own row-major name: m[i,j] = 10 i + j (1-based), a likewise + 100.
+    let row_major: Vec<f64> = std::iter::once(0.5)
+        .chain([11.0, 12.0, 13.0, 21.0, 22.0, 23.0])
+        .chain([1.0, 2.0])
+        .chain([111.0, 112.0, 113.0, 121.0, 122.0, 123.0])
+        .collect();
+    let mut trace = trace(true);
+    trace.n_columns = row_major.len();
+    trace.draws = row_major.repeat(3);
+    trace.warmup_draws = row_major.repeat(2);
+    let context = CsvContext {
+        model_name: "m",
+        columns: &columns,
+        settings: &SamplerSettings::default(),
+        seed: Seed(1),
+        file_name: "draws.csv",
+    };
+    let mut out = Vec::new();
+    write_chain(&mut out, &context, &trace).expect("writing to a vector");
+    let text = String::from_utf8(out).expect("utf-8");
+    let mut data = text.lines().filter(|line| !line.starts_with('#'));
+    let header: Vec<&str> = data.next().expect("a header").split(',').skip(7).collect();
+    assert_eq!(
+        header,
+        [
+            "mu", "m.1.1", "m.2.1", "m.1.2", "m.2.2", "m.1.3", "m.2.3", "v.1", "v.2", "a.1.1",
+            "a.2.1", "a.1.2", "a.2.2", "a.1.3", "a.2.3"
+        ]
+    );
+    let rows: Vec<&str> = data.collect();
+    assert_eq!(rows.len(), 5, "warmup and draws");
+    for row in rows {
+        let values: Vec<f64> = row
+            .split(',')
+            .skip(7)
+            .map(|v| v.parse().expect("a number"))
+            .collect();
+        assert_eq!(
+            values,
+            [
+                0.5, 11.0, 21.0, 12.0, 22.0, 13.0, 23.0, 1.0, 2.0, 111.0, 121.0, 112.0, 122.0,
+                113.0, 123.0
+            ]
+        );
+        // Each value sits under its own name.
+        for (name, value) in header.iter().zip(&values) {
+            let expected = match name.split('.').collect::<Vec<_>>()[..] {
+                [base, i, j] => {
+                    let offset = if base == "a" { 100.0 } else { 0.0 };
+                    offset + 10.0 * i.parse::<f64>().unwrap() + j.parse::<f64>().unwrap()
+                }
+                _ => *value,
+            };
+            assert_eq!(*value, expected, "{name}");
+        }
+    }
+}

@@ -33,6 +33,38 @@ const IR_DISTRIBUTIONS: [&str; 18] = [
     "neg_binomial_2_log",
 ];
 
+/// Distributions whose log density `lpdf_expr` writes out.
+const WRITTEN_OUT: [&str; 23] = [
+    "normal",
+    "lognormal",
+    "cauchy",
+    "student_t",
+    "double_exponential",
+    "logistic",
+    "exponential",
+    "gamma",
+    "inv_gamma",
+    "beta",
+    "uniform",
+    "poisson_log",
+    "poisson",
+    "bernoulli_logit",
+    "bernoulli",
+    "dirichlet",
+    "normal_id_glm",
+    "weibull",
+    "chi_square",
+    "binomial",
+    "binomial_logit",
+    "neg_binomial_2",
+    "neg_binomial_2_log",
+];
+
+/// Whether `lpdf_expr` writes out the log density of `base`.
+pub(super) fn writes_out(base: &str) -> bool {
+    WRITTEN_OUT.contains(&base)
+}
+
 const DENSITY_SUFFIXES: [&str; 4] = ["_lpdf", "_lupdf", "_lpmf", "_lupmf"];
 
 /// `normal` for `normal_lpdf`, `normal_lupmf`, ...; `None` for other names.
@@ -67,7 +99,7 @@ pub(crate) struct Arg {
 }
 
 impl Arg {
-    fn of(ir: Ir, span: Span) -> Arg {
+    pub(super) fn of(ir: Ir, span: Span) -> Arg {
         Arg {
             ir,
             dims: Vec::new(),
@@ -564,6 +596,83 @@ impl Lowerer {
                 sub(
                     sub(mul(yv.clone(), un(Un::Log, p[0].clone())), p[0].clone()),
                     un(Un::Lgamma, add(yv, c(1.0))),
+                )
+            }
+            "weibull" => {
+                arity(2)?;
+                let (alpha, sigma) = (&p[0], &p[1]);
+                let log_ratio = sub(un(Un::Log, yv), un(Un::Log, sigma.clone()));
+                let log_ratio = self.share(log_ratio, &dims);
+                sub(
+                    add(
+                        sub(un(Un::Log, alpha.clone()), un(Un::Log, sigma.clone())),
+                        mul(sub(alpha.clone(), c(1.0)), log_ratio.clone()),
+                    ),
+                    un(Un::Exp, mul(alpha.clone(), log_ratio)),
+                )
+            }
+            "chi_square" => {
+                arity(1)?;
+                let half_nu = div(p[0].clone(), c(2.0));
+                sub(
+                    sub(
+                        mul(sub(half_nu.clone(), c(1.0)), un(Un::Log, yv.clone())),
+                        div(yv, c(2.0)),
+                    ),
+                    add(mul(half_nu.clone(), c(LN_2)), un(Un::Lgamma, half_nu)),
+                )
+            }
+            "binomial" | "binomial_logit" => {
+                arity(2)?;
+                let trials = &p[0];
+                let choose = sub(
+                    sub(
+                        un(Un::Lgamma, add(trials.clone(), c(1.0))),
+                        un(Un::Lgamma, add(yv.clone(), c(1.0))),
+                    ),
+                    un(Un::Lgamma, add(sub(trials.clone(), yv.clone()), c(1.0))),
+                );
+                let kernel = if base == "binomial" {
+                    add(
+                        mul(yv.clone(), un(Un::Log, p[1].clone())),
+                        mul(
+                            sub(trials.clone(), yv),
+                            un(Un::Log1p, un(Un::Neg, p[1].clone())),
+                        ),
+                    )
+                } else {
+                    // y log(inv_logit(a)) + (N - y) log(1 - inv_logit(a)) = y a - N softplus(a).
+                    sub(
+                        mul(yv, p[1].clone()),
+                        mul(trials.clone(), un(Un::Softplus, p[1].clone())),
+                    )
+                };
+                add(choose, kernel)
+            }
+            "neg_binomial_2" | "neg_binomial_2_log" => {
+                arity(2)?;
+                let phi = &p[1];
+                let (log_mu, mu) = if base == "neg_binomial_2" {
+                    (un(Un::Log, p[0].clone()), p[0].clone())
+                } else {
+                    (p[0].clone(), un(Un::Exp, p[0].clone()))
+                };
+                let log_mu_phi = self.share(un(Un::Log, add(mu, phi.clone())), &dims);
+                add(
+                    sub(
+                        sub(
+                            un(Un::Lgamma, add(yv.clone(), phi.clone())),
+                            un(Un::Lgamma, add(yv.clone(), c(1.0))),
+                        ),
+                        un(Un::Lgamma, phi.clone()),
+                    ),
+                    add(
+                        mul(
+                            phi.clone(),
+                            sub(un(Un::Log, phi.clone()), log_mu_phi.clone()),
+                        ),
+                        mul(yv, sub(log_mu, log_mu_phi)),
+                    ),
                 )
             }
             "bernoulli_logit" => {

@@ -63,6 +63,7 @@ impl Lowerer {
     /// `transformed parameters`: run, then each top-level declaration becomes a reported
     /// transformed value, referred to by name afterwards.
     pub(super) fn transformed_parameters(&mut self, block: &Block) -> Result<(), LowerError> {
+        self.reads_target = true;
         self.push_scope();
         for stmt in &block.stmts {
             if !matches!(self.run(stmt)?, Flow::Next) {
@@ -160,6 +161,7 @@ impl Lowerer {
     }
 
     pub(super) fn model_block(&mut self, block: &Block) -> Result<(), LowerError> {
+        self.reads_target = true;
         self.push_scope();
         for stmt in &block.stmts {
             if !matches!(self.run(stmt)?, Flow::Next) {

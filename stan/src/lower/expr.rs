@@ -221,7 +221,7 @@ impl Lowerer {
                 dims.extend(inner.unwrap_or_default());
                 Ok(Val::Sym(Sym::whole(Ir::Concat(parts), dims)))
             }
-            ExprKind::GetTarget => unsupported(span, "`target()`"),
+            ExprKind::GetTarget => self.get_target(span),
         }
     }
 

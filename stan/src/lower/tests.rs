@@ -56,9 +56,10 @@ fn lower_errors_name_the_construct_and_its_place() {
         "the function `foo` with 1 argument(s) on values that depend on parameters is not supported yet",
     );
     check_error(
-        "  mu ~ student_t(3, 0, 1) T[0, ];",
+        "  mu ~ cauchy(beta[1], 1) T[0, ];",
         "9:27",
-        "truncation of `student_t` (its CDF has no IR form yet) is not supported yet",
+        "truncation of `cauchy` with arguments or bounds that depend on parameters (its CDF \
+         needs `atan`, which the IR lacks) is not supported yet",
     );
     check_error(
         "  mu ~ normal(beta[3], 1);",

@@ -3,7 +3,11 @@
 //! probability of `[L, U]`: `log_diff_exp(lcdf(U), lcdf(L))`, `lccdf(L)` or `lcdf(U)`, with
 //! `L - 1` in place of `L` for counts. The log CDFs are IR expressions for the families where
 //! one can be written with the IR's operations: normal and lognormal (`log_phi`), logistic,
-//! exponential, uniform, and poisson and binomial with known bounds (finite sums).
+//! exponential, weibull, uniform, and poisson and binomial with known bounds (finite sums).
+//! Any other family is truncated when its arguments and bounds are known before sampling (the
+//! normalising term is then a constant): `sigma ~ cauchy(0, 2.5) T[0, ]`. With parameter
+//! arguments, cauchy needs `atan`, student_t the incomplete beta function and gamma the
+//! incomplete gamma function, none of which the IR has.
 
 use sampler::{BinaryOp as Op, DataValue, Expr as Ir, UnaryOp as Un};
 
@@ -51,6 +55,18 @@ fn log_diff_exp(a: Ir, b: Ir) -> Ir {
     )
 }
 
+/// Why `family`'s CDF has no IR form: the operation it needs that the IR lacks.
+fn missing_cdf(family: &str) -> &'static str {
+    match family {
+        "cauchy" => "its CDF needs `atan`, which the IR lacks",
+        "student_t" => "its CDF needs the incomplete beta function, which the IR lacks",
+        "gamma" | "inv_gamma" | "chi_square" => {
+            "its CDF needs the incomplete gamma function, which the IR lacks"
+        }
+        _ => "its CDF has no IR form yet",
+    }
+}
+
 impl Lowerer {
     fn operand(&mut self, e: &Expr) -> Result<Operand, LowerError> {
         let v = self.eval(e)?;
@@ -82,17 +98,11 @@ impl Lowerer {
     ) -> Result<(), LowerError> {
         let family = dist.name.as_str();
         let counts = matches!(family, "poisson" | "binomial");
-        let supported = counts
+        let has_log_cdf = counts
             || matches!(
                 family,
-                "normal" | "lognormal" | "logistic" | "exponential" | "uniform"
+                "normal" | "lognormal" | "logistic" | "exponential" | "uniform" | "weibull"
             );
-        if !supported {
-            return unsupported(
-                t.span,
-                format!("truncation of `{family}` (its CDF has no IR form yet)"),
-            );
-        }
         let y = self.operand(value)?;
         let lower = t.lower.as_ref().map(|e| self.operand(e)).transpose()?;
         let upper = t.upper.as_ref().map(|e| self.operand(e)).transpose()?;
@@ -130,8 +140,18 @@ impl Lowerer {
         let everything_known = args.iter().all(|a| a.known.is_some())
             && lower.iter().chain(&upper).all(|b| b.known.is_some());
         if everything_known {
-            // The normalising term is a constant.
+            // The normalising term is a constant, whatever the family.
             return Ok(());
+        }
+        if !has_log_cdf {
+            return unsupported(
+                t.span,
+                format!(
+                    "truncation of `{family}` with arguments or bounds that depend on \
+                     parameters ({})",
+                    missing_cdf(family)
+                ),
+            );
         }
         // Counts: P(Y >= L) = 1 - P(Y <= L - 1).
         let lower_point = |b: &Operand| -> Result<Operand, LowerError> {
@@ -182,6 +202,7 @@ impl Lowerer {
             "logistic",
             "exponential",
             "uniform",
+            "weibull",
         ];
         if !known_families.contains(&family) {
             return Ok(None);
@@ -260,6 +281,25 @@ impl Lowerer {
                 match tail {
                     Tail::Lower => un(Un::Log, un(Un::Neg, un(Un::Expm1, un(Un::Neg, rate_x)))),
                     Tail::Upper => un(Un::Neg, rate_x),
+                }
+            }
+            "weibull" => {
+                arity(2)?;
+                // Bounds at or below zero: all of the mass is above them.
+                if let Some(v) = &x.known
+                    && v.real_at(0) <= 0.0
+                {
+                    return Ok(match tail {
+                        Tail::Lower => c(f64::NEG_INFINITY),
+                        Tail::Upper => c(0.0),
+                    });
+                }
+                // P(Y > x) = exp(-(x / sigma)^alpha).
+                let ratio = div(bin(Op::Max, xi, c(0.0)), a(1));
+                let power = bin(Op::Pow, ratio, a(0));
+                match tail {
+                    Tail::Lower => un(Un::Log, un(Un::Neg, un(Un::Expm1, un(Un::Neg, power)))),
+                    Tail::Upper => un(Un::Neg, power),
                 }
             }
             "uniform" => {

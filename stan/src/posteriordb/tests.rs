@@ -146,7 +146,8 @@ fn a_missing_column_or_a_nan_mcse_fails() {
 
 #[test]
 fn load_reports_the_stage_and_the_first_line_of_the_error() {
-    let source = "parameters {\n  real x;\n}\nmodel {\n  x ~ student_t(3, 0, 1) T[0, ];\n}\n";
+    let source =
+        "parameters {\n  real x;\n  real m;\n}\nmodel {\n  x ~ student_t(3, m, 1) T[0, ];\n}\n";
     let err = load(source, "{}", "loop").unwrap_err();
     assert_eq!(err.stage, Stage::Lower);
     assert!(

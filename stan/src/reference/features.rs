@@ -327,14 +327,31 @@ pub fn statements() -> Table {
         model_only("`y ~ dist(...)`", "  y ~ normal(mu, 1);"),
         model_only("`target += ...`", "  target += normal_lpdf(y | mu, 1);"),
         model_only(
-            "`~` with truncation `T[a, b]`",
-            "  mu ~ normal(0, 1) T[-5, 5];",
+            "`~` with truncation `T[a, b]`, `T[a, ]`, `T[, b]`: normal, lognormal, logistic, \
+             weibull, exponential, uniform, and poisson and binomial with known bounds",
+            "  mu ~ normal(0, 1) T[-5, 5];\n  v[1] ~ logistic(mu, 1) T[, 5];",
+        ),
+        model_only(
+            "truncation of any other family with arguments and bounds known before sampling \
+             (`sigma ~ cauchy(0, 2.5) T[0, ]`)",
+            "  mu ~ student_t(3, 0, 1) T[-5, 5];\n  v[1] ~ gamma(2, 0.5) T[0, ];\n  \
+             v[2] ~ cauchy(0, 2.5) T[, 5];",
+        ),
+        model_only(
+            "truncation of `cauchy`, `student_t` or `gamma` with parameter arguments or bounds",
+            "  y[1] ~ cauchy(mu, 1) T[-5, 5];",
         ),
         model_only(
             "`if` on a value that depends on parameters",
             "  if (mu > 0) target += -mu;",
         ),
-        model_only("`target()`", "  target += 0 * target();"),
+        model_only(
+            "`target()` in `model` and `transformed parameters`: the sum so far with the \
+             parameters' log-Jacobians (not \
+             for `simplex`, `unit_vector` and matrix types), and with the normalising \
+             constants that Stan's `~` drops (so Stan's value up to a constant)",
+            "  target += -0.01 * square(target());",
+        ),
         both(
             "arithmetic `+ - * / ^ %/% %`, elementwise `.* ./ .^`, transpose `'`",
             "  target += -dot_self(v .* y ./ 2) - mu ^ 2 + v' * y - (N %/% 2) - (N % 2);",
