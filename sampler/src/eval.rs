@@ -661,47 +661,16 @@ fn backward(program: &Program, inst: &Inst, tape: &[f64], adj: &mut [f64], grad:
                     zip_backward_scalar(program, tape, adj, *op, a, b, slot.offset as usize);
                     return;
                 }
-                let out = &tape[slot_range(slot)];
-                let a_vals = operand_values(program, tape, a);
-                let b_vals = operand_values(program, tape, b);
-                let a_stride = usize::from(a_vals.len() > 1);
-                let b_stride = usize::from(b_vals.len() > 1);
-                let (x, y) = (
-                    |i: usize| a_vals[i * a_stride],
-                    |i: usize| b_vals[i * b_stride],
+                zip_backward(
+                    *op,
+                    operand_values(program, tape, a),
+                    operand_values(program, tape, b),
+                    &tape[slot_range(slot)],
+                    adj,
+                    slot.offset as usize,
+                    adj_offset(program, a),
+                    adj_offset(program, b),
                 );
-                // Operand slots come before the slot they feed on the tape.
-                let (head, tail) = adj.split_at_mut(slot.offset as usize);
-                let out_adj = &tail[..slot.len as usize];
-                if let Some(off) = adj_offset(program, a) {
-                    let target = &mut head[off..off + a_vals.len()];
-                    match op {
-                        ZipOp::Add | ZipOp::Sub => pull(target, out_adj, |_| 1.0),
-                        ZipOp::Mul => pull(target, out_adj, y),
-                        ZipOp::Div => pull(target, out_adj, |i| 1.0 / y(i)),
-                        // `x^1` is `x` exactly (within 0.52 ULP of a double is that double).
-                        ZipOp::Pow if b_vals == [2.0] => pull(target, out_adj, |i| 2.0 * x(i)),
-                        ZipOp::Pow => pull(target, out_adj, |i| y(i) * x(i).powf(y(i) - 1.0)),
-                        ZipOp::Max => {
-                            pull(target, out_adj, |i| f64::from(u8::from(!(y(i) > x(i)))))
-                        }
-                        ZipOp::Min => {
-                            pull(target, out_adj, |i| f64::from(u8::from(!(y(i) < x(i)))))
-                        }
-                    }
-                }
-                if let Some(off) = adj_offset(program, b) {
-                    let target = &mut head[off..off + b_vals.len()];
-                    match op {
-                        ZipOp::Add => pull(target, out_adj, |_| 1.0),
-                        ZipOp::Sub => pull(target, out_adj, |_| -1.0),
-                        ZipOp::Mul => pull(target, out_adj, x),
-                        ZipOp::Div => pull(target, out_adj, |i| -out[i] / y(i)),
-                        ZipOp::Pow => pull(target, out_adj, |i| out[i] * x(i).ln()),
-                        ZipOp::Max => pull(target, out_adj, |i| f64::from(u8::from(y(i) > x(i)))),
-                        ZipOp::Min => pull(target, out_adj, |i| f64::from(u8::from(y(i) < x(i)))),
-                    }
-                }
             }
             Inst::Sum { a, dst } => {
                 if let Some(off) = adj_offset(program, a) {
@@ -788,6 +757,55 @@ fn backward(program: &Program, inst: &Inst, tape: &[f64], adj: &mut [f64], grad:
                 }
             }
             Inst::Density { .. } | Inst::RandomWalk { .. } | Inst::Factor { .. } => {}
+        }
+    }
+}
+
+/// The backward step of a `Zip` with several outputs `out` at tape position `dst`: adds to
+/// the adjoints of operands at `a_off` and `b_off` (on the tape before `dst`).
+#[allow(clippy::too_many_arguments)]
+fn zip_backward(
+    op: ZipOp,
+    a_vals: &[f64],
+    b_vals: &[f64],
+    out: &[f64],
+    adj: &mut [f64],
+    dst: usize,
+    a_off: Option<usize>,
+    b_off: Option<usize>,
+) {
+    let a_stride = usize::from(a_vals.len() > 1);
+    let b_stride = usize::from(b_vals.len() > 1);
+    let (x, y) = (
+        |i: usize| a_vals[i * a_stride],
+        |i: usize| b_vals[i * b_stride],
+    );
+    // Operand slots come before the slot they feed on the tape.
+    let (head, tail) = adj.split_at_mut(dst);
+    let out_adj = &tail[..out.len()];
+    if let Some(off) = a_off {
+        let target = &mut head[off..off + a_vals.len()];
+        match op {
+            ZipOp::Add | ZipOp::Sub => pull(target, out_adj, |_| 1.0),
+            ZipOp::Mul => pull(target, out_adj, y),
+            ZipOp::Div => pull(target, out_adj, |i| 1.0 / y(i)),
+            // `x^1` is `x` exactly (within 0.52 ULP of a double is that double).
+            ZipOp::Pow if b_vals == [2.0] => pull(target, out_adj, |i| 2.0 * x(i)),
+            ZipOp::Pow => pull(target, out_adj, |i| y(i) * x(i).powf(y(i) - 1.0)),
+            ZipOp::Max => pull(target, out_adj, |i| f64::from(u8::from(!(y(i) > x(i))))),
+            ZipOp::Min => pull(target, out_adj, |i| f64::from(u8::from(!(y(i) < x(i))))),
+        }
+    }
+    if let Some(off) = b_off {
+        let target = &mut head[off..off + b_vals.len()];
+        match op {
+            ZipOp::Add => pull(target, out_adj, |_| 1.0),
+            ZipOp::Sub => pull(target, out_adj, |_| -1.0),
+            ZipOp::Mul => pull(target, out_adj, x),
+            ZipOp::Div => pull(target, out_adj, |i| -out[i] / y(i)),
+            ZipOp::Pow => pull(target, out_adj, |i| out[i] * x(i).ln()),
+            ZipOp::Max => pull(target, out_adj, |i| f64::from(u8::from(y(i) > x(i)))),
+            ZipOp::Min => pull(target, out_adj, |i| f64::from(u8::from(y(i) < x(i)))),
         }
     }
 }

@@ -40,14 +40,70 @@ pub(super) enum Step {
     Map { op: MapOp, a: u32, dst: u32 },
     /// `dst = a`: a one-element `Gather`.
     Copy { a: u32, dst: u32 },
+    /// `dst = sum_i a[i] b[i]` over `len` values.
+    Dot {
+        a: u32,
+        b: u32,
+        len: u32,
+        dst: u32,
+        grad_a: bool,
+        grad_b: bool,
+    },
+    /// `dst = log(sum_i exp(a[i]))` over `len` tape values.
+    LogSumExp { a: u32, len: u32, dst: u32 },
+    /// `dst[k] = a[program.index[idx + k]]` for `k < len`, from a tape slot.
+    Gather {
+        a: u32,
+        idx: u32,
+        len: u32,
+        dst: u32,
+    },
+    /// A `Concat`: the runs `plan.runs[first..first + count]` copied one after another.
+    Concat { first: u32, count: u32 },
+    /// A `Map` of a tape slot of `len > 1` values.
+    MapVec {
+        op: MapOp,
+        a: u32,
+        len: u32,
+        dst: u32,
+    },
+    /// A `Zip` of `len > 1` values: `plan.zips[i]`.
+    ZipVec(u32),
     /// Instruction `i` of the program, through the per-instruction path.
     Inst(u32),
+}
+
+/// A run copied by a [`Step::Concat`]: `len` values from `a` to `dst`; `grad` when `a` is
+/// on the tape (else the pool).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Run {
+    a: u32,
+    len: u32,
+    dst: u32,
+    grad: bool,
+}
+
+/// The operands of a [`Step::ZipVec`]: runs of `a_len` and `b_len` values (each 1, a
+/// broadcast scalar, or `len`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct ZipVec {
+    op: ZipOp,
+    a: u32,
+    a_len: u32,
+    b: u32,
+    b_len: u32,
+    dst: u32,
+    len: u32,
+    grad_a: bool,
+    grad_b: bool,
 }
 
 /// The decoded program and the pool its steps read.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Plan {
     pub(super) steps: Vec<Step>,
+    pub(super) runs: Vec<Run>,
+    pub(super) zips: Vec<ZipVec>,
     /// Values placed after the tape, at `program.tape_len`.
     pub(super) pool: Vec<f64>,
 }
@@ -60,6 +116,8 @@ impl Plan {
             program,
             pool: Vec::new(),
             pooled: HashMap::new(),
+            runs: Vec::new(),
+            zips: Vec::new(),
         };
         let steps = program
             .insts
@@ -73,6 +131,8 @@ impl Plan {
             .collect();
         Plan {
             steps,
+            runs: builder.runs,
+            zips: builder.zips,
             pool: builder.pool,
         }
     }
@@ -83,17 +143,105 @@ struct Builder<'a> {
     pool: Vec<f64>,
     /// Pool position by the value's bits.
     pooled: HashMap<u64, u32>,
+    runs: Vec<Run>,
+    zips: Vec<ZipVec>,
 }
+
+/// Data runs longer than this stay in the data buffer (their instruction is not decoded).
+const MAX_POOLED_RUN: u32 = 64;
 
 impl Builder<'_> {
     fn decode(&mut self, inst: &Inst) -> Option<Step> {
         let program = self.program;
         let dst = inst.writes()?;
         let dst_slot = program.slot(dst);
+        let dst = dst_slot.offset;
+        match *inst {
+            Inst::Dot { a, b, .. } => {
+                let ((pa, len, grad_a), (pb, _, grad_b)) = (self.run(a)?, self.run(b)?);
+                return Some(Step::Dot {
+                    a: pa,
+                    b: pb,
+                    len,
+                    dst,
+                    grad_a,
+                    grad_b,
+                });
+            }
+            Inst::LogSumExp {
+                a: a @ Operand::Slot(_),
+                ..
+            } => {
+                let (a, len, _) = self.run(a)?;
+                return Some(Step::LogSumExp { a, len, dst });
+            }
+            Inst::Gather {
+                a: Operand::Slot(a),
+                idx,
+                ..
+            } if idx.len > 1 => {
+                return Some(Step::Gather {
+                    a: program.slot(a).offset,
+                    idx: idx.offset,
+                    len: idx.len,
+                    dst,
+                });
+            }
+            Inst::Concat { parts, .. } => {
+                let first = u32::try_from(self.runs.len()).ok()?;
+                let mut at = dst;
+                for &part in program.list(parts) {
+                    let Some((a, len, grad)) = self.run(part) else {
+                        self.runs.truncate(first as usize);
+                        return None;
+                    };
+                    self.runs.push(Run {
+                        a,
+                        len,
+                        dst: at,
+                        grad,
+                    });
+                    at += len;
+                }
+                return Some(Step::Concat {
+                    first,
+                    count: parts.len,
+                });
+            }
+            Inst::Map {
+                op,
+                a: Operand::Slot(a),
+                ..
+            } if dst_slot.len > 1 => {
+                return Some(Step::MapVec {
+                    op,
+                    a: program.slot(a).offset,
+                    len: dst_slot.len,
+                    dst,
+                });
+            }
+            // A vector `pow` with a vector exponent rounds otherwise than per value.
+            Inst::Zip { op, a, b, .. } if dst_slot.len > 1 && op != ZipOp::Pow => {
+                let ((a, a_len, grad_a), (b, b_len, grad_b)) = (self.run(a)?, self.run(b)?);
+                let i = u32::try_from(self.zips.len()).ok()?;
+                self.zips.push(ZipVec {
+                    op,
+                    a,
+                    a_len,
+                    b,
+                    b_len,
+                    dst,
+                    len: dst_slot.len,
+                    grad_a,
+                    grad_b,
+                });
+                return Some(Step::ZipVec(i));
+            }
+            _ => {}
+        }
         if dst_slot.len != 1 {
             return None;
         }
-        let dst = dst_slot.offset;
         Some(match *inst {
             Inst::Zip { op, a, b, .. } => {
                 let (pa, pb) = (self.scalar(a)?, self.scalar(b)?);
@@ -139,6 +287,30 @@ impl Builder<'_> {
             }
             _ => return None,
         })
+    }
+
+    /// The position and length of an operand, and whether it is on the tape: its slot, or
+    /// pool entries for a constant or a short data run.
+    fn run(&mut self, operand: Operand) -> Option<(u32, u32, bool)> {
+        match operand {
+            Operand::Slot(id) => {
+                let slot = self.program.slot(id);
+                Some((slot.offset, slot.len, true))
+            }
+            Operand::Data(data) if data.len > 1 => {
+                if data.len > MAX_POOLED_RUN {
+                    return None;
+                }
+                let values = self
+                    .program
+                    .data
+                    .get(data.offset as usize..(data.offset + data.len) as usize)?;
+                let at = u32::try_from(self.program.tape_len + self.pool.len()).ok()?;
+                self.pool.extend_from_slice(values);
+                Some((at, data.len, false))
+            }
+            _ => Some((self.scalar(operand)?, 1, false)),
+        }
     }
 
     /// The position of a one-value operand: its tape slot, or a pool entry for a constant
@@ -188,6 +360,43 @@ pub(super) fn forward(
                 tape[dst as usize] = super::map_scalar(op, tape[a as usize]);
             }
             Step::Copy { a, dst } => tape[dst as usize] = tape[a as usize],
+            Step::Dot { a, b, len, dst, .. } => {
+                let (a, b) = (run(tape, a, len), run(tape, b, len));
+                tape[dst as usize] = a.iter().zip(b).map(|(a, b)| a * b).sum();
+            }
+            Step::LogSumExp { a, len, dst } => {
+                tape[dst as usize] = super::log_sum_exp_all(run(tape, a, len));
+            }
+            Step::Gather { a, idx, len, dst } => {
+                let index = &program.index[idx as usize..(idx + len) as usize];
+                for (k, &i) in index.iter().enumerate() {
+                    tape[dst as usize + k] = tape[a as usize + i as usize];
+                }
+            }
+            Step::Concat { first, count } => {
+                for r in &plan.runs[first as usize..(first + count) as usize] {
+                    let (a, dst) = (r.a as usize, r.dst as usize);
+                    tape.copy_within(a..a + r.len as usize, dst);
+                }
+            }
+            Step::MapVec { op, a, len, dst } => {
+                let (head, tail) = tape.split_at_mut(dst as usize);
+                super::map_forward(op, run(head, a, len), &mut tail[..len as usize]);
+            }
+            Step::ZipVec(i) => {
+                let z = &plan.zips[i as usize];
+                let (head, tail) = tape.split_at_mut(z.dst as usize);
+                let (out, pool) = tail.split_at_mut(z.len as usize);
+                // An operand is a slot before `dst` or pool entries after the tape.
+                let operand = |at: u32, len: u32| {
+                    if at < z.dst {
+                        run(head, at, len)
+                    } else {
+                        run(pool, at - z.dst - z.len, len)
+                    }
+                };
+                super::zip_forward(z.op, operand(z.a, z.a_len), operand(z.b, z.b_len), out);
+            }
             Step::Inst(i) => {
                 lp += super::step(
                     program,
@@ -265,7 +474,78 @@ pub(super) fn backward(
                 }
             }
             Step::Copy { a, dst } => adj[a as usize] += adj[dst as usize],
+            Step::Dot {
+                a,
+                b,
+                len,
+                dst,
+                grad_a,
+                grad_b,
+            } => {
+                let g = adj[dst as usize];
+                if grad_a {
+                    for i in 0..len as usize {
+                        adj[a as usize + i] += g * tape[b as usize + i];
+                    }
+                }
+                if grad_b {
+                    for i in 0..len as usize {
+                        adj[b as usize + i] += g * tape[a as usize + i];
+                    }
+                }
+            }
+            Step::LogSumExp { a, len, dst } => {
+                let (out, g) = (tape[dst as usize], adj[dst as usize]);
+                if g != 0.0 && out.is_finite() {
+                    for i in 0..len as usize {
+                        adj[a as usize + i] += g * (tape[a as usize + i] - out).exp();
+                    }
+                }
+            }
+            Step::Gather { a, idx, len, dst } => {
+                let index = &program.index[idx as usize..(idx + len) as usize];
+                for (k, &i) in index.iter().enumerate() {
+                    adj[a as usize + i as usize] += adj[dst as usize + k];
+                }
+            }
+            Step::MapVec { op, a, len, dst } => {
+                for i in 0..len as usize {
+                    let g = adj[dst as usize + i];
+                    if g != 0.0 {
+                        let (x, out) = (tape[a as usize + i], tape[dst as usize + i]);
+                        adj[a as usize + i] += g * super::map_derivative(op, x, out);
+                    }
+                }
+            }
+            Step::ZipVec(i) => {
+                let z = &plan.zips[i as usize];
+                super::zip_backward(
+                    z.op,
+                    run(tape, z.a, z.a_len),
+                    run(tape, z.b, z.b_len),
+                    run(tape, z.dst, z.len),
+                    adj,
+                    z.dst as usize,
+                    z.grad_a.then_some(z.a as usize),
+                    z.grad_b.then_some(z.b as usize),
+                );
+            }
+            Step::Concat { first, count } => {
+                for r in &plan.runs[first as usize..(first + count) as usize] {
+                    if r.grad {
+                        for i in 0..r.len as usize {
+                            adj[r.a as usize + i] += adj[r.dst as usize + i];
+                        }
+                    }
+                }
+            }
             Step::Inst(i) => super::backward(program, &program.insts[i as usize], tape, adj, grad),
         }
     }
+}
+
+/// `len` values of the tape-and-pool buffer from `at`.
+#[inline(always)]
+fn run(tape: &[f64], at: u32, len: u32) -> &[f64] {
+    &tape[at as usize..(at + len) as usize]
 }
