@@ -376,7 +376,11 @@ pub(super) fn forward(
             Step::Concat { first, count } => {
                 for r in &plan.runs[first as usize..(first + count) as usize] {
                     let (a, dst) = (r.a as usize, r.dst as usize);
-                    tape.copy_within(a..a + r.len as usize, dst);
+                    if r.len == 1 {
+                        tape[dst] = tape[a];
+                    } else {
+                        tape.copy_within(a..a + r.len as usize, dst);
+                    }
                 }
             }
             Step::MapVec { op, a, len, dst } => {
