@@ -492,15 +492,6 @@ fn map_forward(op: MapOp, a: &[f64], out: &mut [f64]) {
 }
 
 fn zip_forward(op: ZipOp, a: &[f64], b: &[f64], out: &mut [f64]) {
-    let f: fn(f64, f64) -> f64 = match op {
-        ZipOp::Add => |a, b| a + b,
-        ZipOp::Sub => |a, b| a - b,
-        ZipOp::Mul => |a, b| a * b,
-        ZipOp::Div => |a, b| a / b,
-        ZipOp::Pow => f64::powf,
-        ZipOp::Max => |a, b| if b > a { b } else { a },
-        ZipOp::Min => |a, b| if b < a { b } else { a },
-    };
     if let ([a], [b], [out]) = (a, b, &mut *out) {
         *out = zip_scalar(op, *a, *b);
         return;
@@ -509,6 +500,21 @@ fn zip_forward(op: ZipOp, a: &[f64], b: &[f64], out: &mut [f64]) {
         out.iter_mut().zip(a).for_each(|(o, &a)| *o = square(a));
         return;
     }
+    // One loop per operation, so that the compiler inlines (and vectorises) it.
+    match op {
+        ZipOp::Add => zip_with(a, b, out, |a, b| a + b),
+        ZipOp::Sub => zip_with(a, b, out, |a, b| a - b),
+        ZipOp::Mul => zip_with(a, b, out, |a, b| a * b),
+        ZipOp::Div => zip_with(a, b, out, |a, b| a / b),
+        ZipOp::Pow => zip_with(a, b, out, f64::powf),
+        ZipOp::Max => zip_with(a, b, out, |a, b| if b > a { b } else { a }),
+        ZipOp::Min => zip_with(a, b, out, |a, b| if b < a { b } else { a }),
+    }
+}
+
+/// `out[i] = f(a[i], b[i])`, a one-value operand broadcasting.
+#[inline(always)]
+fn zip_with(a: &[f64], b: &[f64], out: &mut [f64], f: impl Fn(f64, f64) -> f64) {
     match (a.len(), b.len()) {
         (1, 1) => out[0] = f(a[0], b[0]),
         (1, _) => out.iter_mut().zip(b).for_each(|(o, &b)| *o = f(a[0], b)),
