@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use sampler::summary::Row;
 use sampler::{
-    CheckedModel, DrawEvent, Limits, Observer, RunSummary, SampleError, SamplerSettings, Seed,
+    ChainTrace, CheckedModel, DrawEvent, Limits, Observer, RunSummary, SampleError,
+    SamplerSettings, Seed,
 };
 use serde_json::Value as Json;
 
@@ -324,6 +325,19 @@ impl From<SampleError> for RunError {
     }
 }
 
+/// A CPU run with what it sampled, for callers that also write the chains out.
+#[derive(Debug, Clone)]
+pub struct CpuChains {
+    pub run: CpuRun,
+    pub model: CheckedModel,
+    /// The settings run: `base` with the reference's adapt_delta and max_treedepth.
+    pub settings: SamplerSettings,
+    pub traces: Vec<ChainTrace>,
+    pub summary: RunSummary,
+    /// Parsing, reading the data and lowering.
+    pub load: Duration,
+}
+
 /// Loads the posterior and samples it on CPU threads with `base` settings changed to the
 /// reference's adapt_delta and max_treedepth, then compares.
 pub fn run_on_cpu(
@@ -334,8 +348,21 @@ pub fn run_on_cpu(
     seed: Seed,
     n_chains: u32,
 ) -> Result<CpuRun, RunError> {
+    sample_on_cpu(reference, source, data_json, base, seed, n_chains).map(|chains| chains.run)
+}
+
+/// [`run_on_cpu`], keeping the chains.
+pub fn sample_on_cpu(
+    reference: &Reference,
+    source: &str,
+    data_json: &str,
+    base: &SamplerSettings,
+    seed: Seed,
+    n_chains: u32,
+) -> Result<CpuChains, RunError> {
     let started = Instant::now();
     let model = load(source, data_json, &reference.model)?;
+    let load = started.elapsed();
     let settings = reference.settings(base);
     let first_draw = FirstDraw::default();
     let sampling_started = Instant::now();
@@ -349,11 +376,19 @@ pub fn run_on_cpu(
         &traces,
         &settings,
     );
-    Ok(CpuRun {
+    let run = CpuRun {
         comparison: compare(reference, &summary),
         min_ess_bulk_per_second: summary.min_ess_bulk() / core_seconds,
         to_first_draw,
         wall,
+    };
+    Ok(CpuChains {
+        run,
+        model,
+        settings,
+        traces,
+        summary,
+        load,
     })
 }
 

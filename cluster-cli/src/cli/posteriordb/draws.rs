@@ -9,15 +9,14 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::time::Instant;
 
 use anyhow::Context;
 use sampler::stan_csv::{self, CsvContext};
-use sampler::{ChainTrace, Column, RunSummary, SamplerSettings, Seed};
+use sampler::{ChainTrace, Column, SamplerSettings, Seed};
 use serde_json::json;
-use stan::posteriordb::{self, CpuRun, FirstDraw, Reference, RunError};
+use stan::posteriordb::{self, CpuRun, Reference, RunError};
 
-/// Does what [`posteriordb::run_on_cpu`] does, and writes the chains and timings to `dir`.
+/// [`posteriordb::run_on_cpu`], writing the chains and timings to `dir`.
 /// The outer error is a file that cannot be written.
 pub fn run_on_cpu(
     dir: &Path,
@@ -28,31 +27,21 @@ pub fn run_on_cpu(
     seed: Seed,
     n_chains: u32,
 ) -> anyhow::Result<Result<CpuRun, RunError>> {
-    let started = Instant::now();
-    let model = match posteriordb::load(source, data_json, &reference.model) {
-        Ok(model) => model,
-        Err(why) => {
-            let record = json!({"posterior": reference.posterior, "unsupported": why.to_string()});
-            write_json(dir, reference, &record)?;
-            return Ok(Err(why.into()));
-        }
-    };
-    let load_seconds = started.elapsed().as_secs_f64();
-    let settings = reference.settings(base);
-    let first_draw = FirstDraw::default();
-    let sampling_started = Instant::now();
-    let traces = match sampler::sample(&model, &settings, seed, n_chains, &first_draw) {
-        Ok(traces) => traces,
-        Err(err) => return Ok(Err(err.into())),
-    };
-    let wall = sampling_started.elapsed();
-    let to_first_draw = first_draw.at().unwrap_or_else(Instant::now) - started;
-    let columns = model.columns();
-    let n_parameters = model.program().n_parameter_columns();
-    let summary = RunSummary::new(&columns, n_parameters, &traces, &settings);
-    let core_seconds: f64 = traces.iter().map(|t| t.sampling_seconds).sum();
-
-    let csv = write_csv(dir, reference, &columns, &settings, seed, &traces)?;
+    let chains =
+        match posteriordb::sample_on_cpu(reference, source, data_json, base, seed, n_chains) {
+            Ok(chains) => chains,
+            Err(RunError::Unsupported(why)) => {
+                let record =
+                    json!({"posterior": reference.posterior, "unsupported": why.to_string()});
+                write_json(dir, reference, &record)?;
+                return Ok(Err(why.into()));
+            }
+            Err(err) => return Ok(Err(err)),
+        };
+    let (settings, traces) = (&chains.settings, &chains.traces);
+    let columns = chains.model.columns();
+    let n_parameters = chains.model.program().n_parameter_columns();
+    let csv = write_csv(dir, reference, &columns, settings, seed, traces)?;
     let record = json!({
         "posterior": reference.posterior,
         "model": reference.model,
@@ -62,9 +51,9 @@ pub fn run_on_cpu(
         "draws": settings.num_draws,
         "adapt_delta": settings.target_accept,
         "max_treedepth": settings.max_depth,
-        "load_seconds": load_seconds,
-        "to_first_draw_seconds": to_first_draw.as_secs_f64(),
-        "wall_seconds": wall.as_secs_f64(),
+        "load_seconds": chains.load.as_secs_f64(),
+        "to_first_draw_seconds": chains.run.to_first_draw.as_secs_f64(),
+        "wall_seconds": chains.run.wall.as_secs_f64(),
         "parameter_columns": columns[..n_parameters].iter().map(stan_name).collect::<Vec<_>>(),
         "csv": csv,
         "chain_stats": traces.iter().map(|t| json!({
@@ -74,15 +63,10 @@ pub fn run_on_cpu(
             "grad_evals_sampling": t.grad_evals_sampling,
             "divergent": t.n_divergent(),
         })).collect::<Vec<_>>(),
-        "min_ess_bulk": summary.min_ess_bulk(),
+        "min_ess_bulk": chains.summary.min_ess_bulk(),
     });
     write_json(dir, reference, &record)?;
-    Ok(Ok(CpuRun {
-        comparison: posteriordb::compare(reference, &summary),
-        min_ess_bulk_per_second: summary.min_ess_bulk() / core_seconds,
-        to_first_draw,
-        wall,
-    }))
+    Ok(Ok(chains.run))
 }
 
 /// Stan's column name (`theta.2.1`), as in the CSV header.
