@@ -490,23 +490,8 @@ impl Lowerer {
         mu: &Expr,
         cov: &Expr,
     ) -> Result<Ir, LowerError> {
-        let v = self.eval(cov)?;
-        let g = self.grid(v, cov.span, false)?;
-        if g.rows != g.cols || g.rows == 0 {
-            return Err(LowerError::new(
-                cov.span,
-                format!(
-                    "`{base}` needs a non-empty square matrix, found {}x{}",
-                    g.rows, g.cols
-                ),
-            ));
-        }
-        let k = g.rows;
-        let l = if base == "multi_normal" {
-            self.cholesky(g, cov.span)?
-        } else {
-            g
-        };
+        let l = self.cholesky_factor(base, cov, base == "multi_normal")?;
+        let k = l.rows;
         let (ny, ys) = self.mvn_rows(base, y, k)?;
         let (nmu, mus) = self.mvn_rows(base, mu, k)?;
         if ny != nmu && ny != 1 && nmu != 1 {
@@ -540,6 +525,32 @@ impl Lowerer {
         ))
     }
 
+    /// The lower Cholesky factor of `e`, a non-empty square matrix: `e` itself when it is a
+    /// factor already, else its unrolled decomposition (`decompose`).
+    fn cholesky_factor(
+        &mut self,
+        base: &str,
+        e: &Expr,
+        decompose: bool,
+    ) -> Result<Grid, LowerError> {
+        let v = self.eval(e)?;
+        let g = self.grid(v, e.span, false)?;
+        if g.rows != g.cols || g.rows == 0 {
+            return Err(LowerError::new(
+                e.span,
+                format!(
+                    "`{base}` needs a non-empty square matrix, found {}x{}",
+                    g.rows, g.cols
+                ),
+            ));
+        }
+        if decompose {
+            self.cholesky(g, e.span)
+        } else {
+            Ok(g)
+        }
+    }
+
     /// A scalar argument as IR (a constant when known).
     fn scalar_ir(&mut self, e: &Expr) -> Result<Ir, LowerError> {
         let v = self.eval(e)?;
@@ -551,25 +562,10 @@ impl Lowerer {
     /// factor. Both with Stan's normalising constant (Lewandowski, Kurowicka and Joe 2009,
     /// theorem 5): `(K-1) lgamma(eta + (K-1)/2) - sum_{k<K} (k/2 log pi + lgamma(eta + (K-1-k)/2))`.
     fn lkj(&mut self, base: &str, y: &Expr, eta: &Expr) -> Result<Ir, LowerError> {
-        let v = self.eval(y)?;
-        let g = self.grid(v, y.span, false)?;
-        if g.rows != g.cols || g.rows == 0 {
-            return Err(LowerError::new(
-                y.span,
-                format!(
-                    "`{base}` needs a square matrix, found {}x{}",
-                    g.rows, g.cols
-                ),
-            ));
-        }
-        let k = g.rows;
+        let l = self.cholesky_factor(base, y, base == "lkj_corr")?;
+        let k = l.rows;
         let eta = self.scalar_ir(eta)?;
         let eta = self.share(eta, &[]);
-        let l = if base == "lkj_corr" {
-            self.cholesky(g, y.span)?
-        } else {
-            g
-        };
         let km1 = (k - 1) as f64;
         let mut constant = mul(c(km1), un(Un::Lgamma, add(eta.clone(), c(0.5 * km1))));
         for i in 1..k {
