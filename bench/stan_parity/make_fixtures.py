@@ -96,6 +96,7 @@ def data_for(name):
         "d_double_exponential_logistic": lambda: {"N": 6, "y": rounded(r.laplace(size=6))},
         "d_lognormal_chi_square": lambda: {"N": 5, "y": rounded(r.lognormal(size=5))},
         "d_gamma_inv_gamma": lambda: {"N": 5, "y": rounded(r.gamma(2.0, size=5))},
+        "d_std_normal_inv_chi_square": lambda: {"N": 5, "y": rounded(1 / r.chisquare(4.0, size=5))},
         "d_weibull_exponential": lambda: {"N": 5, "y": rounded(r.weibull(1.5, size=5))},
         "d_beta_uniform": lambda: {
             "N": 5,

@@ -22,8 +22,11 @@ impl Lowerer {
         if let Some(def) = std::rc::Rc::clone(&self.functions).callee(name) {
             return self.call_user_value(def, args, span);
         }
-        // `std_normal_lcdf(x)` has no bar.
-        if name.ends_with("_lcdf") || name.ends_with("_lccdf") {
+        // `std_normal_lcdf(x)` and `std_normal_lpdf(x)` have no bar.
+        if name.ends_with("_lcdf")
+            || name.ends_with("_lccdf")
+            || super::density::density_base(name).is_some()
+        {
             return self.cond_call(name, name_span, args, span);
         }
         // Sizes are known even for symbolic values.

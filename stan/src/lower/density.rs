@@ -34,8 +34,10 @@ const IR_DISTRIBUTIONS: [&str; 18] = [
 ];
 
 /// Distributions whose log density `lpdf_expr` writes out.
-const WRITTEN_OUT: [&str; 23] = [
+const WRITTEN_OUT: [&str; 25] = [
     "normal",
+    "std_normal",
+    "inv_chi_square",
     "lognormal",
     "cauchy",
     "student_t",
@@ -107,6 +109,16 @@ impl Arg {
             span,
         }
     }
+
+    /// A known real, as the location and scale `std_normal` stands for.
+    fn constant(value: f64, span: Span) -> Arg {
+        Arg {
+            ir: c(value),
+            dims: Vec::new(),
+            known: Some(Value::real(value)),
+            span,
+        }
+    }
 }
 
 impl Lowerer {
@@ -153,6 +165,15 @@ impl Lowerer {
         }
         let mut all = self.dist_args(std::slice::from_ref(value))?;
         all.extend(self.dist_args(args)?);
+        // `std_normal()` is `normal(0, 1)`: one IR distribution, merged with the others.
+        let base = if base == "std_normal" {
+            check_arity(base, name_span, 0, args.len())?;
+            all.push(Arg::constant(0.0, name_span));
+            all.push(Arg::constant(1.0, name_span));
+            "normal"
+        } else {
+            base
+        };
         if all.iter().all(|a| a.known.is_some()) {
             return Ok(());
         }
@@ -609,6 +630,24 @@ impl Lowerer {
                         mul(sub(alpha.clone(), c(1.0)), log_ratio.clone()),
                     ),
                     un(Un::Exp, mul(alpha.clone(), log_ratio)),
+                )
+            }
+            "std_normal" => {
+                arity(0)?;
+                sub(mul(c(-0.5), bin(Op::Pow, yv, c(2.0))), c(half_log_2pi))
+            }
+            "inv_chi_square" => {
+                arity(1)?;
+                let half_nu = div(p[0].clone(), c(2.0));
+                sub(
+                    sub(
+                        mul(
+                            c(-1.0),
+                            mul(add(half_nu.clone(), c(1.0)), un(Un::Log, yv.clone())),
+                        ),
+                        div(c(0.5), yv),
+                    ),
+                    add(mul(half_nu.clone(), c(LN_2)), un(Un::Lgamma, half_nu)),
                 )
             }
             "chi_square" => {

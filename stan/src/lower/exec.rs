@@ -685,7 +685,7 @@ impl Lowerer {
                 op: UnaryOp::Neg,
                 operand,
             } => return self.target_plus(operand, -sign),
-            ExprKind::CondCall { name, args }
+            ExprKind::CondCall { name, args } | ExprKind::Call { name, args }
                 if sign > 0.0
                     && !args.is_empty()
                     && super::density::density_base(&name.name).is_some() =>
