@@ -167,7 +167,8 @@ fn check_distribution(d: Distribution) -> CheckedDistribution {
             }
             if suffix == "rng" {
                 let call = |names: &[String]| format!("{name}({})", names.join(", "));
-                let host = call_probe(Parameters::None, d.args, true, call).expect("host probe");
+                let args = d.rng_args.unwrap_or(d.args);
+                let host = call_probe(Parameters::None, args, true, call).expect("host probe");
                 return Some((None, host.run()));
             }
             let call =

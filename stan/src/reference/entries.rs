@@ -260,7 +260,7 @@ pub fn functions() -> Vec<Function> {
 }
 
 /// A distribution: its outcome and parameter types, and whether Stan defines its CDFs and
-/// its `_rng`.
+/// its `_rng` (and with which arguments, where they are not the parameters).
 #[derive(Debug, Clone, Copy)]
 pub struct Distribution {
     pub name: &'static str,
@@ -268,6 +268,8 @@ pub struct Distribution {
     pub args: &'static [Arg],
     pub cdf: bool,
     pub rng: bool,
+    /// The `_rng`'s arguments where they differ from `args` (a size first).
+    pub rng_args: Option<&'static [Arg]>,
 }
 
 impl Distribution {
@@ -284,6 +286,7 @@ const fn dist(name: &'static str, outcome: Arg, args: &'static [Arg]) -> Distrib
         args,
         cdf: true,
         rng: true,
+        rng_args: None,
     }
 }
 
@@ -329,7 +332,13 @@ pub const DISTRIBUTIONS: &[Distribution] = &[
     no_cdf("dirichlet", Simplex, &[PositiveVector]),
     no_cdf("multi_normal", Vector, &[Vector, Cov]),
     no_cdf("multi_normal_cholesky", Vector, &[Vector, CholeskyCov]),
-    no_cdf("lkj_corr_cholesky", CholeskyCorr, &[Positive]),
-    no_cdf("lkj_corr", Corr, &[Positive]),
+    Distribution {
+        rng_args: Some(&[Int, Positive]),
+        ..no_cdf("lkj_corr_cholesky", CholeskyCorr, &[Positive])
+    },
+    Distribution {
+        rng_args: Some(&[Int, Positive]),
+        ..no_cdf("lkj_corr", Corr, &[Positive])
+    },
     no_cdf("wishart", Cov, &[AboveOne, Cov]),
 ];
