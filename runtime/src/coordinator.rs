@@ -1,13 +1,14 @@
 //! The job coordinator: takes sampling jobs from clients, places their chains on the
-//! cluster's workers by capacity, streams their events back, and runs again the chains of a
-//! worker that fails.
+//! cluster's workers where the job finishes soonest, streams their events back, and runs
+//! again the chains of a worker that fails.
 //!
-//! - **Placement.** A scheduling round asks every pool in the `cpu-pool` group (this node's
-//!   and its peers', through pg) for its slots and load, and hands pending chains out by
-//!   free capacity (`placement.rs`): one chain per free core on CPU pools, many per dispatch
-//!   on GPU workers. A round runs when a job arrives, when chains finish (their slots are
-//!   free: chains are handed out as slots free up, which balances chains of unequal length),
-//!   when chains must run again, and every [`TICK`] while chains wait.
+//! - **Placement.** A scheduling round asks every pool (this node's and its peers', through
+//!   pg) for its slots and load, and hands pending chains out by expected finish time
+//!   (`placement.rs`) from the speeds measured on earlier tasks of the same model
+//!   (`rates.rs`); a worker not measured yet gets a probe share first. A round runs when a
+//!   job arrives, when chains finish (chains are handed out as slots free up, which balances
+//!   chains of unequal length and corrects estimates that were off), when chains must run
+//!   again, and every [`TICK`] while chains wait.
 //! - **Warmup.** Independent per chain, or warmup-once-then-broadcast: the warmup chain runs
 //!   first, then every chain starts from its result (see [`crate::sampling`]).
 //! - **Faults.** A task is lost when its node goes down (membership's `NodeDown`: at once for
@@ -43,6 +44,7 @@
 mod endpoint;
 mod job;
 mod placement;
+mod rates;
 mod remote;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -64,6 +66,7 @@ use crate::wire::{JobReply, JobWire, PoolWire, Responder, WireError, WireJobEven
 pub(crate) use endpoint::{CoordinatorEndpoint, EndpointArgs};
 use job::{Job, JobSpec};
 use placement::{Capacity, place_groups, suits};
+use rates::{RateBook, TaskTiming, WorkerKey};
 use remote::{Driver, WorkerView};
 
 /// The name the coordinator registers under (one node per process).
@@ -190,6 +193,10 @@ pub(crate) struct CoordinatorState {
     /// Chains sent to each worker whose dispatch is not yet acknowledged: a status the
     /// worker sent before it took them does not count them.
     in_flight: HashMap<TaskId, (ActorId, u32)>,
+    /// What finished tasks measured of each worker's speed, per model.
+    rates: RateBook,
+    /// Each running task's job and timing, from its dispatch.
+    timings: HashMap<TaskId, (JobId, TaskTiming)>,
     surveying: bool,
     survey_again: bool,
     next_request: u64,
@@ -234,6 +241,8 @@ impl Actor for Coordinator {
             drivers: HashMap::new(),
             workers: HashMap::new(),
             in_flight: HashMap::new(),
+            rates: RateBook::default(),
+            timings: HashMap::new(),
             surveying: false,
             survey_again: false,
             next_request: 1,
@@ -322,6 +331,7 @@ impl Actor for Coordinator {
             CoordinatorMsg::TaskRefused { job, task, error } => {
                 state.drivers.remove(&task);
                 state.in_flight.remove(&task);
+                state.timings.remove(&task);
                 fail_job(state, job, error);
             }
             CoordinatorMsg::Tick => tick(&myself, state),
@@ -543,12 +553,12 @@ fn surveyed(
                 .filter(|(worker, _)| *worker == id)
                 .map(|(_, chains)| chains)
                 .sum();
-            Capacity {
-                node: view.node.clone(),
-                kind: view.kind,
-                slots: view.slots,
-                busy: view.busy + in_flight,
-            }
+            Capacity::new(
+                view.node.clone(),
+                view.kind,
+                view.slots,
+                view.busy + in_flight,
+            )
         })
         .collect();
     let order: Vec<JobId> = state.order.iter().copied().collect();
@@ -590,6 +600,22 @@ fn surveyed(
             continue;
         }
         job.no_worker_since = None;
+        let iterations = job_iterations(&job.spec);
+        for worker in &mut capacity {
+            let key = WorkerKey {
+                node: worker.node.clone(),
+                kind: worker.kind,
+            };
+            worker.wave_seconds = state
+                .rates
+                .wave_seconds(&key, job.spec.model_hash, iterations);
+            worker.probing = state
+                .timings
+                .values()
+                .filter(|(of, timing)| *of == id && timing.worker == key)
+                .map(|(_, timing)| timing.started.elapsed())
+                .max();
+        }
         let plan = place_groups(
             &groups,
             device,
@@ -600,12 +626,12 @@ fn surveyed(
         );
         for (group, counts) in groups.into_iter().zip(plan) {
             let mut chains = group.chains;
-            for (view, count) in views.iter().zip(counts) {
+            for ((view, worker), count) in views.iter().zip(&capacity).zip(counts) {
                 if count == 0 {
                     continue;
                 }
                 let part: Vec<_> = chains.drain(..count as usize).collect();
-                dispatch(myself, state, id, view, part);
+                dispatch(myself, state, id, view, worker.busy, part);
             }
         }
     }
@@ -614,11 +640,22 @@ fn surveyed(
     }
 }
 
+/// Iterations of each of a job's chains, as most of them run: warmup and draws, or the
+/// burn-in and draws after a broadcast warmup.
+fn job_iterations(spec: &JobSpec) -> u64 {
+    match spec.warmup {
+        WarmupMode::Broadcast { burn_in } => burn_in + spec.settings.num_draws,
+        WarmupMode::Independent => spec.settings.num_warmup + spec.settings.num_draws,
+    }
+}
+
+/// Sends `chains` of job `id` to the worker of `view`, which has `load` chains with them.
 fn dispatch(
     myself: &ActorRef<CoordinatorMsg>,
     state: &mut CoordinatorState,
     id: JobId,
     view: &WorkerView,
+    load: u32,
     chains: Vec<crate::wire::WireChainSpec>,
 ) {
     let request_base = take_requests(state);
@@ -629,6 +666,29 @@ fn dispatch(
     state
         .in_flight
         .insert(task, (view.worker.get_id(), chains.len() as u32));
+    let warmup_only = chains.len() == 1 && chains[0].chain == crate::sampling::WARMUP_CHAIN.0;
+    let iterations = if warmup_only {
+        job.spec.settings.num_warmup
+    } else {
+        job_iterations(&job.spec)
+    };
+    state.timings.insert(
+        task,
+        (
+            id,
+            TaskTiming {
+                worker: WorkerKey {
+                    node: view.node.clone(),
+                    kind: view.kind,
+                },
+                model: job.spec.model_hash,
+                slots: view.slots,
+                load,
+                iterations,
+                started: Instant::now(),
+            },
+        ),
+    );
     let numbers: Vec<String> = chains.iter().map(|c| chain_label(c.chain)).collect();
     let wire_task = job.dispatch(
         task,
@@ -691,6 +751,9 @@ fn task_events(
     let finished = was_running && !job.is_running();
     if applied.task_complete {
         state.drivers.remove(&task);
+        if let Some((_, timing)) = state.timings.remove(&task) {
+            state.rates.record(&timing, timing.started.elapsed());
+        }
     }
     if let Some(error) = applied.chain_failed {
         fail_job(state, id, error);
@@ -727,6 +790,7 @@ fn lose_task(
     reason: &str,
     refused: bool,
 ) {
+    state.timings.remove(&task);
     let Some(job) = state.jobs.get_mut(&id) else {
         return;
     };
@@ -792,6 +856,7 @@ fn fail_job(state: &mut CoordinatorState, id: JobId, error: String) {
             driver.abort();
         }
         state.in_flight.remove(&task);
+        state.timings.remove(&task);
         cancel_task(state, id, task, record.worker, record.node);
     }
 }
@@ -857,6 +922,7 @@ async fn leave(state: &mut CoordinatorState) {
             driver.abort();
         }
         state.in_flight.remove(&task);
+        state.timings.remove(&task);
         let Some(worker) = state.workers.get(&record.worker).cloned() else {
             continue;
         };

@@ -155,7 +155,7 @@ pub enum RequestError {
 }
 
 /// A kind of worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WorkerKind {
     /// A CPU sampler pool.
     Cpu,

@@ -146,6 +146,7 @@ pub(super) fn check(
         .check(&shape, "job", &Holder::Node(me.to_string()))
         .map_err(|error| error.to_wire())?;
     let fingerprint = fingerprint(&model, &request);
+    let model_hash = model.hash();
     Ok(JobSpec {
         model_name: model.name().to_owned(),
         model: Arc::new(request.model),
@@ -160,6 +161,7 @@ pub(super) fn check(
         warmup,
         chains: request.chains,
         fingerprint,
+        model_hash,
     })
 }
 

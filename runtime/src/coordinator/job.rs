@@ -70,6 +70,8 @@ pub(crate) struct JobSpec {
     /// A hash of the submitted request's bytes: a submission retried with the same request
     /// id must be the same request (see `Coordinator`'s `submit`).
     pub(crate) fingerprint: u64,
+    /// The model's hash: what placement's measured speeds are kept under.
+    pub(crate) model_hash: sampler::ModelHash,
 }
 
 impl JobSpec {

@@ -1,11 +1,24 @@
-//! Where a job's pending chains go: plain arithmetic over the workers a scheduling round saw.
+//! Where a job's pending chains go: plain arithmetic over the workers a scheduling round saw
+//! and what the coordinator measured of them (`rates.rs`).
 //!
-//! GPU workers take many chains per dispatch (their slots are chains per batch); CPU pools
-//! take one chain per free core. Chains are handed out one at a time to the worker with the
-//! most free slots left, so a job spreads over the cluster by capacity. When every slot is
-//! taken (by this job or others) and the job has nothing running, it still gets one
-//! dispatch to the least-loaded worker, where it waits in that pool's queue: a job always
-//! makes progress, and one that already runs gets more slots as its chains finish.
+//! **By expected finish time.** Where the workers that may run a job have been measured on
+//! its model, the job's chains are split so that the whole job finishes soonest: each worker
+//! runs `slots` chains at once in waves of a measured length, and chains go where the last
+//! one finishes earliest (the smallest makespan over the workers' queues). A worker whose
+//! single wave takes longer than the job takes elsewhere gets nothing. Only what starts now
+//! is sent (a worker's free slots; a GPU's slots are its chains per batch), so later rounds,
+//! as chains finish, correct an estimate that was off and balance chains of unequal length.
+//!
+//! **Workers not measured yet** get a small share first (a probe): a CPU pool its free
+//! slots, spread one chain at a time to the pool with the most free slots; a GPU worker
+//! part of the job (all of it when it is the only worker that may run the job). While a
+//! probe runs, the rest of the job waits for its measurement, unless the measured workers
+//! would finish all of it before the probe has even ended. With no measurement at all the
+//! probes are the placement.
+//!
+//! When every slot is taken (by this job or others) and the job has nothing running, it
+//! still gets one dispatch to the least-loaded worker, where it waits in that pool's queue:
+//! a job always makes progress, and one that already runs gets more as its chains finish.
 //!
 //! Chains that failed before avoid the nodes where they failed while another node can run
 //! them, and quarantined chains run as one task on a node that runs nothing else of their
@@ -13,6 +26,7 @@
 //! `job.rs`).
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use crate::ids::NodeName;
 use crate::sampling::{DevicePreference, WorkerKind};
@@ -29,11 +43,45 @@ pub(crate) struct Capacity {
     pub(crate) slots: u32,
     /// Chains running or queued there (by anyone).
     pub(crate) busy: u32,
+    /// Seconds one wave of the job being placed takes there, as measured on its model;
+    /// `None`: not measured yet.
+    pub(crate) wave_seconds: Option<f64>,
+    /// How long the job's chains there have run without a measurement yet (its probe).
+    pub(crate) probing: Option<Duration>,
 }
 
 impl Capacity {
+    /// A worker not measured on any model yet.
+    pub(crate) fn new(node: NodeName, kind: WorkerKind, slots: u32, busy: u32) -> Capacity {
+        Capacity {
+            node,
+            kind,
+            slots,
+            busy,
+            wave_seconds: None,
+            probing: None,
+        }
+    }
+
     fn free(&self) -> u32 {
         self.slots.saturating_sub(self.busy)
+    }
+
+    /// Chains it can finish within `seconds` (a wave of `wave` seconds each), beyond what it
+    /// has already.
+    fn chains_within(&self, seconds: f64, wave: f64) -> u64 {
+        let waves = (seconds / wave).floor();
+        if !waves.is_finite() || waves < 1.0 {
+            return 0;
+        }
+        let total = (waves.min(f64::from(u32::MAX)) as u64) * u64::from(self.slots.max(1));
+        total.saturating_sub(u64::from(self.busy))
+    }
+
+    /// Seconds until `more` chains have run there, after what it has already.
+    fn finish(&self, more: u64, wave: f64) -> f64 {
+        let load = u64::from(self.busy) + more;
+        load.div_ceil(u64::from(self.slots.max(1))) as f64 * wave
     }
 
     fn load(&self) -> f64 {
@@ -74,46 +122,133 @@ fn place_among(
     allowed: impl Fn(&Capacity) -> bool,
 ) -> Vec<u32> {
     let fits = |worker: &Capacity| suits(device, worker.kind) && allowed(worker);
+    let suitable: Vec<usize> = (0..workers.len()).filter(|&i| fits(&workers[i])).collect();
     let mut counts = vec![0u32; workers.len()];
     let mut left = n_pending;
-    // GPU workers first: a batch of many chains is what they are for.
-    if device != DevicePreference::Cpu {
-        for (index, worker) in workers.iter_mut().enumerate() {
-            if worker.kind == WorkerKind::Gpu && allowed(worker) && left > 0 {
-                let take = (worker.free() as usize).min(left) as u32;
-                counts[index] += take;
-                worker.busy += take;
-                left -= take as usize;
-            }
+    // Probes: a share for each worker not measured yet, GPU workers first (a batch of many
+    // chains is what they are for).
+    let unmeasured: Vec<usize> = suitable
+        .iter()
+        .copied()
+        .filter(|&i| workers[i].wave_seconds.is_none() && workers[i].probing.is_none())
+        .collect();
+    let share = if suitable.len() <= 1 {
+        n_pending
+    } else {
+        n_pending.div_ceil(2 * suitable.len()).max(1)
+    };
+    for &index in &unmeasured {
+        if workers[index].kind == WorkerKind::Gpu && left > 0 {
+            let take = (workers[index].free() as usize).min(share);
+            give(&mut counts, workers, index, take, &mut left);
         }
     }
     while left > 0 {
-        let best = workers
+        let best = unmeasured
             .iter()
-            .enumerate()
-            .filter(|(_, w)| fits(w) && w.free() > 0)
-            .max_by(|(_, a), (_, b)| a.free().cmp(&b.free()).then(b.load().total_cmp(&a.load())))
-            .map(|(index, _)| index);
+            .copied()
+            .filter(|&i| workers[i].kind == WorkerKind::Cpu && workers[i].free() > 0)
+            .max_by(|&a, &b| {
+                let (a, b) = (&workers[a], &workers[b]);
+                a.free().cmp(&b.free()).then(b.load().total_cmp(&a.load()))
+            });
         let Some(index) = best else { break };
-        counts[index] += 1;
-        workers[index].busy += 1;
-        left -= 1;
+        give(&mut counts, workers, index, 1, &mut left);
+    }
+    // The rest by expected finish time over the measured workers.
+    let measured: Vec<usize> = suitable
+        .iter()
+        .copied()
+        .filter(|&i| workers[i].wave_seconds.is_some())
+        .collect();
+    if left > 0 && !measured.is_empty() {
+        let plan = split_by_finish_time(left as u64, &measured, workers);
+        let makespan = measured
+            .iter()
+            .zip(&plan)
+            .filter(|&(_, &m)| m > 0)
+            .map(|(&i, &m)| workers[i].finish(m, wave(&workers[i])))
+            .fold(0.0, f64::max);
+        // A probe still running that has not yet taken as long as the measured workers
+        // would for all of it: wait for its measurement.
+        let wait = suitable.iter().any(|&i| {
+            workers[i].wave_seconds.is_none()
+                && workers[i]
+                    .probing
+                    .is_some_and(|d| d.as_secs_f64() < makespan)
+        });
+        if !wait {
+            for (&index, &m) in measured.iter().zip(&plan) {
+                let now = (m as usize).min(workers[index].free() as usize);
+                give(&mut counts, workers, index, now, &mut left);
+            }
+        }
     }
     let placed: u32 = counts.iter().sum();
     if placed == 0 && left > 0 && !running {
-        let least_loaded = workers
+        let least_loaded = suitable
             .iter()
-            .enumerate()
-            .filter(|(_, w)| fits(w))
-            .min_by(|(_, a), (_, b)| a.load().total_cmp(&b.load()))
-            .map(|(index, _)| index);
+            .copied()
+            .min_by(|&a, &b| workers[a].load().total_cmp(&workers[b].load()));
         if let Some(index) = least_loaded {
-            let take = (workers[index].slots.max(1) as usize).min(left) as u32;
-            counts[index] += take;
-            workers[index].busy += take;
+            let take = workers[index].slots.max(1) as usize;
+            give(&mut counts, workers, index, take, &mut left);
         }
     }
     counts
+}
+
+/// Hands `take` more chains (at most `left`) to worker `index`.
+fn give(counts: &mut [u32], workers: &mut [Capacity], index: usize, take: usize, left: &mut usize) {
+    let take = take.min(*left) as u32;
+    counts[index] += take;
+    workers[index].busy += take;
+    *left -= take as usize;
+}
+
+/// A worker's measured wave, or never.
+fn wave(worker: &Capacity) -> f64 {
+    worker.wave_seconds.unwrap_or(f64::INFINITY)
+}
+
+/// How many of `n` chains each of the `measured` workers gets so that the last one finishes
+/// soonest: the smallest time by which they can run all `n` (bisection over a monotone
+/// count), then each worker, quickest wave first, up to what it finishes by then.
+fn split_by_finish_time(n: u64, measured: &[usize], workers: &[Capacity]) -> Vec<u64> {
+    let within = |seconds: f64| -> u64 {
+        measured
+            .iter()
+            .map(|&i| workers[i].chains_within(seconds, wave(&workers[i])))
+            .fold(0u64, u64::saturating_add)
+    };
+    // One worker alone can run them all by `high`.
+    let mut high = measured
+        .iter()
+        .map(|&i| workers[i].finish(n, wave(&workers[i])))
+        .fold(f64::INFINITY, f64::min);
+    let mut low = 0.0;
+    for _ in 0..100 {
+        let mid = 0.5 * (low + high);
+        if within(mid) >= n {
+            high = mid;
+        } else {
+            low = mid;
+        }
+        if high - low <= high * 1e-9 {
+            break;
+        }
+    }
+    let mut order: Vec<usize> = (0..measured.len()).collect();
+    order.sort_by(|&a, &b| wave(&workers[measured[a]]).total_cmp(&wave(&workers[measured[b]])));
+    let mut plan = vec![0u64; measured.len()];
+    let mut left = n;
+    for k in order {
+        let worker = &workers[measured[k]];
+        let take = worker.chains_within(high, wave(worker)).min(left);
+        plan[k] = take;
+        left -= take;
+    }
+    plan
 }
 
 /// Pending chains of a job that are placed together (see `Job::pending_groups`).

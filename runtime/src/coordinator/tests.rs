@@ -17,12 +17,7 @@ use crate::wire::{
 };
 
 fn cpu(slots: u32, busy: u32) -> Capacity {
-    Capacity {
-        node: node("w"),
-        kind: WorkerKind::Cpu,
-        slots,
-        busy,
-    }
+    Capacity::new(node("w"), WorkerKind::Cpu, slots, busy)
 }
 
 #[test]
@@ -64,15 +59,17 @@ fn placement_of_a_job_with_no_free_slot_anywhere() {
 
 #[test]
 fn placement_sends_many_chains_to_gpu_workers_and_respects_the_preference() {
-    let gpu = Capacity {
-        node: node("g"),
-        kind: WorkerKind::Gpu,
-        slots: 4096,
-        busy: 0,
-    };
+    let gpu = Capacity::new(node("g"), WorkerKind::Gpu, 4096, 0);
+    // Not measured yet: the GPU worker gets a share as a probe, the CPU pool its free slots.
     let mut workers = [cpu(2, 0), gpu.clone()];
     assert_eq!(
         place(100, DevicePreference::Any, false, &mut workers),
+        [2, 25]
+    );
+    // The only worker that may run the job gets all of it at once.
+    let mut workers = [cpu(2, 0), gpu.clone()];
+    assert_eq!(
+        place(100, DevicePreference::Gpu, false, &mut workers),
         [0, 100]
     );
     let mut workers = [cpu(2, 0), gpu.clone()];
@@ -84,9 +81,120 @@ fn placement_sends_many_chains_to_gpu_workers_and_respects_the_preference() {
     assert_eq!(place(100, DevicePreference::Gpu, false, &mut workers), [0]);
 }
 
+fn measured(mut worker: Capacity, wave_seconds: f64) -> Capacity {
+    worker.wave_seconds = Some(wave_seconds);
+    worker
+}
+
+fn gpu(slots: u32, busy: u32) -> Capacity {
+    Capacity::new(node("g"), WorkerKind::Gpu, slots, busy)
+}
+
+#[test]
+fn placement_by_finish_time_sends_a_job_where_it_ends_soonest() {
+    // A fast GPU (a wave of up to 4096 chains in 1 s) beside a 2-core pool (0.5 s a wave):
+    // the pool can run four chains by the time the GPU has run the rest; two start now.
+    let mut workers = [measured(cpu(2, 0), 0.5), measured(gpu(4096, 0), 1.0)];
+    assert_eq!(
+        place(100, DevicePreference::Any, false, &mut workers),
+        [2, 96]
+    );
+    // A software GPU (14 s a wave) beside a pool that runs all 64 chains in 0.32 s: the
+    // software GPU gets nothing.
+    let mut workers = [measured(cpu(2, 0), 0.01), measured(gpu(1024, 0), 14.0)];
+    assert_eq!(
+        place(64, DevicePreference::Any, false, &mut workers),
+        [2, 0]
+    );
+    // Two pools of the same speed share a job evenly, as slots free up.
+    let mut workers = [measured(cpu(2, 0), 1.0), measured(cpu(2, 0), 1.0)];
+    assert_eq!(place(8, DevicePreference::Cpu, false, &mut workers), [2, 2]);
+    // A pool whose one wave outlasts the whole job on the other gets nothing, free slots
+    // or not; one that fits a wave in gets it.
+    let mut workers = [measured(cpu(2, 0), 1.0), measured(cpu(2, 0), 10.0)];
+    assert_eq!(place(8, DevicePreference::Cpu, false, &mut workers), [2, 0]);
+    let mut workers = [measured(cpu(2, 0), 1.0), measured(cpu(2, 0), 3.0)];
+    assert_eq!(place(8, DevicePreference::Cpu, false, &mut workers), [2, 2]);
+    // Queued chains count: a busy fast pool waits its turn behind what it has.
+    let mut workers = [measured(cpu(2, 40), 1.0), measured(cpu(2, 0), 4.0)];
+    assert_eq!(place(4, DevicePreference::Cpu, false, &mut workers), [0, 2]);
+}
+
+#[test]
+fn placement_waits_for_a_probe_unless_the_measured_workers_finish_first() {
+    let probing = |elapsed: f64| {
+        let mut worker = gpu(4096, 0);
+        worker.probing = Some(std::time::Duration::from_secs_f64(elapsed));
+        worker
+    };
+    // The pool would need 25 s for the rest; the GPU's probe has run 0.1 s: wait for it.
+    let mut workers = [measured(cpu(2, 0), 0.05), probing(0.1)];
+    assert_eq!(
+        place(1000, DevicePreference::Any, true, &mut workers),
+        [0, 0]
+    );
+    // The probe has run 30 s, longer than the pool needs for everything: go on without it.
+    let mut workers = [measured(cpu(2, 0), 0.05), probing(30.0)];
+    assert_eq!(
+        place(1000, DevicePreference::Any, true, &mut workers),
+        [2, 0]
+    );
+}
+
+#[test]
+fn the_rate_book_learns_per_worker_and_model_and_stays_bounded() {
+    use super::rates::{MAX_ENTRIES, RateBook, TaskTiming, WorkerKey};
+    let key = |short: &str| WorkerKey {
+        node: node(short),
+        kind: WorkerKind::Cpu,
+    };
+    let model = sampler::ModelHash([1; 16]);
+    let timing = |worker: WorkerKey, model, load| TaskTiming {
+        worker,
+        model,
+        slots: 4,
+        load,
+        iterations: 2000,
+        started: tokio::time::Instant::now(),
+    };
+    let mut book = RateBook::default();
+    assert_eq!(book.wave_seconds(&key("a"), model, 2000), None);
+    // 8 chains on 4 slots: two waves in 3 s, so 1.5 s a wave of 2000 iterations.
+    book.record(
+        &timing(key("a"), model, 8),
+        std::time::Duration::from_secs(3),
+    );
+    let wave = book.wave_seconds(&key("a"), model, 2000).expect("measured");
+    assert!((wave - 1.5).abs() < 1e-9, "{wave}");
+    // Half the iterations, half the wave.
+    let half = book.wave_seconds(&key("a"), model, 1000).expect("measured");
+    assert!((half - 0.75).abs() < 1e-9, "{half}");
+    // Another model or another worker is not measured by it.
+    assert_eq!(
+        book.wave_seconds(&key("a"), sampler::ModelHash([2; 16]), 2000),
+        None
+    );
+    assert_eq!(book.wave_seconds(&key("b"), model, 2000), None);
+    // A new measurement moves the estimate halfway.
+    book.record(
+        &timing(key("a"), model, 4),
+        std::time::Duration::from_secs_f64(2.5),
+    );
+    let wave = book.wave_seconds(&key("a"), model, 2000).expect("measured");
+    assert!((wave - 2.0).abs() < 1e-9, "{wave}");
+    // Bounded: the oldest entries go.
+    for n in 0..(MAX_ENTRIES + 10) {
+        let worker = key(&format!("n{n}"));
+        book.record(&timing(worker, model, 4), std::time::Duration::from_secs(1));
+    }
+    assert_eq!(book.len(), MAX_ENTRIES);
+    assert_eq!(book.wave_seconds(&key("a"), model, 2000), None);
+}
+
 fn spec(n_chains: u32, warmup: WarmupMode) -> JobSpec {
     JobSpec {
         fingerprint: 0,
+        model_hash: sampler::ModelHash([7; 16]),
         model_name: "m".into(),
         model: Arc::new(vec![1, 2, 3]),
         settings: WireSettings::from(&sampler::SamplerSettings::default()),
@@ -527,16 +635,14 @@ impl Fake {
         let mut capacity: Vec<Capacity> = self
             .workers
             .iter()
-            .map(|(node, slots)| Capacity {
-                node: node.clone(),
-                kind: WorkerKind::Cpu,
-                slots: *slots,
-                busy: job
+            .map(|(node, slots)| {
+                let busy = job
                     .tasks
                     .values()
                     .filter(|r| &r.node == node)
                     .map(|r| r.chains.len() as u32)
-                    .sum(),
+                    .sum();
+                Capacity::new(node.clone(), WorkerKind::Cpu, *slots, busy)
             })
             .collect();
         let plan = place_groups(
@@ -774,12 +880,7 @@ fn placement_keeps_quarantined_chains_alone_and_off_the_nodes_they_avoid() {
             })
             .collect()
     };
-    let on = |short: &str, busy: u32| Capacity {
-        node: node(short),
-        kind: WorkerKind::Cpu,
-        slots: 4,
-        busy,
-    };
+    let on = |short: &str, busy: u32| Capacity::new(node(short), WorkerKind::Cpu, 4, busy);
     let groups = [
         PendingGroup {
             chains: chains(&[0, 1]),

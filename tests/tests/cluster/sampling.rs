@@ -1,5 +1,6 @@
 //! Remote sampling on clusters of real node processes: a CPU-only client samples on a GPU
-//! node, placement by capacity, warmup once then broadcast, a node killed mid-run and a pool
+//! node, placement by capacity, two nodes of one speed sharing jobs placed by their measured
+//! speed, warmup once then broadcast, a node killed mid-run and a pool
 //! that panics mid-run (their chains run again elsewhere, with the same draws), malformed
 //! requests, and one job followed across nodes by its log spans. Posteriors are checked
 //! against the exact posterior of a conjugate model, with MCSE-based tolerances.
@@ -200,6 +201,46 @@ fn sampling_places_chains_by_capacity_and_broadcasts_one_warmup() {
         assert_eq!(chain.lines.len(), 300);
     }
     model.check(&mu(&chains));
+}
+
+#[test]
+fn sampling_two_cpu_nodes_of_one_speed_share_a_job_evenly() {
+    let cluster = Cluster::new("even");
+    let slots = || NodeOptions {
+        cpu_slots: 2,
+        ..NodeOptions::default()
+    };
+    let a = cluster.node_opts("a", &[], slots(), |_| {});
+    let b = cluster.node_opts("b", &[&a], slots(), |_| {});
+    cluster.mesh(&[&a, &b]);
+    let model = NormalMean::new(50);
+    let path = model.write(cluster.config_home(), "normal.json");
+    // The first job measures both nodes on the model (a wave of two chains each, then the
+    // rest as chains finish); the second is placed by those measurements from the start.
+    for job in ["first", "second"] {
+        let out = cluster.config_home().join(format!("{job}.csv"));
+        let out = out.to_string_lossy();
+        let args = ["--chains", "12", "--warmup", "300", "--draws", "300"];
+        let lines = finish(sample(&cluster, &a, &path, &out, &args));
+        let placed = chains_by_node(&lines);
+        let on = |node: &NodeProcess| {
+            placed
+                .iter()
+                .filter(|(name, _)| *name == node.name)
+                .map(|(_, n)| n)
+                .sum::<usize>()
+        };
+        // Evenly, up to a wave of slack for the noise of measured speeds on a busy machine;
+        // nothing left to one node alone.
+        for node in [&a, &b] {
+            assert!(
+                (4..=8).contains(&on(node)),
+                "{job} job: {placed:?}\n{}",
+                lines.join("\n")
+            );
+        }
+        model.check(&mu(&Chain::read_all(&out, 12)));
+    }
 }
 
 #[test]
