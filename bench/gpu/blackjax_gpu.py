@@ -29,7 +29,8 @@ Samplers (``--samplers``), BlackJAX 1.7.1, its defaults unless said here:
   ``blackjax.adjusted_mclmc_find_L_and_step_size`` per chain (``jax.vmap``; the static
   ``adjusted_mclmc`` kernel with the McLachlan isokinetic integrator, target acceptance 0.9,
   diagonal preconditioning, ``num_steps`` chosen so that its 10% + 10% + 10% tuning passes
-  take ``--warmup`` iterations), then ``blackjax.adjusted_mclmc_dynamic`` with random
+  take ``--warmup`` iterations; its default ``target_num_integration_steps`` 2), then
+  ``blackjax.adjusted_mclmc_dynamic`` with random
   trajectory lengths (``make_random_trajectory_length_fn(True)``, mean ``L / step_size``).
 
 Per (model, sampler, chains), one JSON object per line on stdout, with numpyro_gpu.py's fields
@@ -42,7 +43,8 @@ plus ``framework: "blackjax"`` and ``sampler``:
   variants, ``num_integration_steps`` of every transition (velocity Verlet: one gradient per
   step); MEADS's warmup leaves out the frozen fold's steps (computed and thrown away); adjusted
   MCLMC, two per integration step (the McLachlan scheme's two gradients; the tuner reports
-  its steps as a per-chain total);
+  its steps as a per-chain total, and a fractional ``L / step_size`` that runs
+  ``ceil(L / step_size)`` steps is counted as those);
 * ``min_ess_bulk``/``min_ess_tail`` by ``bench/gpu/ess.py`` as numpyro_gpu.py;
 * ``lockstep_efficiency``: useful / executed lane-steps, ``chains x max over chains`` per
   iteration (over sampling only for ``laps``, whose tuner gives totals only:
@@ -215,7 +217,18 @@ def build_laps(logdensity, n_chains, warmup, draws):
     import blackjax
     from blackjax.mcmc.adjusted_mclmc_dynamic import make_random_trajectory_length_fn
 
-    tuning_kernel = blackjax.mcmc.adjusted_mclmc.build_kernel()
+    static_kernel = blackjax.mcmc.adjusted_mclmc.build_kernel()
+
+    def tuning_kernel(rng_key, state, logdensity_fn, step_size, integration_steps_params=(1,),
+                      inverse_mass_matrix=1.0, L_proposal_factor=jnp.inf):
+        # The tuner runs the static kernel with a fractional L / step_size, which integrates
+        # ceil(L / step_size) steps (a fori_loop over floats) but reports the fraction: count
+        # the steps that ran.
+        state, info = static_kernel(rng_key, state, logdensity_fn, step_size,
+                                    integration_steps_params, inverse_mass_matrix,
+                                    L_proposal_factor)
+        return state, info._replace(num_integration_steps=jnp.ceil(info.num_integration_steps))
+
     num_steps = math.ceil(warmup / LAPS_TUNING_FRACTION)
     steps_fn = make_random_trajectory_length_fn(True)
 
