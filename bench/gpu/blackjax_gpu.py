@@ -18,7 +18,11 @@ Samplers (``--samplers``), BlackJAX 1.7.1, its defaults unless said here:
   its trajectory-length floor), Adam as TensorFlow Probability's ChEES uses it
   (``optax.adam(0.025, b1=0.0, b2=0.95)``), initial step size 0.1; then ``blackjax.dhmc`` (jittered
   trajectory lengths from the Halton sequence, shared by all chains) with the adapted
-  parameters;
+  parameters. BlackJAX 1.7.1 folds the ensemble into its diagonal-metric estimate one chain
+  at a time (a sequential ``lax.scan`` over chains at each step of the last half of warmup),
+  so the warmup's cost grows with the chain count however wide the device;
+* ``chees_unit`` (not in the default list): the same with BlackJAX's default identity metric
+  (``mass_matrix_estimation=None``), without that sequential fold;
 * ``meads``: ``blackjax.meads_adaptation`` over all chains (4 folds; one fold is frozen at
   each warmup step), then ``blackjax.ghmc`` (one leapfrog step per iteration) with the
   fold-averaged parameters;
@@ -32,6 +36,8 @@ Samplers (``--samplers``), BlackJAX 1.7.1, its defaults unless said here:
   take ``--warmup`` iterations; its default ``target_num_integration_steps`` 2), then
   ``blackjax.adjusted_mclmc_dynamic`` with random
   trajectory lengths (``make_random_trajectory_length_fn(True)``, mean ``L / step_size``).
+  A chain whose tuning ends with a non-finite step size or ``L`` keeps its initial point
+  (every draw divergent); ``laps_failed_tuning_chains`` counts them.
 
 Per (model, sampler, chains), one JSON object per line on stdout, with numpyro_gpu.py's fields
 plus ``framework: "blackjax"`` and ``sampler``:
@@ -145,18 +151,18 @@ def build_nuts(logdensity, n_chains, warmup, draws):
             return states, (states.position, info.num_integration_steps, info.is_divergent)
 
         _, (positions, steps, divergent) = jax.lax.scan(step, states, jax.random.split(draw_key, draws))
-        return positions, warm_steps, steps.T, divergent.T
+        return positions, warm_steps, steps.T, divergent.T, {}
 
     return run
 
 
-def build_chees(logdensity, n_chains, warmup, draws):
+def build_chees(logdensity, n_chains, warmup, draws, mass_matrix="diagonal"):
     import jax
     import optax
     import blackjax
 
     adaptation = blackjax.chees_adaptation(
-        logdensity, n_chains, mass_matrix_estimation="diagonal",
+        logdensity, n_chains, mass_matrix_estimation=mass_matrix,
         adaptation_info_fn=blackjax.adaptation.base.get_filter_adapt_info_fn(
             info_keys={"num_integration_steps"}))
     optim = optax.adam(CHEES_LEARNING_RATE, b1=0.0, b2=0.95)
@@ -173,7 +179,7 @@ def build_chees(logdensity, n_chains, warmup, draws):
             return states, (states.position, info.num_integration_steps, info.is_divergent)
 
         _, (positions, steps, divergent) = jax.lax.scan(step, states, jax.random.split(draw_key, draws))
-        return positions, warm_steps, steps.T, divergent.T
+        return positions, warm_steps, steps.T, divergent.T, {}
 
     return run
 
@@ -206,7 +212,7 @@ def build_meads(logdensity, n_chains, warmup, draws):
             return states, (states.position, steps, info.is_divergent)
 
         _, (positions, steps, divergent) = jax.lax.scan(step, states, jax.random.split(draw_key, draws))
-        return positions, warm_steps, steps.T, divergent.T
+        return positions, warm_steps, steps.T, divergent.T, {}
 
     return run
 
@@ -227,7 +233,9 @@ def build_laps(logdensity, n_chains, warmup, draws):
         state, info = static_kernel(rng_key, state, logdensity_fn, step_size,
                                     integration_steps_params, inverse_mass_matrix,
                                     L_proposal_factor)
-        return state, info._replace(num_integration_steps=jnp.ceil(info.num_integration_steps))
+        # A chain whose tuning failed (NaN L / step_size) ran no steps.
+        n = info.num_integration_steps
+        return state, info._replace(num_integration_steps=jnp.where(jnp.isfinite(n), jnp.ceil(n), 0.0))
 
     num_steps = math.ceil(warmup / LAPS_TUNING_FRACTION)
     steps_fn = make_random_trajectory_length_fn(True)
@@ -257,22 +265,31 @@ def build_laps(logdensity, n_chains, warmup, draws):
 
         def step(states, key):
             states, info = jax.vmap(one)(jax.random.split(key, n_chains), states, params)
-            return states, (states.position, info.num_integration_steps, info.is_divergent)
+            # A NaN mean trajectory length (failed tuning) casts to an arbitrary int; such a
+            # trajectory runs no steps when negative.
+            steps = jnp.maximum(info.num_integration_steps, 0)
+            return states, (states.position, steps, info.is_divergent)
 
         _, (positions, steps, divergent) = jax.lax.scan(step, states, jax.random.split(draw_key, draws))
         warm_total = jnp.asarray(tuning_steps, dtype=jnp.float32)[:, None]  # (chains, 1) totals
-        return positions, warm_total, steps.T, divergent.T
+        failed = ~(jnp.isfinite(params.step_size) & jnp.isfinite(params.L))
+        return positions, warm_total, steps.T, divergent.T, {"laps_failed_tuning_chains": failed.sum()}
 
     return run
 
 
-BUILDERS = {"nuts": build_nuts, "chees": build_chees, "meads": build_meads, "laps": build_laps}
+def build_chees_unit(logdensity, n_chains, warmup, draws):
+    return build_chees(logdensity, n_chains, warmup, draws, mass_matrix=None)
+
+
+BUILDERS = {"nuts": build_nuts, "chees": build_chees, "meads": build_meads, "laps": build_laps,
+            "chees_unit": build_chees_unit}
 
 
 def build_round(model: str, sampler: str, n_chains: int, warmup: int, draws: int):
     """A jitted ``key -> (constrained draws by site (chains, draws, ...), warmup steps
     (chains, iterations; laps: totals), sampling steps (chains, draws), divergent (chains,
-    draws))``."""
+    draws), extra fields of the row)``."""
     import jax
 
     logdensity, constrain, sites = numpyro_target(model)
@@ -281,11 +298,12 @@ def build_round(model: str, sampler: str, n_chains: int, warmup: int, draws: int
     @jax.jit
     def one_round(key):
         init_key, run_key = jax.random.split(key)
-        positions, warm_steps, steps, divergent = run(run_key, initial_positions(init_key, sites, n_chains))
+        positions, warm_steps, steps, divergent, extra = run(
+            run_key, initial_positions(init_key, sites, n_chains))
         # positions: each site (draws, chains, ...) -> constrained (chains, draws, ...)
         constrained = jax.vmap(jax.vmap(constrain))(positions)
         constrained = jax.tree.map(lambda x: jax.numpy.swapaxes(x, 0, 1), constrained)
-        return constrained, warm_steps, steps, divergent
+        return constrained, warm_steps, steps, divergent, extra
 
     return one_round
 
@@ -367,7 +385,7 @@ def measure(model, sampler, n_chains, args, clock):
     compile_s = clock.seconds()
     log(f"  ({model}, {sampler}, {n_chains} chains: first round {first:.1f} s, compile {compile_s:.1f} s)")
     clock.reset()
-    wall, (samples, warm_steps, steps, divergent) = timed(one_round, timed_key)
+    wall, (samples, warm_steps, steps, divergent, extra) = timed(one_round, timed_key)
     recompile_s = clock.seconds()
     log(f"  ({model}, {sampler}, {n_chains} chains: timed round {wall:.1f} s, compile "
         f"{recompile_s:.2f} s (excluded); ESS next)")
@@ -375,7 +393,8 @@ def measure(model, sampler, n_chains, args, clock):
     return make_row(model, sampler, n_chains, args, wall=wall - recompile_s, compile_s=compile_s,
                     warm_steps=warm_steps, sample_steps=steps, diverging=divergent,
                     samples=samples, first_round_s=first, timed_round_s=wall,
-                    timed_round_compile_s=recompile_s), samples
+                    timed_round_compile_s=recompile_s,
+                    **{k: int(v) for k, v in extra.items()}), samples
 
 
 def main(argv=None) -> int:
@@ -396,9 +415,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     models = [m for m in args.models.split(",") if m]
     samplers = [s for s in args.samplers.split(",") if s]
-    unknown = sorted(set(samplers) - set(SAMPLERS))
+    unknown = sorted(set(samplers) - set(BUILDERS))
     if unknown:
-        parser.error(f"unknown samplers {unknown}; known: {SAMPLERS}")
+        parser.error(f"unknown samplers {unknown}; known: {sorted(BUILDERS)}")
     chain_counts = [int(c) for c in args.chains.split(",") if c]
 
     import numpyro

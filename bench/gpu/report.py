@@ -21,7 +21,7 @@ ESS_RATIO_TARGET = 30.0
 ESS_RATIO_TARGET_CHAINS = 8192
 ESS_RATIO_TARGET_MODELS = ("eight_schools_noncentered", "logistic")
 ROUND_TRIP_TARGET_MS = 0.15
-BLACKJAX_SAMPLERS = ("nuts", "chees", "meads", "laps")
+BLACKJAX_SAMPLERS = ("nuts", "chees", "chees_unit", "meads", "laps")
 
 
 def framework_key(row):
@@ -171,16 +171,16 @@ def main(paths) -> int:
             f"ESS: {blackjax_any.get('ess_method')}.")
     out.append("Rates per second of warmup + sampling; ratio = ours / NumPyro; lockstep efficiency = "
                "useful leapfrog steps / executed lane-steps.\n")
-    out.append("| model | chains | min bulk-ESS/s ours | NumPyro | ratio | min tail-ESS/s ours | NumPyro "
-               "| ratio | useful grads/s ours | NumPyro | lockstep ours | NumPyro | wall s ours | NumPyro "
-               "| divergences ours / NumPyro | check |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     keys = sorted({(model, chains) for (_, model, chains) in rows},
                   key=lambda k: (str(k[0]), k[1] if isinstance(k[1], int) else 0))
+    main_keys = [k for k in keys if any(rows.get((fw, *k)) for fw in ("ours", "numpyro"))]
+    if main_keys:
+        out.append("| model | chains | min bulk-ESS/s ours | NumPyro | ratio | min tail-ESS/s ours "
+                   "| NumPyro | ratio | useful grads/s ours | NumPyro | lockstep ours | NumPyro "
+                   "| wall s ours | NumPyro | divergences ours / NumPyro | check |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     targets = []
-    for model, chains in keys:
-        if not any(rows.get((fw, model, chains)) for fw in ("ours", "numpyro")):
-            continue
+    for model, chains in main_keys:
         ours = rows.get(("ours", model, chains))
         theirs = rows.get(("numpyro", model, chains))
         o = ours if ours and not status(ours) else {}

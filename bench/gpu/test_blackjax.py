@@ -34,7 +34,7 @@ ESS_TOLERANCE = 1e-8
 def flat(samples):
     """(chains, draws, scalars) and the scalars' names, sites in order."""
     arrays, names = [], []
-    for name, value in samples.items():
+    for name, value in sorted(samples.items()):
         value = np.asarray(value, dtype=np.float64)
         chains, draws = value.shape[:2]
         value = value.reshape(chains, draws, -1)
