@@ -57,7 +57,9 @@ plus ``framework: "blackjax"`` and ``sampler``:
   ``lockstep_scope``);
 * ``divergences``: after warmup, summed over chains (``is_divergent``).
 
-A failing row (e.g. out of memory) is reported in its ``error`` field and the script goes on.
+A failing row (e.g. out of memory) is reported in its ``error`` field and the script goes on;
+an ensemble sampler on too few chains (ChEES on 1, MEADS on fewer than 8) is not run, its row
+says why in ``not_applicable``.
 Run from the repository root: ``python bench/gpu/blackjax_gpu.py --chains 64,1024 > bj.jsonl``.
 """
 from __future__ import annotations
@@ -182,6 +184,17 @@ def build_chees(logdensity, n_chains, warmup, draws, mass_matrix="diagonal"):
         return positions, warm_steps, steps.T, divergent.T, {}
 
     return run
+
+
+def too_few_chains(sampler: str, n_chains: int) -> str | None:
+    """Why an ensemble sampler cannot run on ``n_chains`` chains, or None: ChEES adapts on
+    the spread across chains, MEADS on it within each fold (its eigenvalue estimate divides
+    by ``n * (n - 1)``)."""
+    if sampler.startswith("chees") and n_chains < 2:
+        return "ChEES adapts across chains: needs 2 or more"
+    if sampler == "meads" and n_chains < 2 * MEADS_FOLDS:
+        return f"MEADS adapts within {MEADS_FOLDS} folds: needs 2 or more chains in each"
+    return None
 
 
 def meads_folds(n_chains: int) -> int:
@@ -441,7 +454,11 @@ def main(argv=None) -> int:
             for n_chains in chain_counts:
                 base = {"kind": "row", "framework": "blackjax", "sampler": sampler,
                         "model": model, "chains": n_chains}
-                if args.time_limit is not None and time.perf_counter() - started > args.time_limit:
+                reason = too_few_chains(sampler, n_chains)
+                if reason:
+                    log(f"| {sampler} | {n_chains} | not applicable: {reason} |")
+                    row = {**base, "not_applicable": reason}
+                elif args.time_limit is not None and time.perf_counter() - started > args.time_limit:
                     log(f"| {sampler} | {n_chains} | skipped: past --time-limit |")
                     row = {**base, "skipped": True}
                 else:

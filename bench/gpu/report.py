@@ -78,6 +78,8 @@ def ratio(a, b):
 def status(row):
     if row is None:
         return "not run"
+    if row.get("not_applicable"):
+        return "n/a"
     if row.get("skipped"):
         return "skipped (time)"
     if row.get("error"):
