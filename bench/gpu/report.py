@@ -1,12 +1,14 @@
-"""Turns the JSON lines of ``cluster-cli bench --device gpu --json`` (ours) and of
-``bench/gpu/numpyro_gpu.py`` (NumPyro) into the markdown of BENCHMARKS.md's GPU section:
-one row per (model, chains) with both frameworks' min-ESS/s and their ratio, useful gradient
-evaluations per second, lockstep efficiency, wall time and our check; then the round trip and
-the issue's targets.
+"""Turns the JSON lines of ``cluster-cli bench --device gpu --json`` (ours), of
+``bench/gpu/numpyro_gpu.py`` (NumPyro) and of ``bench/gpu/blackjax_gpu.py`` (BlackJAX) into
+the markdown of BENCHMARKS.md's GPU section: one row per (model, chains) with ours' and
+NumPyro's min-ESS/s and their ratio, useful gradient evaluations per second, lockstep
+efficiency, wall time and our check; where there are BlackJAX rows, a second table with a
+column per BlackJAX sampler and the ratio of ours to the best of them; then the round trip
+and the issue's targets.
 
-Usage: ``python bench/gpu/report.py ours.jsonl [numpyro.jsonl ...]``. Several files of one
-framework are merged; a later row of the same (framework, model, chains) replaces an earlier
-one, so a re-run of a few rows can be appended.
+Usage: ``python bench/gpu/report.py ours.jsonl [numpyro.jsonl blackjax.jsonl ...]``. Several
+files of one framework are merged; a later row of the same (framework, sampler, model, chains)
+replaces an earlier one, so a re-run of a few rows can be appended.
 """
 from __future__ import annotations
 
@@ -19,6 +21,13 @@ ESS_RATIO_TARGET = 30.0
 ESS_RATIO_TARGET_CHAINS = 8192
 ESS_RATIO_TARGET_MODELS = ("eight_schools_noncentered", "logistic")
 ROUND_TRIP_TARGET_MS = 0.15
+BLACKJAX_SAMPLERS = ("nuts", "chees", "chees_unit", "meads", "laps")
+
+
+def framework_key(row):
+    """The framework of a row; a BlackJAX row is ``blackjax:<sampler>``."""
+    framework = row.get("framework")
+    return f"{framework}:{row.get('sampler')}" if framework == "blackjax" else framework
 
 
 def read_rows(paths):
@@ -42,7 +51,7 @@ def read_rows(paths):
             if row.get("kind") == "round_trip":
                 round_trips.append(row)
             elif row.get("kind") == "row":
-                rows[(row.get("framework"), row.get("model"), row.get("chains"))] = row
+                rows[(framework_key(row), row.get("model"), row.get("chains"))] = row
     return rows, round_trips, problems
 
 
@@ -69,6 +78,8 @@ def ratio(a, b):
 def status(row):
     if row is None:
         return "not run"
+    if row.get("not_applicable"):
+        return "n/a"
     if row.get("skipped"):
         return "skipped (time)"
     if row.get("error"):
@@ -87,9 +98,46 @@ def check_text(row):
 
 def describe(rows, framework):
     for (fw, _, _), row in rows.items():
-        if fw == framework and not status(row):
+        if fw.split(":")[0] == framework and not status(row):
             return row
     return None
+
+
+def blackjax_samplers(rows):
+    """BlackJAX's samplers in the rows, the known ones first."""
+    found = {fw.split(":", 1)[1] for (fw, _, _) in rows if fw and fw.startswith("blackjax:")}
+    return [s for s in BLACKJAX_SAMPLERS if s in found] + sorted(found - set(BLACKJAX_SAMPLERS))
+
+
+def blackjax_table(rows, keys, key, title):
+    """Markdown lines: ``key`` (a per-second column) of ours, NumPyro and each BlackJAX
+    sampler, and ours / the best BlackJAX sampler."""
+    samplers = blackjax_samplers(rows)
+    out = [f"\n{title}\n",
+           "| model | chains | ours | NumPyro | " + " | ".join(f"BlackJAX {s}" for s in samplers)
+           + " | best BlackJAX | ours / best BlackJAX |",
+           "|---|---:|---:|---:|" + "---:|" * len(samplers) + "---|---:|"]
+    for model, chains in keys:
+        ours = rows.get(("ours", model, chains))
+        numpyro = rows.get(("numpyro", model, chains))
+        cells, best, best_name = [], None, None
+        for sampler in samplers:
+            row = rows.get((f"blackjax:{sampler}", model, chains))
+            value = number(row.get(key)) if row and not status(row) else None
+            cells.append(fmt(value) if value is not None else (status(row) or ""))
+            if value is not None and (best is None or value > best):
+                best, best_name = value, sampler
+        if not any(rows.get((f"blackjax:{s}", model, chains)) for s in samplers):
+            continue
+
+        def cell(row):
+            return fmt(row.get(key)) if row and not status(row) else (status(row) or "")
+
+        best_ratio = ratio(ours.get(key) if ours and not status(ours) else None, best)
+        out.append(" | ".join([f"| {model}", str(chains), cell(ours), cell(numpyro), *cells,
+                               f"{best_name} {fmt(best)}" if best_name else "–",
+                               f"{fmt(best_ratio, 3)}x" if best_ratio else "–"]) + " |")
+    return out
 
 
 def main(paths) -> int:
@@ -114,16 +162,27 @@ def main(paths) -> int:
             "reports in it; rows whose NumPyro wall is marked ‡: one round run in pieces across "
             "processes, less the compile time JAX reports, bench/gpu/resumable.py); "
             f"ESS: {numpyro_any.get('ess_method')}.")
+    blackjax_any = describe(rows, "blackjax")
+    if blackjax_any:
+        out.append(
+            f"BlackJAX {blackjax_any.get('blackjax_version')} (JAX {blackjax_any.get('jax_version')}, "
+            f"{blackjax_any.get('jax_backend')}: {blackjax_any.get('adapter')}), samplers of "
+            "bench/gpu/blackjax_gpu.py on NumPyro's log density, "
+            f"{blackjax_any.get('precision')}, {blackjax_any.get('warmup')} warmup + "
+            f"{blackjax_any.get('draws')} draws, compile excluded as NumPyro's; "
+            f"ESS: {blackjax_any.get('ess_method')}.")
     out.append("Rates per second of warmup + sampling; ratio = ours / NumPyro; lockstep efficiency = "
                "useful leapfrog steps / executed lane-steps.\n")
-    out.append("| model | chains | min bulk-ESS/s ours | NumPyro | ratio | min tail-ESS/s ours | NumPyro "
-               "| ratio | useful grads/s ours | NumPyro | lockstep ours | NumPyro | wall s ours | NumPyro "
-               "| divergences ours / NumPyro | check |")
-    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     keys = sorted({(model, chains) for (_, model, chains) in rows},
                   key=lambda k: (str(k[0]), k[1] if isinstance(k[1], int) else 0))
+    main_keys = [k for k in keys if any(rows.get((fw, *k)) for fw in ("ours", "numpyro"))]
+    if main_keys:
+        out.append("| model | chains | min bulk-ESS/s ours | NumPyro | ratio | min tail-ESS/s ours "
+                   "| NumPyro | ratio | useful grads/s ours | NumPyro | lockstep ours | NumPyro "
+                   "| wall s ours | NumPyro | divergences ours / NumPyro | check |")
+        out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     targets = []
-    for model, chains in keys:
+    for model, chains in main_keys:
         ours = rows.get(("ours", model, chains))
         theirs = rows.get(("numpyro", model, chains))
         o = ours if ours and not status(ours) else {}
@@ -149,6 +208,10 @@ def main(paths) -> int:
         ]) + " |")
         if chains == ESS_RATIO_TARGET_CHAINS and model in ESS_RATIO_TARGET_MODELS:
             targets.append((model, bulk_ratio))
+    if blackjax_any:
+        out += blackjax_table(rows, keys, "min_ess_bulk_per_s", "Min bulk-ESS/s, BlackJAX's samplers beside ours and NumPyro's:")
+        out += blackjax_table(rows, keys, "min_ess_tail_per_s", "Min tail-ESS/s:")
+        out += blackjax_table(rows, keys, "grads_per_s", "Useful gradient evaluations/s:")
     out.append("")
     for row in round_trips:
         median = number(row.get("median_ms"))

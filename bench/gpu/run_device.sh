@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The GPU benchmark on the device machine (shared/GPU.md): ours (`cluster-cli bench --device
-# gpu`), then NumPyro's vectorised chains on the same GPU, then the markdown comparison.
+# gpu`), then NumPyro's vectorised chains on the same GPU (and, when asked, BlackJAX's
+# many-chain samplers), then the markdown comparison.
 #
 # Run from the repository root on the device machine, with `.gl/` (Vulkan loader debs) and
 # `.gpu/cluster-cli` (a stripped release build) carried:
 #
 #   bench/gpu/run_device.sh [--budget SECONDS] [--models a,b] [--chains 1,64,...]
 #                           [--warmup N] [--draws N] [--pieces N]
-#                           [--only ours|numpyro] [--ours-share FRACTION] [--local]
+#                           [--only ours|numpyro|blackjax] [--frameworks ours,numpyro,blackjax]
+#                           [--samplers nuts,chees,meads,laps] [--ours-share FRACTION]
+#                           [--numpyro-share FRACTION] [--local]
 #                           [-- BENCH-ARGS...]
 #
 # --budget bounds the whole call (default 510 s, under the device tool's 10 minutes per
@@ -29,18 +32,29 @@
 # /tmp/jax-cache): a second call on the same machine compiles less (compile time is excluded
 # from the figures either way).
 #
+# --frameworks picks the sides, a comma list of ours, numpyro, blackjax (default ours,numpyro;
+# --only X is --frameworks X). BlackJAX (bench/gpu/blackjax_gpu.py, its samplers picked by
+# --samplers, default nuts,chees,meads,laps) needs its wheels carried in `.whl/` (the device
+# machine has JAX and NumPyro but no BlackJAX and no internet): blackjax is installed from
+# there into /tmp/site (on PYTHONPATH), and each other wheel there (optax, absl-py) only if its
+# module does not import already. With NumPyro and BlackJAX both, NumPyro gets
+# --numpyro-share (default 0.5) of what ours left, BlackJAX the rest.
+#
 # --local skips the Vulkan set-up (for a try on a machine with lavapipe); $PYTHON picks the
 # interpreter (default python3).
 #
 # Writes to $OUT (the device tool's output folder; ./gpu-bench-out if unset): devices.txt,
-# ours.txt, ours.jsonl, numpyro.txt, numpyro.jsonl, report.md.
+# ours.txt, ours.jsonl, numpyro.txt, numpyro.jsonl, blackjax.txt, blackjax.jsonl, report.md.
 set -uo pipefail
 
 budget=510
 models=eight_schools_noncentered,logistic,sv
 chains=1,64,1024,8192,65536
 only=
+frameworks=ours,numpyro
+samplers=nuts,chees,meads,laps
 ours_share=0.4
+numpyro_share=0.5
 local=
 warmup=400
 draws=400
@@ -52,7 +66,10 @@ while [ $# -gt 0 ]; do
         --models) models=$2; shift 2 ;;
         --chains) chains=$2; shift 2 ;;
         --only) only=$2; shift 2 ;;
+        --frameworks) frameworks=$2; shift 2 ;;
+        --samplers) samplers=$2; shift 2 ;;
         --ours-share) ours_share=$2; shift 2 ;;
+        --numpyro-share) numpyro_share=$2; shift 2 ;;
         --local) local=1; shift ;;
         --warmup) warmup=$2; shift 2 ;;
         --draws) draws=$2; shift 2 ;;
@@ -61,7 +78,12 @@ while [ $# -gt 0 ]; do
         *) echo "run_device.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
-case "$only" in ""|ours|numpyro) ;; *) echo "run_device.sh: --only ours|numpyro" >&2; exit 2 ;; esac
+case "$only" in ""|ours|numpyro|blackjax) ;; *) echo "run_device.sh: --only ours|numpyro|blackjax" >&2; exit 2 ;; esac
+[ -n "$only" ] && frameworks=$only
+want() { case ",$frameworks," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+for f in ${frameworks//,/ }; do
+    case "$f" in ours|numpyro|blackjax) ;; *) echo "run_device.sh: unknown framework $f" >&2; exit 2 ;; esac
+done
 
 OUT=${OUT:-./gpu-bench-out}
 mkdir -p "$OUT"
@@ -97,7 +119,7 @@ IFS=, read -ra model_names <<< "$models"
 for m in "${model_names[@]}"; do model_paths+=("models/$m.json"); done
 
 ours_budget=$(awk -v b="$budget" -v s="$ours_share" 'BEGIN { printf "%d", b * s }')
-if [ "$only" != numpyro ]; then
+if want ours; then
     if [ -z "$cli" ]; then
         echo "no cluster-cli: build it and copy it to .gpu/ (shared/GPU.md)" | tee "$OUT/ours.txt"
     else
@@ -112,8 +134,11 @@ if [ "$only" != numpyro ]; then
     fi
 fi
 
-if [ "$only" != ours ]; then
+if want numpyro; then
     left=$(( budget - $(elapsed) - 15 ))
+    if want blackjax; then
+        left=$(awk -v l="$left" -v s="$numpyro_share" 'BEGIN { printf "%d", l * s }')
+    fi
     if [ "$left" -lt 30 ]; then
         echo "no time left for NumPyro ($left s)" | tee "$OUT/numpyro.txt"
     elif [ -n "$pieces" ]; then
@@ -150,6 +175,42 @@ if [ "$only" != ours ]; then
     fi
 fi
 
-"$python" bench/gpu/report.py "$OUT/ours.jsonl" "$OUT/numpyro.jsonl" > "$OUT/report.md" 2>&1
+if want blackjax; then
+    left=$(( budget - $(elapsed) - 15 ))
+    if ls .whl/*.whl >/dev/null 2>&1; then
+        # blackjax always; its dependencies only where the image lacks them.
+        site=/tmp/site
+        for w in .whl/*.whl; do
+            name=$(basename "$w" | cut -d- -f1)
+            case "$name" in
+                blackjax) module= ;;
+                absl_py) module=absl ;;
+                *) module=$name ;;
+            esac
+            if [ -z "$module" ] || ! "$python" -c "import $module" 2>/dev/null; then
+                "$python" -m pip install -q --no-index --no-deps --target "$site" "$w" \
+                    && echo "installed $(basename "$w") into $site"
+            fi
+        done
+        export PYTHONPATH=$site${PYTHONPATH:+:$PYTHONPATH}
+    fi
+    if [ "$left" -lt 30 ]; then
+        echo "no time left for BlackJAX ($left s)" | tee "$OUT/blackjax.txt"
+    else
+        blackjax_limit=$(( left * 6 / 10 ))
+        echo "== BlackJAX $samplers (budget ${left} s) =="
+        timeout -k 5 "$left" "$python" bench/gpu/blackjax_gpu.py --models "$models" \
+            --samplers "$samplers" --chains "$chains" --warmup "$warmup" --draws "$draws" \
+            --time-limit "$blackjax_limit" --compile-cache "${JAX_CACHE:-/tmp/jax-cache}" \
+            > "$OUT/blackjax.jsonl" 2> >(tee "$OUT/blackjax.txt" >&2)
+        echo "(blackjax: exit $? after $(elapsed) s)" | tee -a "$OUT/blackjax.txt"
+    fi
+fi
+
+reports=()
+for f in ours numpyro blackjax; do
+    if want "$f" || [ -f "$OUT/$f.jsonl" ]; then reports+=("$OUT/$f.jsonl"); fi
+done
+"$python" bench/gpu/report.py "${reports[@]}" > "$OUT/report.md" 2>&1
 cat "$OUT/report.md"
 echo "(total $(elapsed) s)"
