@@ -587,7 +587,7 @@ fn surveyed(
                         "GPU workers adapt a diagonal metric only: use --metric diag, or CPU pools"
                     }
                     DevicePreference::Gpu => {
-                        "no GPU worker in the cluster (a node runs none on a software adapter unless started with --software-gpu)"
+                        "no GPU worker in the cluster (a node runs none on a software adapter unless started with --software-gpu or --cpu-slots 0)"
                     }
                     DevicePreference::Cpu if job.spec.device == DevicePreference::Any => {
                         "no CPU pool in the cluster answered (a dense metric cannot run on GPU workers)"

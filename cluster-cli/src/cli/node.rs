@@ -37,9 +37,13 @@ pub struct NodeArgs {
     #[arg(long)]
     no_gpu: bool,
     /// Run a GPU pool on a software adapter (lavapipe, llvmpipe) when the machine has no
-    /// other: correct, but slower than the CPU pool, so unused unless asked.
-    #[arg(long, conflicts_with = "no_gpu")]
+    /// other: correct, but slower than the CPU pool, so by default used only by a node
+    /// that runs no CPU pool (`--cpu-slots 0`).
+    #[arg(long, conflicts_with_all = ["no_gpu", "no_software_gpu"])]
     software_gpu: bool,
+    /// Never run a GPU pool on a software adapter, even with `--cpu-slots 0`.
+    #[arg(long, conflicts_with = "no_gpu")]
+    no_software_gpu: bool,
     /// Obey test-only fault injection requests (`cluster-cli debug fault`): for tests only.
     #[arg(long)]
     allow_fault_injection: bool,
@@ -92,10 +96,11 @@ pub fn run(args: NodeArgs) -> anyhow::Result<()> {
     let mut settings = NodeSettings::new(name, args.listen, cookie);
     settings.advertise = advertise;
     settings.seeds = seeds;
-    let gpus = match (args.no_gpu, args.software_gpu) {
-        (true, _) => GpuPolicy::Off,
-        (false, false) => GpuPolicy::Hardware,
-        (false, true) => GpuPolicy::AllowSoftware,
+    let gpus = match (args.no_gpu, args.software_gpu, args.no_software_gpu) {
+        (true, ..) => GpuPolicy::Off,
+        (false, true, _) => GpuPolicy::AllowSoftware,
+        (false, false, true) => GpuPolicy::Hardware,
+        (false, false, false) => GpuPolicy::Auto,
     };
     settings.resources = NodeResources::detect(args.cpu_slots, gpus);
     settings.allow_fault_injection = args.allow_fault_injection;

@@ -42,11 +42,25 @@ pub struct NodeResources {
 pub enum GpuPolicy {
     /// None: the node does not look for adapters.
     Off,
-    /// The best hardware adapter. A software one (lavapipe, llvmpipe) is listed but not
-    /// used: it runs on the CPU's cores, slower than the CPU pool does.
+    /// The best hardware adapter; a software one (lavapipe, llvmpipe) only when the node
+    /// runs no CPU pool (`cpu_slots` 0): it runs on the CPU's cores, slower than the CPU
+    /// pool does. The default.
+    Auto,
+    /// The best hardware adapter. A software one is listed but never used.
     Hardware,
     /// The best adapter, a software one when there is no other.
     AllowSoftware,
+}
+
+impl GpuPolicy {
+    /// [`GpuPolicy::Auto`] made definite for a node with `cpu_slots`.
+    fn resolve(self, cpu_slots: u32) -> GpuPolicy {
+        match self {
+            GpuPolicy::Auto if cpu_slots == 0 => GpuPolicy::AllowSoftware,
+            GpuPolicy::Auto => GpuPolicy::Hardware,
+            other => other,
+        }
+    }
 }
 
 impl NodeResources {
@@ -55,6 +69,8 @@ impl NodeResources {
     /// driver), the one the GPU pool will use marked `in_use`.
     pub fn detect(cpu_slots: Option<u32>, gpus: GpuPolicy) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cpu_slots = cpu_slots.unwrap_or(u32::try_from(cores).unwrap_or(u32::MAX));
+        let gpus = gpus.resolve(cpu_slots);
         let gpus = if gpus == GpuPolicy::Off {
             Vec::new()
         } else {
@@ -84,7 +100,7 @@ impl NodeResources {
             }
         };
         Self {
-            cpu_slots: cpu_slots.unwrap_or(u32::try_from(cores).unwrap_or(u32::MAX)),
+            cpu_slots,
             gpus,
             running_jobs: 0,
         }
@@ -101,7 +117,7 @@ impl NodeResources {
 fn choose_gpu(mut adapters: Vec<GpuInfo>, policy: GpuPolicy) -> Vec<GpuInfo> {
     let allowed = |gpu: &GpuInfo| match policy {
         GpuPolicy::Off => false,
-        GpuPolicy::Hardware => !gpu.software,
+        GpuPolicy::Hardware | GpuPolicy::Auto => !gpu.software,
         GpuPolicy::AllowSoftware => true,
     };
     if let Some(chosen) = adapters.iter_mut().find(|gpu| allowed(gpu)) {
@@ -109,7 +125,7 @@ fn choose_gpu(mut adapters: Vec<GpuInfo>, policy: GpuPolicy) -> Vec<GpuInfo> {
     }
     for gpu in adapters.iter().filter(|gpu| gpu.software && !gpu.in_use) {
         tracing::info!(
-            "software GPU adapter {} not used: it would sample slower than the CPU (start the node with --software-gpu to use it)",
+            "software GPU adapter {} not used: it would sample slower than the CPU pool (start the node with --software-gpu to use it)",
             gpu.adapter
         );
     }
@@ -502,5 +518,52 @@ fn tls_problem_from_wire(problem: WireTlsProblem) -> TlsProblem {
             TlsProblem::OurCertificateRefused { alert }
         }
         WireTlsProblem::Other { reason } => TlsProblem::Other { reason },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{GpuInfo, GpuPolicy, choose_gpu};
+
+    fn adapter(name: &str, software: bool) -> GpuInfo {
+        GpuInfo {
+            adapter: name.to_owned(),
+            backend: "Vulkan".to_owned(),
+            memory_bytes: None,
+            software,
+            in_use: false,
+        }
+    }
+
+    fn chosen(policy: GpuPolicy, cpu_slots: u32, adapters: &[GpuInfo]) -> Option<String> {
+        choose_gpu(adapters.to_vec(), policy.resolve(cpu_slots))
+            .into_iter()
+            .find(|gpu| gpu.in_use)
+            .map(|gpu| gpu.adapter)
+    }
+
+    #[test]
+    fn a_software_adapter_is_used_only_without_cpu_slots_unless_told() {
+        let software = [adapter("llvmpipe", true)];
+        assert_eq!(chosen(GpuPolicy::Auto, 4, &software), None);
+        assert_eq!(
+            chosen(GpuPolicy::Auto, 0, &software).as_deref(),
+            Some("llvmpipe")
+        );
+        assert_eq!(chosen(GpuPolicy::Hardware, 0, &software), None);
+        assert_eq!(
+            chosen(GpuPolicy::AllowSoftware, 4, &software).as_deref(),
+            Some("llvmpipe")
+        );
+        assert_eq!(chosen(GpuPolicy::Off, 0, &software), None);
+        // A hardware adapter is chosen before a software one, whatever the policy allows.
+        let both = [adapter("H200", false), adapter("llvmpipe", true)];
+        for policy in [
+            GpuPolicy::Auto,
+            GpuPolicy::Hardware,
+            GpuPolicy::AllowSoftware,
+        ] {
+            assert_eq!(chosen(policy, 0, &both).as_deref(), Some("H200"));
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! A software GPU (lavapipe, llvmpipe: Vulkan on the CPU's cores, slower than the CPU pool)
-//! is used only when asked: a node started without `--software-gpu` on a machine that has
-//! only such an adapter runs no GPU pool, says so, and `status` shows the adapter as not
+//! is used only when asked or when a node has no CPU pool: a node started without
+//! `--software-gpu` on a machine that has only such an adapter runs no GPU pool, says so, and `status` shows the adapter as not
 //! used, so `sample --cluster` runs on CPU slots; a node started with the flag runs its GPU
 //! pool there and `--device gpu` jobs go to it. The nodes see lavapipe alone
 //! (`VK_ICD_FILENAMES`), whatever else the machine has.
@@ -169,4 +169,14 @@ fn software_gpu_is_used_only_by_a_node_started_with_the_flag() {
             .all(|(node, worker)| *node == h.name && worker == "gpu"),
         "{placed:?}"
     );
+
+    // A node with no CPU pool uses the software adapter without being told.
+    let gpu_only = NodeOptions {
+        cpu_slots: 0,
+        ..gpu
+    };
+    let z = cluster.node_opts("z", &[&a], gpu_only, lavapipe(false));
+    z.process
+        .wait_for_line("gpu pool on", MESH_LIMIT)
+        .expect("z, with no CPU slots, runs a GPU pool on the software adapter");
 }
