@@ -69,14 +69,14 @@ use crate::pool::{
     PoolEndpoint, PoolMsg, SamplerPool,
 };
 use crate::sampling::WorkerKind;
-use crate::supervisor::{
-    Backoff, ChildSpec, Intensity, Restart, Strategy, Supervisor, SupervisorArgs, SupervisorMsg,
-    spawn_error_reason,
-};
 use crate::transport::{
     LISTENER_NAME, ListenerArgs, TlsIdentity, Transport, TransportListener, TransportSettings,
 };
 use crate::wire::MAX_FRAME_BYTES;
+use supervision::{
+    Backoff, ChildSpec, Intensity, Restart, Strategy, Supervisor, SupervisorArgs, SupervisorMsg,
+    spawn_error_reason,
+};
 
 /// How often a drain checks whether the node's work is done.
 const DRAIN_CHECK: Duration = Duration::from_millis(100);
