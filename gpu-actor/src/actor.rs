@@ -1,6 +1,9 @@
 //! The GPU actors of a node: a [`GpuSupervisor`], the stable gateway that sampling jobs are
 //! sent to, and under it one GPU worker per usable adapter, each the only owner of one
-//! [`crate::GpuDevice`].
+//! [`crate::GpuDevice`]. It is the one path to a node's GPUs: `cluster-cli sample --device
+//! gpu` starts one for its run, and a cluster node runs one as a child of its root
+//! supervisor (`runtime`'s `node.rs`), to which its GPU pool sends each task's chains as one
+//! job.
 //!
 //! ```text
 //! GpuSupervisor        the gateway: job queue, restarts, CPU fallback, report
