@@ -1,9 +1,12 @@
 //! The GPU actors of a node: a [`GpuSupervisor`], the stable gateway that sampling jobs are
 //! sent to, and under it one GPU worker per usable adapter, each the only owner of one
-//! [`crate::GpuDevice`].
+//! [`crate::GpuDevice`]. It is the one path to a node's GPUs: `cluster-cli sample --device
+//! gpu` starts one for its run, and a cluster node runs one as a child of its root
+//! supervisor (`runtime`'s `node.rs`), to which its GPU pool sends each task's chains as one
+//! job.
 //!
 //! ```text
-//! GpuSupervisor        the gateway: job queue, restart policy, CPU fallback, report
+//! GpuSupervisor        the gateway: job queue, restarts, CPU fallback, report
 //! ├── worker gpu0      owns the GpuDevice of adapter 0; one job at a time, on a blocking thread
 //! └── worker gpu1      ...
 //! ```
@@ -21,8 +24,10 @@
 //! lost (any [`crate::GpuError::WorkerGone`] or [`crate::GpuError::DeviceLost`] it sees), or
 //! whose own code panicked, fails; the caller of its job at that moment gets
 //! [`GpuActorError::WorkerFailed`], and the worker is started again, with a new device, after
-//! an exponential backoff ([`RestartPolicy`]). Queued jobs wait for it. More restarts than the
-//! policy allows within its window, and the supervisor answers every waiting caller with
+//! an exponential backoff ([`GpuSupervisorArgs::backoff`]). Queued jobs wait for it. The
+//! decisions are the project's one supervision mechanism, [`supervision::Restarts`], with
+//! every worker a permanent child restarted one for one. More restarts than
+//! [`GpuSupervisorArgs::intensity`] allows within its window, and the supervisor answers every waiting caller with
 //! [`GpuActorError::Unavailable`], stops its workers and fails: its own supervisor (the
 //! node's tree, in `runtime`) sees the failure (escalation). Callers' references to the
 //! supervisor survive worker restarts.
@@ -40,7 +45,6 @@
 mod cpu;
 mod error;
 mod job;
-mod policy;
 mod supervisor;
 mod worker;
 
@@ -57,7 +61,6 @@ use ractor::{ActorRef, MessagingErr};
 pub use crate::sampling::{GpuKernel, GpuSampleRequest};
 pub use error::GpuActorError;
 pub use job::{CancelToken, RanOn, SampleJob, SampleOutput};
-pub use policy::RestartPolicy;
 pub use supervisor::{
     AdapterSelection, GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, GpuSupervisorState,
     SupervisorReport, WorkerState, WorkerStatus,
@@ -133,7 +136,7 @@ impl GpuSupervisor {
         call_outcome(result, timeout)
     }
 
-    /// Injects `fault` into the device of `worker` (for tests of the restart policy).
+    /// Injects `fault` into the device of `worker` (for tests of the restarts).
     ///
     /// # Errors
     ///

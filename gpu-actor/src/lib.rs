@@ -18,8 +18,8 @@ pub mod wgsl;
 
 pub use actor::{
     AdapterSelection, CancelToken, GpuActorError, GpuKernel, GpuSampleRequest, GpuSupervisor,
-    GpuSupervisorArgs, GpuSupervisorMsg, GpuSupervisorState, RanOn, RestartPolicy, SampleJob,
-    SampleOutput, SupervisorReport, WorkerId, WorkerState, WorkerStatus,
+    GpuSupervisorArgs, GpuSupervisorMsg, GpuSupervisorState, RanOn, SampleJob, SampleOutput,
+    SupervisorReport, WorkerId, WorkerState, WorkerStatus,
 };
 pub use device::{
     AdapterChoice, AdapterFeatures, AdapterLimits, AdapterReport, CompileStage,

@@ -38,7 +38,6 @@ use crate::ids::{JobId, NodeName, RequestId, SessionId};
 use crate::membership::{MemberStatus, NodeInfo};
 use crate::sampling::SampleRequest;
 use crate::session::{self, ConnectError, SessionEvent, SessionEventKind};
-use crate::supervisor::spawn_error_reason;
 use crate::transport::{TlsIdentity, Transport, TransportSettings};
 use crate::wire::{
     self, CallError, Envelope, JobReply, JobRequest, MAX_FRAME_BYTES, MembershipReply,
@@ -47,6 +46,7 @@ use crate::wire::{
 };
 use failover::{Known, Liveness};
 pub use job::SampleJob;
+use supervision::spawn_error_reason;
 
 /// How a client connects.
 #[derive(Debug, Clone)]

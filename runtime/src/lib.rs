@@ -19,7 +19,6 @@ mod outbox;
 mod pool;
 mod sampling;
 mod session;
-pub mod supervisor;
 mod ticker;
 pub mod transport;
 pub mod wire;
@@ -43,7 +42,8 @@ pub use sampling::{
     RequestError, Retry, SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport, WorkerKind,
 };
 pub use session::{ConnectError, SessionEvent, SessionEventKind};
-pub use supervisor::{
+/// The node's tree is built with the one supervision mechanism of the project.
+pub use supervision::{
     Backoff, ChildSpec, Intensity, Restart, Strategy, Supervisor, SupervisorArgs, SupervisorError,
     SupervisorMsg,
 };

@@ -41,7 +41,6 @@ use tokio::time::Instant;
 use crate::discovery::MEMBERSHIP;
 use crate::ids::{NodeName, SessionId};
 use crate::session::{self, ConnectError, SessionEvent, SessionEventKind};
-use crate::supervisor::Backoff;
 use crate::ticker::Ticker;
 use crate::transport::Transport;
 use crate::wire::{self, Envelope, MembershipReply, MembershipRequest, MembershipWire, Responder};
@@ -51,6 +50,7 @@ pub use info::{
     NodeResources,
 };
 use info::{member_from_wire, member_to_wire};
+use supervision::Backoff;
 use table::{Effect, PeerTable};
 
 /// The name the membership actor registers under (one node per process).

@@ -11,8 +11,8 @@
 //! ├── membership-endpoint  MembershipEndpoint: membership's remotable face (pg "membership")
 //! ├── gpu-pool             only on a node with a GPU in use (`resources.gpus`: a software
 //! │                        adapter only if asked), like cpu-pool:
-//! │   ├── gpu-pool-worker  SamplerPool owning a GpuDevice: batches of up to `gpu_slots`
-//! │   │                    chains per dispatch
+//! │   ├── gpu-pool-worker  SamplerPool: each task's chains as one job of the `gpu` child
+//! │   │                    (reports `gpu_slots` of capacity; owns no device)
 //! │   └── gpu-pool-endpoint PoolEndpoint (pg "gpu-pool")
 //! ├── cpu-pool             Supervisor, rest-for-one, so that a failing pool restarts there
 //! │   │                    and not the coordinator below (none with `cpu_slots` 0):
@@ -20,7 +20,10 @@
 //! │   └── cpu-pool-endpoint PoolEndpoint: the pool's remotable face (pg "cpu-pool")
 //! ├── coordinator          Coordinator: placement over the cluster, streaming to clients,
 //! │                        re-runs the chains of a worker that fails (a membership Subscriber)
-//! └── coordinator-endpoint CoordinatorEndpoint: where clients submit jobs (pg "coordinator")
+//! ├── coordinator-endpoint CoordinatorEndpoint: where clients submit jobs (pg "coordinator")
+//! └── gpu                  GpuSupervisor (gpu-actor), with gpu-pool: the node's one path to
+//!     ├── worker gpu0      its GPUs; one worker per usable adapter, the only owner of its
+//!     └── worker gpu1 ...  device, restarted when its device is lost or its thread panics
 //! ```
 //!
 //! Rest-for-one because of those dependencies: if the `NodeServer` restarts, sessions and
@@ -31,6 +34,9 @@
 //! process-wide registry ([`NODE_SERVER_NAME`], [`MEMBERSHIP_NAME`], ...), which is one reason
 //! a process runs one node only (pg is process-global too). The coordinator finds pools
 //! through pg, its own node's included, so it does not depend on the pool's supervisor.
+//! The GPU supervisor comes last: nothing holds its ref (the GPU pool looks it up by name
+//! for each task), so when it gives up and restarts, no sibling restarts with it; it
+//! restarts its own workers by the same rules (`supervision::Restarts`) as this tree.
 //!
 //! Shutdown first has the coordinator drop its tasks on the workers (it dispatches nothing
 //! more), then membership tell its peers that this node leaves (so they do not try to
@@ -48,6 +54,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use gpu_actor::{AdapterSelection, GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg};
 use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorRef, SpawnErr};
 use ractor_cluster::node::NodeConnectionMode;
@@ -65,23 +72,25 @@ use crate::membership::{
     MembershipMsg, MembershipSettings, NodeInfo, NodeResources,
 };
 use crate::pool::{
-    Backend, CPU_POOL_NAME, EndpointArgs as PoolEndpointArgs, GPU_POOL_NAME, PoolArgs,
-    PoolEndpoint, PoolMsg, SamplerPool,
+    Backend, CPU_POOL_NAME, EndpointArgs as PoolEndpointArgs, GPU_POOL_NAME, GPU_SUPERVISOR_NAME,
+    PoolArgs, PoolEndpoint, PoolMsg, SamplerPool,
 };
 use crate::sampling::WorkerKind;
-use crate::supervisor::{
-    Backoff, ChildSpec, Intensity, Restart, Strategy, Supervisor, SupervisorArgs, SupervisorMsg,
-    spawn_error_reason,
-};
 use crate::transport::{
     LISTENER_NAME, ListenerArgs, TlsIdentity, Transport, TransportListener, TransportSettings,
 };
 use crate::wire::MAX_FRAME_BYTES;
+use supervision::{
+    Backoff, ChildSpec, Intensity, Restart, Strategy, Supervisor, SupervisorArgs, SupervisorMsg,
+    spawn_error_reason,
+};
 
 /// How often a drain checks whether the node's work is done.
 const DRAIN_CHECK: Duration = Duration::from_millis(100);
 /// Limit of one drain check's calls to the pools and the coordinator.
 const DRAIN_CALL_TIMEOUT: Duration = Duration::from_secs(1);
+/// Limit of the GPU supervisor's report when the node starts (it asks its workers).
+const GPU_REPORT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How a drain ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +134,8 @@ pub struct NodeSettings {
     /// What this node offers (CPU slots, GPUs), as reported to the cluster. With a GPU
     /// `in_use` in `resources.gpus`, the node runs a GPU pool on it.
     pub resources: NodeResources,
-    /// Chains the GPU pool runs at once, in batches of one task's chains.
+    /// Chains the GPU pool reports it takes at once (coordinators place by it); each task's
+    /// chains run as one job of the node's GPU supervisor.
     pub gpu_slots: u32,
     /// Heartbeat, reconnect and join timing.
     pub membership: MembershipSettings,
@@ -253,6 +263,7 @@ impl Node {
                 listen: settings.listen,
                 reason: spawn_error_reason(&error),
             })?;
+        log_gpus().await;
         tracing::info!(
             "node {} listening on {} (cluster address {}{})",
             settings.name,
@@ -376,6 +387,31 @@ impl Node {
             })?;
         tracing::info!("node {} stopped", self.name);
         Ok(())
+    }
+}
+
+/// Says which GPUs the node's GPU supervisor runs (`gpu pool on ...`), or why none.
+async fn log_gpus() {
+    let Some(supervisor) = ActorRef::<GpuSupervisorMsg>::where_is(GPU_SUPERVISOR_NAME) else {
+        return;
+    };
+    match GpuSupervisor::report(&supervisor, GPU_REPORT_TIMEOUT).await {
+        Ok(report) if report.workers.is_empty() => tracing::warn!(
+            "gpu pool without a GPU: {}",
+            report.fallback.unwrap_or_default()
+        ),
+        Ok(report) => {
+            let workers: Vec<String> = report
+                .workers
+                .iter()
+                .map(|worker| format!("{} {}", worker.id, worker.adapter.name))
+                .collect();
+            tracing::info!(
+                "gpu pool on {} (the GPU supervisor's workers)",
+                workers.join(", ")
+            );
+        }
+        Err(error) => tracing::warn!("the GPU supervisor did not report: {error}"),
     }
 }
 
@@ -515,6 +551,7 @@ fn children(settings: &NodeSettings, transport: &Transport) -> Vec<ChildSpec> {
         .chain(gpu_pool)
         .chain(cpu_pool)
         .chain([coordinator(settings), coordinator_endpoint(settings)])
+        .chain(gpu_supervisor(settings))
         .map(|child| child.with_shutdown_timeout(settings.shutdown_timeout))
         .collect()
 }
@@ -528,19 +565,7 @@ fn pool(settings: &NodeSettings, kind: WorkerKind) -> ChildSpec {
             Backend::Cpu,
             settings.resources.cpu_slots,
         ),
-        WorkerKind::Gpu => (
-            GPU_POOL_NAME,
-            "gpu-pool",
-            Backend::Gpu(gpu_actor::DeviceOptions {
-                // The best adapter is the one chosen: a software one only if it was allowed.
-                allow_software: settings
-                    .resources
-                    .gpu_in_use()
-                    .is_some_and(|gpu| gpu.software),
-                ..gpu_actor::DeviceOptions::default()
-            }),
-            settings.gpu_slots,
-        ),
+        WorkerKind::Gpu => (GPU_POOL_NAME, "gpu-pool", Backend::Gpu, settings.gpu_slots),
     };
     let worker = {
         let args = PoolArgs {
@@ -590,6 +615,24 @@ fn pool(settings: &NodeSettings, kind: WorkerKind) -> ChildSpec {
     ChildSpec::actor(prefix, Restart::Permanent, None, move || {
         (Supervisor, args.clone())
     })
+}
+
+/// The node's GPU supervisor, on a node with a GPU in use: every hardware adapter gets a
+/// worker; a software one (the one in use) only when it was allowed, as the node's GPU
+/// policy says (`--software-gpu`).
+fn gpu_supervisor(settings: &NodeSettings) -> Option<ChildSpec> {
+    let in_use = settings.resources.gpu_in_use()?;
+    let args = GpuSupervisorArgs {
+        adapters: AdapterSelection::All,
+        allow_software: in_use.software,
+        ..GpuSupervisorArgs::default()
+    };
+    Some(ChildSpec::actor(
+        "gpu",
+        Restart::Permanent,
+        Some(GPU_SUPERVISOR_NAME),
+        move || (GpuSupervisor, args.clone()),
+    ))
 }
 
 fn coordinator(settings: &NodeSettings) -> ChildSpec {

@@ -1,6 +1,9 @@
 //! The sampler pools, for any coordinator in the cluster: the CPU pool runs one chain per
-//! core, each on a thread of its own; the GPU pool (on a node with a GPU) runs the chains of
-//! a task as batches on its device, many chains per dispatch. Both speak the same protocol
+//! core, each on a thread of its own; the GPU pool (on a node with a GPU) sends the chains
+//! of each task, as one job, to the node's GPU supervisor (`gpu_actor::GpuSupervisor`,
+//! registered as [`GPU_SUPERVISOR_NAME`]), the same actor that serves a local
+//! `sample --device gpu`: it owns the node's devices, one worker per adapter, and restarts a
+//! worker whose device is lost. Both pools speak the same protocol
 //! ([`crate::wire::PoolRequest`]) and differ only in how a run starts (`runner.rs`).
 //!
 //! ```text
@@ -8,7 +11,8 @@
 //! │                   restarts here, not the node's coordinator)
 //! ├── cpu-pool-worker SamplerPool (CPU): tasks, the queue of chains, the chain threads
 //! └── cpu-pool-endpoint PoolEndpoint: pg "cpu-pool"; decodes requests and models
-//! gpu-pool            the same with a GPU: pg "gpu-pool"; the worker owns a `GpuDevice`
+//! gpu-pool            the same for the GPU: pg "gpu-pool"; its worker owns no device: each
+//!                     task is one job of the node's GPU supervisor (a sibling in the tree)
 //! ```
 //!
 //! A coordinator sends a task (chains of one job, [`crate::wire::PoolRequest::Run`]); the
@@ -18,9 +22,9 @@
 //! coordinator stops polling for `task_lease` is cancelled. State is the actor's alone: chain
 //! threads only cast messages to it, and a pool that restarts has forgotten every task
 //! (coordinators see `NotFound` or an unreachable endpoint and run the chains again). A
-//! chain whose worker failed under it (a GPU error, a panic) is reported as
-//! [`WireFailure::Worker`], and coordinators run it again; a GPU pool whose device is lost
-//! then fails, so that its supervisor starts it again with the device reopened.
+//! chain whose worker failed under it (a GPU worker that failed or lost its device, a GPU
+//! supervisor that is gone, a panic) is reported as [`WireFailure::Worker`], and
+//! coordinators run it again; the GPU supervisor restarts its failed worker meanwhile.
 //!
 //! A pool whose node drains ([`PoolMsg::Drain`]) takes no new task and answers no status
 //! (so that no scheduling round counts it); its running chains finish and are polled as
@@ -36,7 +40,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use gpu_actor::{DeviceOptions, GpuDevice};
+use gpu_actor::CancelToken;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use ractor_cluster::RactorMessage;
 use sampler::{ChainId, ChainSpec, CheckedModel, SamplerSettings, Seed};
@@ -52,12 +56,15 @@ use crate::wire::{
     WireWorkerKind,
 };
 pub(crate) use endpoint::{EndpointArgs, PoolEndpoint};
-use runner::{ChainEnd, ChainRun, RunOutcome};
+use runner::{ChainEnd, ChainRun, GpuTarget, RunOutcome};
 
 /// The name the CPU pool registers under (one node per process).
 pub(crate) const CPU_POOL_NAME: &str = "bayes.cpu_pool";
 /// The name the GPU pool registers under.
 pub(crate) const GPU_POOL_NAME: &str = "bayes.gpu_pool";
+/// The name the node's GPU supervisor registers under: the GPU pool looks it up for each
+/// task, so that a restarted supervisor serves the next one.
+pub(crate) const GPU_SUPERVISOR_NAME: &str = "bayes.gpu_supervisor";
 
 /// How often the pool answers expired polls and drops abandoned tasks.
 const TICK: Duration = Duration::from_millis(100);
@@ -71,8 +78,8 @@ pub(crate) struct SamplerPool;
 pub(crate) enum Backend {
     /// One chain per thread.
     Cpu,
-    /// Batches on the GPU these options open (when the pool starts; again after a restart).
-    Gpu(DeviceOptions),
+    /// Each task's chains as one job of the node's GPU supervisor ([`GPU_SUPERVISOR_NAME`]).
+    Gpu,
 }
 
 /// What the pool starts from.
@@ -80,7 +87,8 @@ pub(crate) enum Backend {
 pub(crate) struct PoolArgs {
     /// Where chains run.
     pub(crate) backend: Backend,
-    /// Chains run at once (CPU threads, or chains in the GPU's batches).
+    /// Chains run at once: CPU threads; on the GPU, the capacity the pool reports (it hands
+    /// every task to the GPU supervisor at once, whose workers run one job each at a time).
     pub(crate) slots: u32,
     /// Whether [`crate::wire::PoolRequest::InjectFault`] is obeyed.
     pub(crate) allow_fault_injection: bool,
@@ -153,8 +161,6 @@ type TaskKey = (NodeName, TaskId);
 /// The pool's state.
 pub(crate) struct PoolState {
     kind: WorkerKind,
-    /// The GPU pool's device (the handle of the one thread that owns it).
-    device: Option<GpuDevice>,
     slots: usize,
     allow_fault_injection: bool,
     task_lease: Duration,
@@ -212,12 +218,17 @@ struct Running {
     thread: Option<std::thread::JoinHandle<()>>,
     /// Test-only: stopped by an injected fault, its chains fail as if the device were lost.
     injected_fault: bool,
+    /// A GPU run's job token: cancels the job in the GPU supervisor's queue too.
+    job_cancel: Option<CancelToken>,
 }
 
 impl Running {
     /// Asks the run's thread to stop, waking it if it waits for acknowledgements.
     fn stop(&self) {
         self.cancel.store(true, Ordering::Relaxed);
+        if let Some(job_cancel) = &self.job_cancel {
+            job_cancel.cancel();
+        }
         self.backlog.wake();
     }
 }
@@ -239,26 +250,13 @@ impl Actor for SamplerPool {
         args: PoolArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let ticker = Ticker::start(&myself, TICK, || PoolMsg::Tick);
-        let (kind, device) = match args.backend {
-            Backend::Cpu => (WorkerKind::Cpu, None),
-            Backend::Gpu(options) => {
-                // Opening a device blocks (adapter and device requests): off the executor.
-                let device = tokio::task::spawn_blocking(move || GpuDevice::open(&options))
-                    .await
-                    .map_err(|error| format!("cannot open the GPU: {error}"))?
-                    .map_err(|error| format!("cannot open the GPU: {error}"))?;
-                tracing::info!(
-                    "gpu pool on {} ({} chains per batch)",
-                    device.report().name,
-                    args.slots
-                );
-                (WorkerKind::Gpu, Some(device))
-            }
+        let kind = match args.backend {
+            Backend::Cpu => WorkerKind::Cpu,
+            Backend::Gpu => WorkerKind::Gpu,
         };
         tracing::debug!("{kind} pool with {} slots", args.slots);
         Ok(PoolState {
             kind,
-            device,
             slots: args.slots.max(1) as usize,
             allow_fault_injection: args.allow_fault_injection,
             task_lease: args.task_lease,
@@ -374,11 +372,7 @@ impl Actor for SamplerPool {
             }
             PoolMsg::ChainProgress { run, event } => progress(state, run, event),
             PoolMsg::RunFinished { run, chains } => {
-                if let Some(error) = finished(state, run, chains) {
-                    // Erlang-style: the pool fails, its supervisor starts it again with the
-                    // device reopened; coordinators run the chains of its tasks elsewhere.
-                    return Err(format!("the GPU device is lost ({error}): restarting").into());
-                }
+                finished(state, run, chains);
                 start_chains(&myself, state);
             }
             PoolMsg::Tick => tick(state),
@@ -488,11 +482,15 @@ fn run(
     start_chains(myself, state);
 }
 
-/// Starts queued chains while slots are free: one per run on the CPU; on the GPU, the
-/// queued chains of one task that fit, as one batch.
+/// Starts queued chains: on the CPU one per run while slots are free; on the GPU every
+/// task's queued chains as one run at once (one job of the GPU supervisor, which queues the
+/// jobs its workers cannot start yet).
 fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
     loop {
-        let free = state.slots.saturating_sub(busy(state));
+        let free = match state.kind {
+            WorkerKind::Cpu => state.slots.saturating_sub(busy(state)),
+            WorkerKind::Gpu => usize::MAX,
+        };
         if free == 0 {
             return;
         }
@@ -524,6 +522,11 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
         let specs: Vec<ChainSpec> = indices.iter().map(|&i| task.chains[i].clone()).collect();
         let chains: Vec<ChainId> = specs.iter().map(|spec| spec.chain).collect();
         let cancel = Arc::new(AtomicBool::new(false));
+        let gpu = (state.kind == WorkerKind::Gpu).then(|| GpuTarget {
+            runtime: tokio::runtime::Handle::current(),
+            cancel: CancelToken::new(),
+        });
+        let job_cancel = gpu.as_ref().map(|gpu| gpu.cancel.clone());
         let chain_run = ChainRun {
             run,
             model: Arc::clone(&task.model),
@@ -533,7 +536,7 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
             burn_in: task.burn_in,
             cancel: Arc::clone(&cancel),
             backlog: Arc::clone(&task.backlog),
-            device: state.device.clone(),
+            gpu,
         };
         match runner::spawn(chain_run, myself.clone()) {
             Ok(thread) => {
@@ -545,6 +548,7 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
                     backlog: Arc::clone(&task.backlog),
                     thread: Some(thread),
                     injected_fault,
+                    job_cancel,
                 };
                 if injected_fault {
                     running.stop();
@@ -651,10 +655,11 @@ fn progress(state: &mut PoolState, run: RunId, event: WireTaskEvent) {
     }
 }
 
-/// Reports a run's chains; returns the error when the GPU device is lost (the pool must
-/// restart to reopen it).
-fn finished(state: &mut PoolState, run: RunId, mut chains: Vec<ChainEnd>) -> Option<String> {
-    let mut running = state.running.remove(&run)?;
+/// Reports a run's chains.
+fn finished(state: &mut PoolState, run: RunId, mut chains: Vec<ChainEnd>) {
+    let Some(mut running) = state.running.remove(&run) else {
+        return;
+    };
     if let Some(thread) = running.thread.take() {
         // Its last act was the cast we are handling: it has returned or is about to.
         let _ = thread.join();
@@ -664,20 +669,11 @@ fn finished(state: &mut PoolState, run: RunId, mut chains: Vec<ChainEnd>) -> Opt
             end.last = None;
             end.outcome = RunOutcome::WorkerFailed {
                 error: "fault injection: the device was lost".to_owned(),
-                device_lost: true,
             };
         }
     }
-    // A lost device fails the pool even when nobody waits for the chains any more.
-    let lost_device = chains.iter().find_map(|end| match &end.outcome {
-        RunOutcome::WorkerFailed {
-            error,
-            device_lost: true,
-        } if state.kind == WorkerKind::Gpu => Some(error.clone()),
-        _ => None,
-    });
     let Some(task) = state.tasks.get_mut(&running.key) else {
-        return lost_device;
+        return;
     };
     for end in chains {
         let (error, cause) = match end.outcome {
@@ -691,7 +687,7 @@ fn finished(state: &mut PoolState, run: RunId, mut chains: Vec<ChainEnd>) -> Opt
             }
             RunOutcome::Cancelled => continue,
             RunOutcome::Failed(error) => (error, WireFailure::Sampler),
-            RunOutcome::WorkerFailed { error, .. } => (error, WireFailure::Worker),
+            RunOutcome::WorkerFailed { error } => (error, WireFailure::Worker),
         };
         let _span = tracing::info_span!("job", job = %task.job).entered();
         tracing::warn!("chain {} failed: {error}", end.chain);
@@ -703,7 +699,6 @@ fn finished(state: &mut PoolState, run: RunId, mut chains: Vec<ChainEnd>) -> Opt
         });
     }
     answer_waiter(task);
-    lost_device
 }
 
 fn tick(state: &mut PoolState) {

@@ -46,7 +46,7 @@ pub enum GpuActorError {
     /// The job's [`super::CancelToken`] was cancelled.
     #[error("the sampling job was cancelled")]
     Cancelled,
-    /// The supervisor gave up (its workers failed more often than its restart policy
+    /// The supervisor gave up (its workers failed more often than its restart intensity
     /// allows) or is stopping; the job was not run to its end.
     #[error("the GPU supervisor cannot run this job: {reason}")]
     Unavailable {

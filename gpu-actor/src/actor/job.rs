@@ -142,6 +142,11 @@ impl Observer for JobObserver<'_> {
         }
         self.cancel.is_cancelled() || self.abort.is_cancelled()
     }
+
+    fn keeps_draws(&self) -> bool {
+        // A caller that streams the draws (a node's pool) keeps none: neither do the traces.
+        self.user.is_none_or(|user| user.keeps_draws())
+    }
 }
 
 /// A job's number in its supervisor, unique for the supervisor's lifetime.

@@ -1,6 +1,6 @@
 //! The GPU supervisor: the node's gateway for sampling jobs, the supervisor of its GPU
-//! workers (one-for-one, [`RestartPolicy`]), and the CPU fallback when there is no usable
-//! adapter. See the parent module for the design.
+//! workers (one-for-one, permanent, by the rules of [`supervision::Restarts`]), and the CPU
+//! fallback when there is no usable adapter. See the parent module for the design.
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
@@ -8,17 +8,16 @@ use std::time::Duration;
 
 use ractor::concurrency::JoinHandle as TimerHandle;
 use ractor::{
-    Actor, ActorId, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort, SpawnErr,
-    SupervisionEvent,
+    Actor, ActorId, ActorProcessingErr, ActorRef, MessagingErr, RpcReplyPort, SupervisionEvent,
 };
 use ractor_cluster::RactorMessage;
 use sampler::ChainTrace;
+use supervision::{Backoff, Decision, Exit, Intensity, Restart, Restarts, Strategy};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::error::GpuActorError;
 use super::job::{CancelToken, JobId, RanOn, SampleJob, SampleOutput};
-use super::policy::{RestartHistory, RestartPolicy};
 use super::worker::{GpuWorker, GpuWorkerArgs, GpuWorkerMsg, WorkerFailure};
 use super::{WorkerId, cpu};
 use crate::device::{AdapterReport, DeviceStats, Fault, enumerate_adapters};
@@ -61,8 +60,25 @@ pub struct GpuSupervisorArgs {
     pub compile_budget: Duration,
     /// Longest wait for the adapter list and for a device to open.
     pub open_timeout: Duration,
-    /// Restarts and backoff.
-    pub policy: RestartPolicy,
+    /// Restarts allowed within a window, over all workers; one more and the supervisor
+    /// fails (escalation).
+    pub intensity: Intensity,
+    /// Waits before restarting a worker.
+    pub backoff: Backoff,
+}
+
+impl GpuSupervisorArgs {
+    /// The default intensity: 5 restarts a minute, so that a device that keeps being lost is
+    /// given up within a minute, while one lost device a minute is restarted forever.
+    pub const DEFAULT_INTENSITY: Intensity = Intensity {
+        max_restarts: 5,
+        window: Duration::from_secs(60),
+    };
+    /// The default backoff: 100 ms, doubling up to 5 s.
+    pub const DEFAULT_BACKOFF: Backoff = Backoff {
+        initial: Duration::from_millis(100),
+        max: Duration::from_secs(5),
+    };
 }
 
 impl Default for GpuSupervisorArgs {
@@ -73,7 +89,8 @@ impl Default for GpuSupervisorArgs {
             poll_timeout: crate::DeviceOptions::default().poll_timeout,
             compile_budget: crate::DeviceOptions::default().compile_budget,
             open_timeout: Duration::from_secs(30),
-            policy: RestartPolicy::default(),
+            intensity: GpuSupervisorArgs::DEFAULT_INTENSITY,
+            backoff: GpuSupervisorArgs::DEFAULT_BACKOFF,
         }
     }
 }
@@ -187,7 +204,8 @@ pub struct GpuSupervisorState {
     queue: VecDeque<Queued>,
     running: HashMap<JobId, Running>,
     next_job: u64,
-    history: RestartHistory,
+    /// Every worker is a permanent child, restarted one for one.
+    restarts: Restarts,
 }
 
 impl fmt::Debug for GpuSupervisorState {
@@ -279,6 +297,7 @@ impl Actor for GpuSupervisor {
     ) -> Result<Self::State, ActorProcessingErr> {
         let listed = list_adapters(args.open_timeout).await;
         let chosen = choose_adapters(&args.adapters, args.allow_software, listed);
+        let restarts = Restarts::new(Strategy::OneForOne, args.intensity, args.backoff);
         let mut state = GpuSupervisorState {
             args,
             workers: Vec::new(),
@@ -286,7 +305,7 @@ impl Actor for GpuSupervisor {
             queue: VecDeque::new(),
             running: HashMap::new(),
             next_job: 0,
-            history: RestartHistory::default(),
+            restarts,
         };
         let mut failures = Vec::new();
         for adapter in chosen.as_deref().unwrap_or_default() {
@@ -502,18 +521,7 @@ async fn start_worker(
     };
     match GpuWorker::spawn_linked(None, GpuWorker, worker_args, myself.get_cell()).await {
         Ok((worker, _handle)) => Ok(worker),
-        Err(error) => Err(spawn_error_reason(&error)),
-    }
-}
-
-/// The cause of a spawn error, without ractor's "actor panicked during startup" wrapping.
-fn spawn_error_reason(error: &SpawnErr) -> String {
-    match error {
-        SpawnErr::StartupFailed(cause) => match cause.downcast_ref::<SpawnErr>() {
-            Some(inner) => spawn_error_reason(inner),
-            None => cause.to_string(),
-        },
-        other => other.to_string(),
+        Err(error) => Err(supervision::spawn_error_reason(&error)),
     }
 }
 
@@ -876,26 +884,40 @@ async fn worker_exited(
 }
 
 /// Arms the restart timer of worker `index` (which is `Restarting`), or gives up when the
-/// policy's intensity is exceeded.
+/// restart intensity is exceeded.
 async fn schedule_restart(
     myself: &ActorRef<GpuSupervisorMsg>,
     state: &mut GpuSupervisorState,
     index: usize,
 ) -> Result<(), ActorProcessingErr> {
-    let policy = state.args.policy;
-    let Some(previous) = state.history.admit(&policy, Instant::now()) else {
-        let slot = &state.workers[index];
-        let error = IntensityExceeded {
-            worker: slot.id,
-            max_restarts: policy.max_restarts,
-            window: policy.window,
-            reason: slot.last_failure.clone().unwrap_or_default(),
-        };
-        tracing::error!("{error}");
-        stop_everything(state, &error.to_string()).await;
-        return Err(error.into());
+    let exit = Exit::Abnormal {
+        reason: state.workers[index]
+            .last_failure
+            .clone()
+            .unwrap_or_default(),
     };
-    let delay = policy.backoff(previous);
+    let count = state.workers.len();
+    let decision =
+        state
+            .restarts
+            .child_exited(index, count, Restart::Permanent, &exit, Instant::now());
+    let delay = match decision {
+        Decision::Restart { delay, .. } => delay,
+        // A permanent child is always restarted, or the supervisor gives up.
+        Decision::Leave { .. } | Decision::Escalate => {
+            let slot = &state.workers[index];
+            let intensity = state.restarts.intensity();
+            let error = IntensityExceeded {
+                worker: slot.id,
+                max_restarts: intensity.max_restarts,
+                window: intensity.window,
+                reason: slot.last_failure.clone().unwrap_or_default(),
+            };
+            tracing::error!("{error}");
+            stop_everything(state, &error.to_string()).await;
+            return Err(error.into());
+        }
+    };
     let id = state.workers[index].id;
     tracing::debug!(worker = %id, "restarting in {delay:?}");
     let timer = myself.send_after(delay, move || {

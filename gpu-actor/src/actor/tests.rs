@@ -1,11 +1,7 @@
-//! The restart policy and the choice of adapters, without actors or devices.
-
-use std::time::Duration;
-
-use tokio::time::Instant;
+//! The choice of adapters, without actors or devices (the restart rules are
+//! `supervision::Restarts`'s, tested there).
 
 use super::AdapterSelection;
-use super::policy::{RestartHistory, RestartPolicy};
 use super::supervisor::choose_adapters;
 use crate::device::{AdapterFeatures, AdapterLimits, AdapterReport, DeviceKind, DeviceMemory};
 
@@ -31,45 +27,6 @@ fn names(chosen: &Result<Vec<AdapterReport>, String>) -> Vec<&str> {
         .as_ref()
         .map(|adapters| adapters.iter().map(|a| a.name.as_str()).collect())
         .unwrap_or_default()
-}
-
-#[test]
-fn backoff_doubles_up_to_its_maximum() {
-    let policy = RestartPolicy {
-        max_restarts: 10,
-        window: Duration::from_secs(60),
-        initial_backoff: Duration::from_millis(100),
-        max_backoff: Duration::from_millis(350),
-    };
-    let delays: Vec<u128> = (0..5).map(|n| policy.backoff(n).as_millis()).collect();
-    assert_eq!(delays, [100, 200, 350, 350, 350]);
-    assert_eq!(policy.backoff(u32::MAX), Duration::from_millis(350));
-}
-
-#[test]
-fn intensity_admits_max_restarts_per_window() {
-    let policy = RestartPolicy {
-        max_restarts: 2,
-        window: Duration::from_secs(10),
-        ..RestartPolicy::default()
-    };
-    let mut history = RestartHistory::default();
-    let start = Instant::now();
-    assert_eq!(history.admit(&policy, start), Some(0));
-    assert_eq!(
-        history.admit(&policy, start + Duration::from_secs(1)),
-        Some(1)
-    );
-    assert_eq!(history.admit(&policy, start + Duration::from_secs(2)), None);
-    // The first restart leaves the window: one more is allowed, after one other.
-    assert_eq!(
-        history.admit(&policy, start + Duration::from_secs(10)),
-        Some(1)
-    );
-    assert_eq!(
-        history.admit(&policy, start + Duration::from_secs(10)),
-        None
-    );
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use gpu_actor::{
     AdapterSelection, CancelToken, Fault, GpuActorError, GpuKernel, GpuSampleRequest,
-    GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, Precision, RanOn, RestartPolicy, SampleJob,
+    GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, Precision, RanOn, SampleJob,
     SupervisorReport, WorkerId, WorkerState, enumerate_adapters,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
@@ -20,6 +20,7 @@ use sampler::{
     ChainId, ChainSpec, CheckedModel, DrawEvent, Limits, NoObserver, Observer, SamplerSettings,
     Seed,
 };
+use supervision::{Backoff, Intensity};
 use tokio::sync::{mpsc, oneshot};
 
 /// Deadline of every call and wait; lavapipe compiles pipelines slowly.
@@ -54,12 +55,18 @@ fn request(n_chains: u32, iterations: u64) -> GpuSampleRequest {
     }
 }
 
-fn fast_restarts() -> RestartPolicy {
-    RestartPolicy {
-        max_restarts: 10,
-        window: Duration::from_secs(60),
-        initial_backoff: Duration::from_millis(10),
-        max_backoff: Duration::from_millis(100),
+/// Supervisor arguments with quick restarts, `max_restarts` of them a minute.
+fn fast_restarts(max_restarts: u32) -> GpuSupervisorArgs {
+    GpuSupervisorArgs {
+        intensity: Intensity {
+            max_restarts,
+            window: Duration::from_secs(60),
+        },
+        backoff: Backoff {
+            initial: Duration::from_millis(10),
+            max: Duration::from_millis(100),
+        },
+        ..GpuSupervisorArgs::default()
     }
 }
 
@@ -206,8 +213,7 @@ async fn actors_run_a_job_on_a_worker_and_report_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actors_restart_a_worker_after_a_fault_and_the_next_job_succeeds() {
     let args = GpuSupervisorArgs {
-        policy: fast_restarts(),
-        ..GpuSupervisorArgs::default()
+        ..fast_restarts(10)
     };
     let Some(supervisor) = start(args).await else {
         return;
@@ -233,8 +239,7 @@ async fn actors_restart_a_worker_after_a_fault_and_the_next_job_succeeds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actors_in_flight_callers_get_an_error_when_their_worker_dies() {
     let args = GpuSupervisorArgs {
-        policy: fast_restarts(),
-        ..GpuSupervisorArgs::default()
+        ..fast_restarts(10)
     };
     let Some(supervisor) = start(args).await else {
         return;
@@ -331,13 +336,7 @@ impl Actor for Parent {
 /// parent sees it; callers waiting at that moment are answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actors_supervisor_escalates_when_restarts_exceed_its_policy() {
-    let args = GpuSupervisorArgs {
-        policy: RestartPolicy {
-            max_restarts: 1,
-            ..fast_restarts()
-        },
-        ..GpuSupervisorArgs::default()
-    };
+    let args = GpuSupervisorArgs { ..fast_restarts(1) };
     let (started, child) = oneshot::channel();
     let (exits_tx, mut exits) = mpsc::unbounded_channel();
     let (parent, _) = Parent::spawn(None, Parent, (args, started, exits_tx))
@@ -503,8 +502,7 @@ async fn actors_answer_for_unknown_workers_and_stopped_supervisors() {
 async fn actors_run_a_job_over_the_compile_budget_on_the_cpu() {
     let args = GpuSupervisorArgs {
         compile_budget: Duration::ZERO,
-        policy: fast_restarts(),
-        ..GpuSupervisorArgs::default()
+        ..fast_restarts(10)
     };
     let Some(supervisor) = start(args).await else {
         return;

@@ -1,12 +1,15 @@
-//! One run on a thread of its own: a single chain on a CPU core (`sample_chains`), or a batch
-//! of chains of one task on the pool's GPU (`gpu_actor::sample_on_device`); either way what
-//! the chains produce streams to the pool actor in chunks, chain by chain.
+//! One run on a thread of its own: a single chain on a CPU core (`sample_chains`), or every
+//! chain of one task as one job of the node's GPU supervisor (`gpu_actor::GpuSupervisor`,
+//! whose worker streams each draw to this run's observer as it comes); either way what the
+//! chains produce streams to the pool actor in chunks, chain by chain.
 //!
 //! Runs use dedicated OS threads, never the async executor: a busy executor would delay
-//! heartbeats, and peers would take this node for dead (and the GPU sampler blocks on its
-//! device for the whole run). The thread talks to the pool only by casting messages; the pool
-//! stops it through a shared flag the samplers poll before every iteration (every dispatch
-//! on the GPU).
+//! heartbeats, and peers would take this node for dead (a GPU run's thread only waits for
+//! the supervisor's answer; the draws arrive on the GPU worker's thread, which may wait for
+//! acknowledgements). The thread talks to the pool only by casting messages; the pool stops
+//! it through a shared flag the samplers poll before every iteration (every dispatch on the
+//! GPU), and a GPU run through its job's token as well, which also drops a job still
+//! waiting in the supervisor's queue.
 //!
 //! A run keeps no draws: the samplers hand each to its chain's [`Streamer`] and forget it
 //! (`Observer::keeps_draws`), so a running chain holds one chunk, however long it runs. The
@@ -23,14 +26,17 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use gpu_actor::{GpuDevice, GpuError, GpuKernel, GpuSampleRequest, Precision};
+use gpu_actor::{
+    CancelToken, GpuActorError, GpuError, GpuKernel, GpuSampleRequest, GpuSupervisor,
+    GpuSupervisorMsg, Precision, SampleJob,
+};
 use ractor::ActorRef;
 use sampler::{
     ChainId, ChainSpec, ChainTrace, CheckedModel, DrawEvent, Observer, SampleError,
     SamplerSettings, Seed, sample_chains,
 };
 
-use super::{PoolMsg, RunId};
+use super::{GPU_SUPERVISOR_NAME, PoolMsg, RunId};
 use crate::outbox::Backlog;
 use crate::wire::{
     CHUNK_VALUES, MAX_POLL_REPLY_BYTES, WireChainDone, WireDraws, WireStats, WireTaskEvent,
@@ -38,6 +44,11 @@ use crate::wire::{
 
 /// Longest time between two events of a running chain.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Longest wait for the GPU supervisor's answer to a task's job. Tasks nobody polls are
+/// cancelled by the pool's lease long before; this bounds only a supervisor that never
+/// answers.
+const GPU_JOB_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Bytes of a task's streamed events not yet acknowledged by its coordinator past which its
 /// chains wait: a few poll answers' worth, so that the next answer is always ready.
@@ -56,8 +67,16 @@ pub(crate) struct ChainRun {
     pub(crate) cancel: Arc<AtomicBool>,
     /// The task's events not yet acknowledged (shared by its runs).
     pub(crate) backlog: Arc<Backlog>,
-    /// The GPU that runs the batch; `None`: CPU threads.
-    pub(crate) device: Option<GpuDevice>,
+    /// A GPU run: the task's chains go to the node's GPU supervisor; `None`: CPU threads.
+    pub(crate) gpu: Option<GpuTarget>,
+}
+
+/// What a GPU run needs besides its chains.
+pub(crate) struct GpuTarget {
+    /// The pool's runtime, on which the run's thread waits for the supervisor's answer.
+    pub(crate) runtime: tokio::runtime::Handle,
+    /// The job's token; the pool cancels it with the run.
+    pub(crate) cancel: CancelToken,
 }
 
 /// How a chain of a run ended.
@@ -70,11 +89,7 @@ pub(crate) enum RunOutcome {
     /// The sampler failed: running the chain again would fail again.
     Failed(String),
     /// The worker under the chain failed (a GPU error, a panic): the chain can run again.
-    WorkerFailed {
-        error: String,
-        /// The GPU device can no longer be used: the pool must reopen it.
-        device_lost: bool,
-    },
+    WorkerFailed { error: String },
 }
 
 /// One chain's end: its last draws (not yet streamed) and its outcome.
@@ -105,14 +120,19 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
     let warm = run.specs.first().is_some_and(|spec| spec.tuning.is_some());
     let burn_in = if warm { run.burn_in } else { 0 };
     let mut settings = (*run.settings).clone();
-    settings.threads = run.specs.len().max(1);
+    // A CPU run is one chain; a GPU job that falls back to the CPU gets every core.
+    settings.threads = if run.gpu.is_some() {
+        0
+    } else {
+        run.specs.len().max(1)
+    };
     settings.num_draws = settings.num_draws.saturating_add(burn_in);
     let total = if warm {
         settings.num_draws
     } else {
         settings.num_warmup.saturating_add(settings.num_draws)
     };
-    let streamers = Streamers {
+    let streamers = Arc::new(Streamers {
         cancel: Arc::clone(&run.cancel),
         index: run
             .specs
@@ -135,21 +155,21 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
                 buffer: Mutex::new(Buffer::new()),
             })
             .collect(),
-    };
+    });
     let model = &run.model;
-    let result = catch_unwind(AssertUnwindSafe(|| match &run.device {
+    let result = catch_unwind(AssertUnwindSafe(|| match &run.gpu {
         None => sample_chains(
             || model.evaluator(),
             &settings,
             run.seed,
             &run.specs,
-            &streamers,
+            &*streamers,
         )
         .map_err(|error| match error {
             SampleError::Cancelled => None,
             error => Some(RunOutcome::Failed(error.to_string())),
         }),
-        Some(device) => {
+        Some(gpu) => {
             let request = GpuSampleRequest {
                 model: CheckedModel::clone(model),
                 settings: settings.clone(),
@@ -158,28 +178,13 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
                 kernel: GpuKernel::default(),
                 precision: Precision::F32,
             };
-            gpu_actor::sample_on_device(device, &request, &streamers).map_err(|error| match error {
-                GpuError::Sampler(SampleError::Cancelled) => None,
-                GpuError::Sampler(error) => {
-                    Some(RunOutcome::Failed(format!("on the GPU: {error}")))
-                }
-                // Anything else is the device's or its driver's: a CPU pool, or this pool
-                // with its device reopened, can run the chains.
-                error => Some(RunOutcome::WorkerFailed {
-                    device_lost: matches!(
-                        error,
-                        GpuError::WorkerGone | GpuError::DeviceLost { .. }
-                    ),
-                    error: format!("on the GPU: {error}"),
-                }),
-            })
+            sample_on_gpu(gpu, request, Arc::clone(&streamers))
         }
     }));
     let outcome = |chain: ChainId, trace: Option<ChainTrace>, streamer: &Streamer| match trace {
         Some(trace) => RunOutcome::Done(Box::new(report(&trace, &streamer.counts()))),
         None => RunOutcome::WorkerFailed {
             error: format!("the sampler returned no trace for chain {chain}"),
-            device_lost: false,
         },
     };
     match result {
@@ -217,9 +222,57 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
                 .unwrap_or_else(|| "no message".to_owned());
             every_chain(&run.specs, |_| RunOutcome::WorkerFailed {
                 error: format!("the sampler panicked: {message}"),
-                device_lost: false,
             })
         }
+    }
+}
+
+/// Runs `request` as one job of the node's GPU supervisor, `observer` seeing every draw;
+/// blocks this (run's) thread until the supervisor answers. `Err(None)`: cancelled.
+fn sample_on_gpu(
+    gpu: &GpuTarget,
+    request: GpuSampleRequest,
+    observer: Arc<Streamers>,
+) -> Result<Vec<ChainTrace>, Option<RunOutcome>> {
+    let Some(supervisor) = ActorRef::<GpuSupervisorMsg>::where_is(GPU_SUPERVISOR_NAME) else {
+        return Err(Some(RunOutcome::WorkerFailed {
+            error: "the node's GPU supervisor is not running".to_owned(),
+        }));
+    };
+    let mut job = SampleJob::new(request).with_observer(observer);
+    job.cancel = gpu.cancel.clone();
+    let answer = gpu
+        .runtime
+        .block_on(GpuSupervisor::sample(&supervisor, job, GPU_JOB_TIMEOUT));
+    match answer {
+        Ok(output) => {
+            tracing::debug!("{} chains ran on {}", output.traces.len(), output.ran_on);
+            Ok(output.traces)
+        }
+        Err(error) => Err(gpu_failure(error)),
+    }
+}
+
+/// What a GPU job's failure means for its chains: `None` when it was cancelled.
+fn gpu_failure(error: GpuActorError) -> Option<RunOutcome> {
+    match error {
+        GpuActorError::Cancelled
+        | GpuActorError::Sampler(SampleError::Cancelled)
+        | GpuActorError::Gpu {
+            error: GpuError::Sampler(SampleError::Cancelled),
+            ..
+        } => None,
+        // The sampler's own failure: running the chains again would fail again.
+        GpuActorError::Gpu {
+            error: GpuError::Sampler(error),
+            ..
+        } => Some(RunOutcome::Failed(format!("on the GPU: {error}"))),
+        GpuActorError::Sampler(error) => Some(RunOutcome::Failed(error.to_string())),
+        // Anything else is a worker's, its device's or driver's, or the supervisor's: the
+        // chains can run again (on a CPU pool, or here once the worker is restarted).
+        error => Some(RunOutcome::WorkerFailed {
+            error: format!("on the GPU: {error}"),
+        }),
     }
 }
 

@@ -338,3 +338,5 @@ async fn a_chain_waits_while_its_coordinator_is_behind_and_loses_nothing() {
     pool.stop(None);
     handle.await.unwrap();
 }
+
+mod gpu;

@@ -62,8 +62,8 @@ pub enum WireFault {
     /// The pool's worker actor panics while handling a message; its supervisor restarts it.
     PanicPool,
     /// The chains running now (or, when none runs, the next ones to start) fail as if their
-    /// device were lost: [`WireFailure::Worker`]; a GPU pool then restarts to reopen its
-    /// device.
+    /// device were lost: [`WireFailure::Worker`]. (A real device loss is the GPU
+    /// supervisor's to handle: it restarts the worker.)
     FailRuns,
     /// From now on, the node's process aborts as soon as the pool starts a chain, as a
     /// request that kills any node running it would (for tests of poison jobs).

@@ -14,10 +14,13 @@
 //!   its own supervisor sees as a failed child (escalation);
 //! - exponential [`Backoff`] before each restart, reset as the window empties.
 //!
-//! A child that fails to start during a restart counts as another failure of that child.
+//! The decisions are [`Restarts`]'s (plain code, tested without actors); this actor carries
+//! them out. A child that fails to start during a restart counts as another failure of that
+//! child.
 
 mod spec;
 
+use std::ops::{Bound, RangeBounds};
 use std::time::Duration;
 
 use ractor::concurrency::JoinHandle;
@@ -29,8 +32,8 @@ use ractor_cluster::RactorMessage;
 use tokio::time::Instant;
 
 use crate::ids::ChildId;
-use spec::RestartHistory;
-pub use spec::{Backoff, ChildSpec, Exit, Intensity, Restart, StartFuture, Strategy};
+use crate::restarts::{Backoff, Decision, Exit, Intensity, Restart, Restarts, Strategy};
+pub use spec::{ChildSpec, StartFuture};
 
 /// The supervisor behaviour.
 #[derive(Debug, Clone, Copy, Default)]
@@ -52,11 +55,8 @@ pub struct SupervisorArgs {
 /// The supervisor's state: its children in start order and its recent restarts.
 #[derive(Debug)]
 pub struct SupervisorState {
-    strategy: Strategy,
-    intensity: Intensity,
-    backoff: Backoff,
+    restarts: Restarts,
     children: Vec<Child>,
-    history: RestartHistory,
 }
 
 #[derive(Debug)]
@@ -136,11 +136,8 @@ impl Actor for Supervisor {
         args: SupervisorArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let mut state = SupervisorState {
-            strategy: args.strategy,
-            intensity: args.intensity,
-            backoff: args.backoff,
+            restarts: Restarts::new(args.strategy, args.intensity, args.backoff),
             children: Vec::with_capacity(args.children.len()),
-            history: RestartHistory::default(),
         };
         for spec in args.children {
             match spec.start(myself.get_cell()).await {
@@ -150,7 +147,7 @@ impl Actor for Supervisor {
                     restarts: 0,
                 }),
                 Err(error) => {
-                    stop_children(&mut state, 0).await;
+                    stop_children(&mut state, ..).await;
                     return Err(SupervisorError::StartFailed {
                         child: spec.id,
                         reason: spawn_error_reason(&error),
@@ -167,7 +164,7 @@ impl Actor for Supervisor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        stop_children(state, 0).await;
+        stop_children(state, ..).await;
         Ok(())
     }
 
@@ -265,50 +262,57 @@ async fn child_exited(
     } else {
         tracing::debug!(child = %child.spec.id, "child stopped");
     }
-    if !child.spec.restart.restarts_after(&exit) {
-        if child.spec.restart == Restart::Temporary {
-            state.children.remove(index);
-        } else {
-            child.state = ChildState::Exited;
-        }
-        return Ok(());
-    }
     child.state = ChildState::Waiting { timer: None };
     schedule_restart(myself, state, index, exit).await
 }
 
-/// Checks the intensity, stops the younger siblings under rest-for-one, and arms the backoff
-/// timer of child `index` (which is `Waiting`).
+/// Asks the restart rules about child `index` (which is `Waiting`) and carries out their
+/// decision: leave it, stop its younger siblings and arm its backoff timer, or give up.
 async fn schedule_restart(
     myself: &ActorRef<SupervisorMsg>,
     state: &mut SupervisorState,
     index: usize,
     exit: Exit,
 ) -> Result<(), ActorProcessingErr> {
-    let Some(previous) = state.history.admit(&state.intensity, Instant::now()) else {
-        let error = SupervisorError::IntensityExceeded {
-            child: state.children[index].spec.id.clone(),
-            max_restarts: state.intensity.max_restarts,
-            window: state.intensity.window,
-            reason: match exit {
-                Exit::Normal => "stopped".to_owned(),
-                Exit::Abnormal { reason } => reason,
-            },
-        };
-        tracing::error!("{error}");
-        stop_children(state, 0).await;
-        return Err(error.into());
-    };
-    if state.strategy == Strategy::RestForOne {
-        stop_children(state, index + 1).await;
+    let count = state.children.len();
+    let restart = state.children[index].spec.restart;
+    match state
+        .restarts
+        .child_exited(index, count, restart, &exit, Instant::now())
+    {
+        Decision::Leave { remove: true } => {
+            state.children.remove(index);
+            Ok(())
+        }
+        Decision::Leave { remove: false } => {
+            state.children[index].state = ChildState::Exited;
+            Ok(())
+        }
+        Decision::Escalate => {
+            let intensity = state.restarts.intensity();
+            let error = SupervisorError::IntensityExceeded {
+                child: state.children[index].spec.id.clone(),
+                max_restarts: intensity.max_restarts,
+                window: intensity.window,
+                reason: match exit {
+                    Exit::Normal => "stopped".to_owned(),
+                    Exit::Abnormal { reason } => reason,
+                },
+            };
+            tracing::error!("{error}");
+            stop_children(state, ..).await;
+            Err(error.into())
+        }
+        Decision::Restart { delay, siblings } => {
+            stop_children(state, siblings).await;
+            let child = &mut state.children[index];
+            let id = child.spec.id.clone();
+            tracing::debug!(child = %id, "restarting in {delay:?}");
+            let timer = myself.send_after(delay, move || SupervisorMsg::Restart(id));
+            child.state = ChildState::Waiting { timer: Some(timer) };
+            Ok(())
+        }
     }
-    let delay = state.backoff.delay(previous);
-    let child = &mut state.children[index];
-    let id = child.spec.id.clone();
-    tracing::debug!(child = %id, "restarting in {delay:?}");
-    let timer = myself.send_after(delay, move || SupervisorMsg::Restart(id));
-    child.state = ChildState::Waiting { timer: Some(timer) };
-    Ok(())
 }
 
 async fn restart(
@@ -322,7 +326,7 @@ async fn restart(
     if !matches!(state.children[index].state, ChildState::Waiting { .. }) {
         return Ok(());
     }
-    let last = match state.strategy {
+    let last = match state.restarts.strategy() {
         Strategy::OneForOne => index,
         Strategy::RestForOne => {
             // An elder sibling is waiting too: its restart will start this one after it.
@@ -362,11 +366,22 @@ async fn restart(
     Ok(())
 }
 
-/// Stops the running children from `from` on, youngest first; each gets its shutdown timeout
-/// to stop gracefully before it is killed. Temporary children are removed, the others wait
-/// for a restart.
-async fn stop_children(state: &mut SupervisorState, from: usize) {
-    for child in state.children[from..].iter_mut().rev() {
+/// Stops the running children at the positions in `range`, youngest first; each gets its
+/// shutdown timeout to stop gracefully before it is killed. Temporary children are removed,
+/// the others wait for a restart.
+async fn stop_children(state: &mut SupervisorState, range: impl RangeBounds<usize>) {
+    let start = match range.start_bound() {
+        Bound::Included(&start) => start,
+        Bound::Excluded(&start) => start + 1,
+        Bound::Unbounded => 0,
+    };
+    let end = match range.end_bound() {
+        Bound::Included(&end) => end + 1,
+        Bound::Excluded(&end) => end,
+        Bound::Unbounded => state.children.len(),
+    };
+    let range = start.min(state.children.len())..end.min(state.children.len());
+    for child in state.children[range.clone()].iter_mut().rev() {
         match std::mem::replace(&mut child.state, ChildState::Waiting { timer: None }) {
             ChildState::Running(cell) => {
                 let stopped = cell
@@ -390,8 +405,9 @@ async fn stop_children(state: &mut SupervisorState, from: usize) {
     }
     let mut position = 0;
     state.children.retain(|child| {
+        let stopped = range.contains(&position);
         position += 1;
-        position <= from || child.spec.restart != Restart::Temporary
+        !stopped || child.spec.restart != Restart::Temporary
     });
 }
 

@@ -427,32 +427,3 @@ async fn a_child_that_cannot_start_fails_the_supervisor_start() {
         "{error}"
     );
 }
-
-#[test]
-fn backoff_and_intensity_arithmetic() {
-    let backoff = Backoff {
-        initial: Duration::from_millis(100),
-        max: Duration::from_secs(1),
-    };
-    let delays: Vec<_> = (0..6).map(|n| backoff.delay(n).as_millis()).collect();
-    assert_eq!(delays, [100, 200, 400, 800, 1000, 1000]);
-    assert_eq!(backoff.delay(u32::MAX), Duration::from_secs(1));
-
-    let intensity = Intensity {
-        max_restarts: 2,
-        window: Duration::from_secs(10),
-    };
-    let mut history = RestartHistory::default();
-    let t0 = Instant::now();
-    assert_eq!(history.admit(&intensity, t0), Some(0));
-    assert_eq!(
-        history.admit(&intensity, t0 + Duration::from_secs(1)),
-        Some(1)
-    );
-    assert_eq!(history.admit(&intensity, t0 + Duration::from_secs(2)), None);
-    // The first restart leaves the window: one slot frees up.
-    assert_eq!(
-        history.admit(&intensity, t0 + Duration::from_secs(10)),
-        Some(1)
-    );
-}
