@@ -135,7 +135,8 @@ pub struct NodeSettings {
     /// `in_use` in `resources.gpus`, the node runs a GPU pool on it.
     pub resources: NodeResources,
     /// Chains the GPU pool reports it takes at once (coordinators place by it); each task's
-    /// chains run as one job of the node's GPU supervisor.
+    /// chains run as one job of the node's GPU supervisor, so this is as many as a GPU
+    /// runs in one job, not a batch size.
     pub gpu_slots: u32,
     /// Heartbeat, reconnect and join timing.
     pub membership: MembershipSettings,
@@ -173,7 +174,7 @@ impl NodeSettings {
                 gpus: Vec::new(),
                 running_jobs: 0,
             },
-            gpu_slots: 1024,
+            gpu_slots: 65536,
             membership: MembershipSettings::default(),
             intensity: Intensity::default(),
             backoff: Backoff::default(),
