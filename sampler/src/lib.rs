@@ -7,8 +7,10 @@
 mod adapt;
 mod builder;
 mod chain;
+mod chain_core;
 pub mod diagnostics;
 mod dist;
+mod error;
 mod eval;
 pub mod growing;
 pub mod ir;
@@ -27,6 +29,7 @@ mod validate;
 
 pub use adapt::{AdaptationKind, MetricKind, Welford, WindowOptions, WindowedMetric};
 pub use builder::ModelBuilder;
+pub use error::SampleError;
 pub use eval::{Evaluator, LogDensity};
 pub use ir::{
     BinaryOp, Constraint, DataValue, DecodeError, Dist, Expr, IR_VERSION, MIN_IR_VERSION, Model,
@@ -39,8 +42,8 @@ pub use program::{
 };
 pub use rng::{ChainId, ChainRng, Seed};
 pub use sample::{
-    ChainSpec, ChainTrace, DrawEvent, DrawStats, NoObserver, Observer, SampleError,
-    SamplerSettings, Tuning, sample, sample_chains,
+    ChainSpec, ChainTrace, DrawEvent, DrawStats, NoObserver, Observer, SamplerSettings, Tuning,
+    sample, sample_chains,
 };
 pub use special::{digamma, lgamma, log_sum_exp, logistic, softplus};
 pub use summary::RunSummary;
