@@ -1,6 +1,6 @@
-//! `cluster-cli bench --device gpu`: many chains on one GPU, measured as the NumPyro anchor of
-//! `shared/GPU.md` is (400 warmup + 400 draws by default, compile excluded, rates per second
-//! of warmup plus sampling).
+//! `cluster-cli bench --device gpu`: many chains on one GPU, measured as NumPyro's side of
+//! `bench/gpu/` is (400 warmup + 400 draws by default, compile excluded, rates per second of
+//! warmup plus sampling).
 //!
 //! Per model and chain count, one row:
 //! * wall: seconds of `sample_on_device_with` (warmup and draws, every readback included),
@@ -58,14 +58,14 @@ const DEFAULT_MODELS: [&str; 3] = [
     "models/sv.json",
 ];
 /// The round trip's model, kernel size and warm-up: at least this many dispatches over at
-/// least this long, so that the GPU is at its clocks (after 20 dispatches alone, one H100
-/// measured device times of 0.158 ms against 0.076 to 0.089 ms in other calls).
+/// least this long, so that the GPU is at its clocks (after a few dispatches alone, a GPU
+/// just out of idle still runs them markedly slower: `bench/journal.md`).
 const ROUND_TRIP_MODEL: &str = "models/eight_schools_noncentered.json";
 const ROUND_TRIP_STEPS: usize = 32;
 const ROUND_TRIP_WARMUP: u32 = 20;
 const ROUND_TRIP_WARMUP_TIME: Duration = Duration::from_millis(500);
-/// The device watchdog: lavapipe compiles a pipeline at its first dispatch, over a minute for
-/// the logistic model's storage tape on a loaded machine.
+/// The device watchdog: lavapipe compiles a pipeline at its first dispatch, which takes
+/// minutes for a long model's storage tape on a loaded machine.
 const POLL_TIMEOUT: Duration = Duration::from_secs(900);
 /// The CPU reference run of the check.
 const REFERENCE_CHAINS: u32 = 8;

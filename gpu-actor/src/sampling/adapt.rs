@@ -4,8 +4,8 @@
 //! Why pooled: the metric is the data-hungry part of warmup, d variances from correlated
 //! draws; one chain's window of 25 to 100 draws estimates them poorly (Stan regularises
 //! towards 1e-3 for that reason), while C chains give C times the draws for the same
-//! warmup length, so a short warmup suffices (TFP's cross-chain adaptation, Lao et al. 2020;
-//! nuts.md §9 B.7). Every chain samples the same posterior, so one metric fits all; it is
+//! warmup length, so a short warmup suffices (TFP's cross-chain adaptation, Lao et al.
+//! 2020). Every chain samples the same posterior, so one metric fits all; it is
 //! fixed after warmup, so the sampling kernel is a valid MCMC kernel. The step size stays per
 //! chain, as Stan and nutpie have it: it needs one number per transition, which the kernel
 //! updates itself, and lets a chain stuck in a region of high curvature shrink its own.
