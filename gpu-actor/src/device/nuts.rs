@@ -12,13 +12,12 @@ use super::resources::{
 };
 use super::scope::scoped;
 use super::worker::Worker;
-use super::{ModelKey, ShaderChoice};
+use super::{DrawsOutput, ModelKey, ShaderChoice};
 use crate::error::GpuError;
 use crate::kernels::layout::{
     NM_CHUNK, NS_O_COUNT, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_DIR,
     NS_U_SEARCH_EVALS, NS_V_GSAMP, NS_V_QSAMP, NmParams, NsParams, NsSizes,
 };
-use crate::sampling::DrawsOutput;
 use crate::wgsl::{KernelKind, Precision};
 
 /// A sampling session on one device.
