@@ -14,9 +14,11 @@ mod error;
 mod eval;
 pub mod growing;
 pub mod ir;
+mod limits;
 mod linalg;
 mod lower;
 mod metric;
+mod model_error;
 pub mod nuts;
 mod program;
 pub mod reference;
@@ -35,7 +37,9 @@ pub use ir::{
     BinaryOp, Constraint, DataValue, DecodeError, Dist, Expr, IR_VERSION, MIN_IR_VERSION, Model,
     Parameter, Statement, Transformed, UnaryOp,
 };
+pub use limits::Limits;
 pub use metric::Metric;
+pub use model_error::{ModelError, Problem};
 pub use program::{
     Column, DataRef, DensityKind, IndexRef, Inst, ListRef, MapOp, MatrixRef, Operand, Output,
     Program, Slot, SlotId, StatementId, ThetaRef, Transform, ZipOp,
@@ -47,4 +51,4 @@ pub use sample::{
 };
 pub use special::{digamma, lgamma, log_sum_exp, logistic, softplus};
 pub use summary::RunSummary;
-pub use validate::{CheckedModel, Limits, LoadError, ModelError, ModelHash, Problem};
+pub use validate::{CheckedModel, LoadError, ModelHash};
