@@ -129,6 +129,49 @@ pub(crate) fn default_lanes(
     crate::wgsl::lanes_for_chains(program, lanes, n_chains)
 }
 
+/// Where the NUTS kernel writes a sampling dispatch's draws.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum DrawsOutput {
+    /// [`DrawsOutput::Mapped`] for chains split across lanes (each chain's draws are one run
+    /// of neighbouring words there), else [`DrawsOutput::Copied`]: chains on one invocation
+    /// each write scattered words, which mapped memory takes slowly (measurements in
+    /// `bench/journal.md`).
+    #[default]
+    Auto,
+    /// Straight into the read-back buffer that the host then maps (wgpu's
+    /// `MAPPABLE_PRIMARY_BUFFERS`), where the adapter allows it, else as
+    /// [`DrawsOutput::Copied`]: the draws cross to the host while the kernel runs, instead of
+    /// in a copy after it that the next dispatch waits for (a copy that grows with the chains
+    /// and the draws per dispatch).
+    Mapped,
+    /// Into device memory, then copied into the read-back buffer.
+    Copied,
+}
+
+impl DrawsOutput {
+    /// [`DrawsOutput::Mapped`] or [`DrawsOutput::Copied`] for kernels of `lanes` invocations
+    /// per chain on a device where `mappable` says whether kernels may write read-back
+    /// buffers.
+    pub fn resolve(self, lanes: u32, mappable: bool) -> DrawsOutput {
+        match self {
+            _ if !mappable => DrawsOutput::Copied,
+            DrawsOutput::Auto if lanes > 1 => DrawsOutput::Mapped,
+            DrawsOutput::Auto => DrawsOutput::Copied,
+            chosen => chosen,
+        }
+    }
+}
+
+impl fmt::Display for DrawsOutput {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DrawsOutput::Auto => "auto",
+            DrawsOutput::Mapped => "mapped",
+            DrawsOutput::Copied => "copied",
+        })
+    }
+}
+
 /// What a caller asks of the shaders of a session's kernels; each `None` is chosen for the
 /// program and the adapter (`Worker::shader_options`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -35,7 +35,6 @@ mod steps;
 #[cfg(test)]
 mod tests;
 
-use std::fmt;
 use std::time::Duration;
 
 use sampler::{
@@ -45,7 +44,7 @@ use sampler::{
 
 pub use steps::{FusedLeapfrog, LeapfrogStart, LeapfrogSteps};
 
-use crate::device::{GpuDevice, ModelKey, Prepare, ShaderChoice};
+use crate::device::{DrawsOutput, GpuDevice, ModelKey, Prepare, ShaderChoice};
 use crate::error::GpuError;
 use crate::wgsl::{DataPlacement, IndexChecks, KernelKind, LoopBudget, Precision, TapePlacement};
 
@@ -123,49 +122,6 @@ pub struct GpuSamplingOptions {
     pub loop_limit: Option<u64>,
     /// Where the NUTS kernel writes the draws of sampling dispatches.
     pub draws: DrawsOutput,
-}
-
-/// Where the NUTS kernel writes a sampling dispatch's draws.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum DrawsOutput {
-    /// [`DrawsOutput::Mapped`] for chains split across lanes (each chain's draws are one run
-    /// of neighbouring words there), else [`DrawsOutput::Copied`]. On the H100, split chains
-    /// sampled a little faster mapped; chains on one invocation each ran their kernel
-    /// markedly slower mapped (measurements in `bench/journal.md`).
-    #[default]
-    Auto,
-    /// Straight into the read-back buffer that the host then maps (wgpu's
-    /// `MAPPABLE_PRIMARY_BUFFERS`), where the adapter allows it, else as
-    /// [`DrawsOutput::Copied`]: the draws cross to the host while the kernel runs, instead of
-    /// in a copy after it that the next dispatch waits for (a sampling dispatch of 8192 chains
-    /// of the logistic model copies 22 MB).
-    Mapped,
-    /// Into device memory, then copied into the read-back buffer.
-    Copied,
-}
-
-impl DrawsOutput {
-    /// [`DrawsOutput::Mapped`] or [`DrawsOutput::Copied`] for kernels of `lanes` invocations
-    /// per chain on a device where `mappable` says whether kernels may write read-back
-    /// buffers.
-    pub fn resolve(self, lanes: u32, mappable: bool) -> DrawsOutput {
-        match self {
-            _ if !mappable => DrawsOutput::Copied,
-            DrawsOutput::Auto if lanes > 1 => DrawsOutput::Mapped,
-            DrawsOutput::Auto => DrawsOutput::Copied,
-            chosen => chosen,
-        }
-    }
-}
-
-impl fmt::Display for DrawsOutput {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            DrawsOutput::Auto => "auto",
-            DrawsOutput::Mapped => "mapped",
-            DrawsOutput::Copied => "copied",
-        })
-    }
 }
 
 impl GpuSamplingOptions {

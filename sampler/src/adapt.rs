@@ -17,11 +17,11 @@ pub use dual_average::{DualAverage, DualAverageOptions};
 pub use grad_diag::{GradDiag, GradDiagOptions};
 pub use windowed::{Welford, WindowOptions, WindowedMetric};
 
-use crate::chain::ChainCore;
+use crate::chain_core::ChainCore;
+use crate::error::SampleError;
 use crate::eval::LogDensity;
 use crate::metric::Metric;
 use crate::nuts::{TransitionInfo, leapfrog};
-use crate::sample::SampleError;
 
 /// Which warmup to run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -73,7 +73,7 @@ impl Adapter {
     ) -> Result<Adapter, SampleError> {
         let dim = core.current.q.len();
         let options = DualAverageOptions {
-            target: core.settings.target_accept,
+            target: core.target_accept,
             ..DualAverageOptions::default()
         };
         match kind {
@@ -86,7 +86,7 @@ impl Adapter {
                 } else {
                     Metric::unit(dim)
                 };
-                let initial = core.settings.initial_step_size;
+                let initial = core.initial_step_size;
                 core.step_size = initial;
                 stan_init_stepsize(core)?;
                 // Stan sets mu from the user's initial step size, before the search.
@@ -299,8 +299,7 @@ fn nutpie_init_stepsize<D: LogDensity>(
         );
         core.n_grad_evals += 1;
         let delta = h0 - energy(core, &probe);
-        (delta.is_finite() && -delta <= core.settings.max_energy_error)
-            .then(|| delta.min(0.0).exp())
+        (delta.is_finite() && -delta <= core.nuts.max_energy_error).then(|| delta.min(0.0).exp())
     };
     let fresh = |step: f64| DualAverage::new(options, step, std::f64::consts::PI);
     let mut eps = INITIAL;

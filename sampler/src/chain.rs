@@ -3,12 +3,14 @@
 use std::time::Instant;
 
 use crate::adapt::Adapter;
+use crate::chain_core::ChainCore;
+use crate::error::SampleError;
 use crate::eval::LogDensity;
 use crate::metric::Metric;
 use crate::nuts::{self, NutsOptions, Point, TransitionInfo, Workspace};
-use crate::rng::{ChainId, ChainRng, Seed};
+use crate::rng::{ChainRng, Seed};
 use crate::sample::{
-    ChainSpec, ChainTrace, DrawEvent, DrawStats, Observer, SampleError, SamplerSettings, Tuning,
+    ChainSpec, ChainTrace, DrawEvent, DrawStats, Observer, SamplerSettings, Tuning,
 };
 
 /// Attempts at a finite initial point (Stan's default).
@@ -17,48 +19,6 @@ const INIT_ATTEMPTS: u32 = 100;
 /// Most values a trace reserves before its first draw: the draw count comes from the
 /// caller, so the reservation is capped and anything longer grows with the real draws.
 const MAX_RESERVED_VALUES: usize = 1 << 22;
-
-/// The mutable state of a chain shared by the transition and the adaptation.
-pub(crate) struct ChainCore<D> {
-    pub chain: ChainId,
-    pub settings: SamplerSettings,
-    pub density: D,
-    pub metric: Metric,
-    /// Nominal step size (before jitter).
-    pub step_size: f64,
-    pub jitter: f64,
-    pub rng: ChainRng,
-    pub current: Point,
-    pub workspace: Workspace,
-    /// Scratch for leapfrog steps outside transitions (step-size searches).
-    pub workspace_velocity: Vec<f64>,
-    pub n_grad_evals: u64,
-}
-
-impl<D: LogDensity> ChainCore<D> {
-    fn transition(&mut self) -> (TransitionInfo, f64) {
-        let step_size = if self.jitter > 0.0 {
-            self.step_size * (1.0 + self.jitter * (2.0 * self.rng.uniform() - 1.0))
-        } else {
-            self.step_size
-        };
-        let options = NutsOptions {
-            max_depth: self.settings.max_depth,
-            max_energy_error: self.settings.max_energy_error,
-        };
-        let info = nuts::transition(
-            &mut self.density,
-            &self.metric,
-            step_size,
-            &options,
-            &mut self.rng,
-            &mut self.current,
-            &mut self.workspace,
-        );
-        self.n_grad_evals += u64::from(info.n_leapfrog);
-        (info, step_size)
-    }
-}
 
 /// Finds a starting point: the given one, or uniform draws in `(-radius, radius)` until the
 /// log density and gradient are finite.
@@ -150,7 +110,12 @@ pub(crate) fn run_chain<D: LogDensity>(
 
     let mut core = ChainCore {
         chain: spec.chain,
-        settings: settings.clone(),
+        target_accept: settings.target_accept,
+        initial_step_size: settings.initial_step_size,
+        nuts: NutsOptions {
+            max_depth: settings.max_depth,
+            max_energy_error: settings.max_energy_error,
+        },
         density,
         metric: Metric::unit(dim),
         step_size: settings.initial_step_size,

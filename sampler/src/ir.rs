@@ -696,5 +696,10 @@ pub enum DecodeError {
     },
 }
 
+/// The product of `dims`, or `None` when it overflows.
+pub(crate) fn dims_product(dims: &[usize]) -> Option<usize> {
+    dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
 #[cfg(test)]
 mod tests;

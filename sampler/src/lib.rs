@@ -7,14 +7,18 @@
 mod adapt;
 mod builder;
 mod chain;
+mod chain_core;
 pub mod diagnostics;
 mod dist;
+mod error;
 mod eval;
 pub mod growing;
 pub mod ir;
+mod limits;
 mod linalg;
 mod lower;
 mod metric;
+mod model_error;
 pub mod nuts;
 mod program;
 pub mod reference;
@@ -27,21 +31,24 @@ mod validate;
 
 pub use adapt::{AdaptationKind, MetricKind, Welford, WindowOptions, WindowedMetric};
 pub use builder::ModelBuilder;
+pub use error::SampleError;
 pub use eval::{Evaluator, LogDensity};
 pub use ir::{
     BinaryOp, Constraint, DataValue, DecodeError, Dist, Expr, IR_VERSION, MIN_IR_VERSION, Model,
     Parameter, Statement, Transformed, UnaryOp,
 };
+pub use limits::Limits;
 pub use metric::Metric;
+pub use model_error::{ModelError, Problem};
 pub use program::{
     Column, DataRef, DensityKind, IndexRef, Inst, ListRef, MapOp, MatrixRef, Operand, Output,
     Program, Slot, SlotId, StatementId, ThetaRef, Transform, ZipOp,
 };
 pub use rng::{ChainId, ChainRng, Seed};
 pub use sample::{
-    ChainSpec, ChainTrace, DrawEvent, DrawStats, NoObserver, Observer, SampleError,
-    SamplerSettings, Tuning, sample, sample_chains,
+    ChainSpec, ChainTrace, DrawEvent, DrawStats, NoObserver, Observer, SamplerSettings, Tuning,
+    sample, sample_chains,
 };
 pub use special::{digamma, lgamma, log_sum_exp, logistic, softplus};
 pub use summary::RunSummary;
-pub use validate::{CheckedModel, Limits, LoadError, ModelError, ModelHash, Problem};
+pub use validate::{CheckedModel, LoadError, ModelHash};

@@ -12,11 +12,12 @@ use std::collections::HashMap;
 
 use crate::eval::value_forward;
 use crate::ir::{BinaryOp, Constraint, DataValue, Dist, Expr, Model, Statement, UnaryOp};
+use crate::limits::Limits;
+use crate::model_error::{ModelError, Num, Problem};
 use crate::program::{
     DataRef, DensityKind, IndexRef, Inst, ListRef, MapOp, MatrixRef, Operand, Output, Program,
     Slot, SlotId, StatementId, ZipOp,
 };
-use crate::validate::{Limits, ModelError, Num, Problem};
 
 /// The result of lowering: the program and non-fatal remarks.
 pub(crate) struct Lowered {
@@ -332,7 +333,7 @@ impl<'a> Lowerer<'a> {
                 ));
             }
             if !transformed.dims.is_empty()
-                && crate::validate::dims_product(&transformed.dims) != Some(value.shape.len())
+                && crate::ir::dims_product(&transformed.dims) != Some(value.shape.len())
             {
                 return Err(shape_error(
                     &format!("transformed[{i}].dims"),

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::adapt::{AdaptationKind, MetricKind};
 use crate::chain::run_chain;
+use crate::error::SampleError;
 use crate::eval::LogDensity;
 use crate::metric::Metric;
 use crate::rng::{ChainId, Seed};
@@ -284,35 +285,6 @@ pub trait Observer: Sync {
 pub struct NoObserver;
 
 impl Observer for NoObserver {}
-
-/// Why sampling failed.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum SampleError {
-    /// The settings are invalid.
-    #[error("invalid sampler settings: {0}")]
-    Settings(String),
-    /// No finite starting point was found.
-    #[error("chain {chain}: no finite starting point after {attempts} attempts: {reason}")]
-    Init {
-        /// The chain.
-        chain: ChainId,
-        /// Points tried.
-        attempts: u32,
-        /// What was not finite.
-        reason: String,
-    },
-    /// The step-size search failed.
-    #[error("chain {chain}: {message}")]
-    StepSize {
-        /// The chain.
-        chain: ChainId,
-        /// What happened.
-        message: String,
-    },
-    /// An observer asked to stop.
-    #[error("sampling was cancelled")]
-    Cancelled,
-}
 
 /// Runs `specs` on a pool of threads, each chain with its own density from `make_density`.
 /// Traces come back in the order of `specs`.

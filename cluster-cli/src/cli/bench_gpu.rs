@@ -1,6 +1,6 @@
-//! `cluster-cli bench --device gpu`: many chains on one GPU, measured as the NumPyro anchor of
-//! `shared/GPU.md` is (400 warmup + 400 draws by default, compile excluded, rates per second
-//! of warmup plus sampling).
+//! `cluster-cli bench --device gpu`: many chains on one GPU, measured as NumPyro's side of
+//! `bench/gpu/` is (400 warmup + 400 draws by default, compile excluded, rates per second of
+//! warmup plus sampling).
 //!
 //! Per model and chain count, one row:
 //! * wall: seconds of `sample_on_device_with` (warmup and draws, every readback included),
@@ -58,14 +58,14 @@ const DEFAULT_MODELS: [&str; 3] = [
     "models/sv.json",
 ];
 /// The round trip's model, kernel size and warm-up: at least this many dispatches over at
-/// least this long, so that the GPU is at its clocks (after 20 dispatches alone, one H100
-/// measured device times of 0.158 ms against 0.076 to 0.089 ms in other calls).
+/// least this long, so that the GPU is at its clocks (after a few dispatches alone, a GPU
+/// just out of idle still runs them markedly slower: `bench/journal.md`).
 const ROUND_TRIP_MODEL: &str = "models/eight_schools_noncentered.json";
 const ROUND_TRIP_STEPS: usize = 32;
 const ROUND_TRIP_WARMUP: u32 = 20;
 const ROUND_TRIP_WARMUP_TIME: Duration = Duration::from_millis(500);
-/// The device watchdog: lavapipe compiles a pipeline at its first dispatch, over a minute for
-/// the logistic model's storage tape on a loaded machine.
+/// The device watchdog: lavapipe compiles a pipeline at its first dispatch, which takes
+/// minutes for a long model's storage tape on a loaded machine.
 const POLL_TIMEOUT: Duration = Duration::from_secs(900);
 /// The CPU reference run of the check.
 const REFERENCE_CHAINS: u32 = 8;
@@ -335,20 +335,7 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let started = Instant::now();
     let chain_counts = args.chain_counts();
-    anyhow::ensure!(
-        chain_counts.iter().all(|&n| n > 0),
-        "--chains: every chain count must be at least 1"
-    );
-    anyhow::ensure!(
-        args.per_dispatch != Some(0),
-        "--per-dispatch must be at least 1"
-    );
-    anyhow::ensure!(seeds > 0, "--seeds must be at least 1");
-    anyhow::ensure!(
-        args.workgroup_size
-            .is_none_or(|size| (1..=1024).contains(&size)),
-        "--workgroup-size must be in 1..=1024"
-    );
+    check_args(args, &chain_counts, seeds)?;
     let mut settings = sampler.settings(1);
     settings.num_warmup = sampler.warmup.unwrap_or(DEFAULT_GPU_ITERATIONS);
     settings.num_draws = sampler.draws.unwrap_or(DEFAULT_GPU_ITERATIONS);
@@ -360,29 +347,9 @@ pub fn run(
     };
     let kernel = args.kernel();
     let precision = args.precision();
-    let mut json = JsonLines::create(args.json.as_deref())?;
-
-    let device = GpuDevice::open(&DeviceOptions {
-        poll_timeout: POLL_TIMEOUT,
-        ..DeviceOptions::default()
-    })
-    .context("cannot open a GPU")?;
-    let report = device.report().clone();
-    anyhow::ensure!(
-        device.supports(precision),
-        "{} has no SHADER_F64: use --precision f32",
-        report.name
-    );
-    outln!(
-        "{} ({}, {}, driver {}): subgroups {}..{}, workgroup memory {} KiB",
-        report.name,
-        report.kind,
-        report.backend,
-        report.driver,
-        report.subgroup_sizes.0,
-        report.subgroup_sizes.1,
-        report.limits.max_compute_workgroup_storage_size / 1024,
-    );
+    let json = JsonLines::create(args.json.as_deref())?;
+    let device = open_device(precision)?;
+    let report = device.report();
     outln!(
         "{} kernel, {precision}, {} warmup + {} draws per chain, {} adaptation, median of {seeds} seed(s); \
          rates per second of warmup + sampling (compile excluded).\n",
@@ -400,11 +367,170 @@ pub fn run(
         "device_kind": report.kind.to_string(),
         "driver": report.driver,
     });
-
+    let mut bench = Bench {
+        args,
+        device: &device,
+        settings,
+        kernel,
+        precision,
+        seeds,
+        chain_counts,
+        started,
+        json,
+        context,
+        rows_skipped: false,
+    };
     // First: it is short, and a run cut short by its caller still has it.
-    let repetitions = args.round_trips.unwrap_or(200);
-    if repetitions > 0 {
-        let round_trip = round_trip(&device, precision, repetitions)?;
+    bench.round_trip()?;
+    for path in &models {
+        bench.model(path)?;
+    }
+    if bench.rows_skipped {
+        outln!("some rows were skipped: past --time-limit");
+    }
+    device.shutdown()?;
+    Ok(())
+}
+
+/// Refuses option values the benchmark cannot run with.
+fn check_args(args: &GpuBenchArgs, chain_counts: &[u32], seeds: u64) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        chain_counts.iter().all(|&n| n > 0),
+        "--chains: every chain count must be at least 1"
+    );
+    anyhow::ensure!(
+        args.per_dispatch != Some(0),
+        "--per-dispatch must be at least 1"
+    );
+    anyhow::ensure!(seeds > 0, "--seeds must be at least 1");
+    anyhow::ensure!(
+        args.workgroup_size
+            .is_none_or(|size| (1..=1024).contains(&size)),
+        "--workgroup-size must be in 1..=1024"
+    );
+    Ok(())
+}
+
+/// Opens the best GPU, checks it runs `precision` and prints what it is.
+fn open_device(precision: Precision) -> anyhow::Result<GpuDevice> {
+    let device = GpuDevice::open(&DeviceOptions {
+        poll_timeout: POLL_TIMEOUT,
+        ..DeviceOptions::default()
+    })
+    .context("cannot open a GPU")?;
+    let report = device.report();
+    anyhow::ensure!(
+        device.supports(precision),
+        "{} has no SHADER_F64: use --precision f32",
+        report.name
+    );
+    outln!(
+        "{} ({}, {}, driver {}): subgroups {}..{}, workgroup memory {} KiB",
+        report.name,
+        report.kind,
+        report.backend,
+        report.driver,
+        report.subgroup_sizes.0,
+        report.subgroup_sizes.1,
+        report.limits.max_compute_workgroup_storage_size / 1024,
+    );
+    Ok(device)
+}
+
+/// One run of the benchmark: its settings, the device and where the rows go.
+struct Bench<'a> {
+    args: &'a GpuBenchArgs,
+    device: &'a GpuDevice,
+    settings: SamplerSettings,
+    kernel: GpuKernel,
+    precision: Precision,
+    seeds: u64,
+    chain_counts: Vec<u32>,
+    started: Instant,
+    json: JsonLines,
+    /// What every JSON line says about the run.
+    context: serde_json::Value,
+    rows_skipped: bool,
+}
+
+/// The shaders' settings of each row of one model: the options given, else what the device
+/// chooses for the row's chains.
+struct Shapes<'a> {
+    args: &'a GpuBenchArgs,
+    device: &'a GpuDevice,
+    program: &'a sampler::Program,
+    precision: Precision,
+}
+
+impl Shapes<'_> {
+    fn lanes(&self, n_chains: usize) -> u32 {
+        self.args.lanes.unwrap_or_else(|| {
+            self.device
+                .default_lanes(self.program, self.args.tape(), n_chains)
+        })
+    }
+
+    fn workgroup_size(&self, n_chains: usize) -> u32 {
+        self.args.workgroup_size.unwrap_or_else(|| {
+            gpu_actor::wgsl::default_workgroup_size(
+                n_chains,
+                self.lanes(n_chains),
+                self.device
+                    .report()
+                    .limits
+                    .max_compute_invocations_per_workgroup,
+            )
+        })
+    }
+
+    fn data(&self, n_chains: usize) -> DataPlacement {
+        self.args.data().unwrap_or_else(|| {
+            DataPlacement::choose_for_lanes(
+                self.program,
+                self.precision,
+                self.device
+                    .report()
+                    .limits
+                    .max_compute_workgroup_storage_size,
+                self.lanes(n_chains),
+                self.workgroup_size(n_chains),
+            )
+        })
+    }
+
+    /// `options` with the lanes, workgroup size and data placement of `n_chains` chains.
+    fn options_for(&self, n_chains: usize, options: &GpuSamplingOptions) -> GpuSamplingOptions {
+        GpuSamplingOptions {
+            lanes: Some(self.lanes(n_chains)),
+            workgroup_size: Some(self.workgroup_size(n_chains)),
+            data: Some(self.data(n_chains)),
+            ..*options
+        }
+    }
+
+    /// The distinct values of `value` over the chain counts, as text.
+    fn distinct<T: Ord + std::fmt::Display>(
+        &self,
+        chain_counts: &[u32],
+        value: impl Fn(usize) -> T,
+    ) -> String {
+        let mut values: Vec<T> = chain_counts.iter().map(|&n| value(n as usize)).collect();
+        values.sort();
+        values.dedup();
+        let text: Vec<String> = values.iter().map(T::to_string).collect();
+        text.join(" or ")
+    }
+}
+
+impl Bench<'_> {
+    /// The round trip of one small dispatch, unless `--round-trips 0`.
+    fn round_trip(&mut self) -> anyhow::Result<()> {
+        let repetitions = self.args.round_trips.unwrap_or(200);
+        if repetitions == 0 {
+            return Ok(());
+        }
+        let precision = self.precision;
+        let round_trip = round_trip(self.device, precision, repetitions)?;
         outln!(
             "round trip of one dispatch (1 chain of eight_schools_noncentered, fused kernel, {ROUND_TRIP_STEPS} steps, \
              {precision}): median {:.3} ms (10%: {:.3}, 90%: {:.3}) over {repetitions}, device time median {:.3} ms",
@@ -413,7 +539,7 @@ pub fn run(
             round_trip.p90_ms,
             round_trip.device_median_ms
         );
-        let mut value = context.clone();
+        let mut value = self.context.clone();
         value["kind"] = json!("round_trip");
         value["framework"] = json!("ours");
         value["precision"] = json!(precision.to_string());
@@ -423,102 +549,112 @@ pub fn run(
         value["p10_ms"] = json!(round_trip.p10_ms);
         value["p90_ms"] = json!(round_trip.p90_ms);
         value["device_median_ms"] = json!(round_trip.device_median_ms);
-        json.write(&value)?;
+        self.json.write(&value)?;
         outln!();
+        Ok(())
     }
 
-    let mut rows_skipped = false;
-    for path in &models {
+    /// The model's table: its setup, then one row per chain count.
+    fn model(&mut self, path: &Path) -> anyhow::Result<()> {
+        let args = self.args;
         let model = load_model(path)?;
-        let most_chains = chain_counts.iter().copied().max().unwrap_or(1);
-        let shape = runtime::JobShape::new(&model, &settings, u64::from(most_chains), 0);
+        let most_chains = self.chain_counts.iter().copied().max().unwrap_or(1);
+        let shape = runtime::JobShape::new(&model, &self.settings, u64::from(most_chains), 0);
         super::limits::check_fits_here(&shape, model.name())?;
         let program = model.program();
         // Each row's lanes, workgroup size and data placement are set here (the defaults
         // depend on the chains), so that its pipelines are compiled by a warm-up run, not in
         // a timed one.
-        let lanes_for = |n_chains: usize| {
-            args.lanes
-                .unwrap_or_else(|| device.default_lanes(program, args.tape(), n_chains))
+        let shapes = Shapes {
+            args,
+            device: self.device,
+            program,
+            precision: self.precision,
         };
-        let workgroup_size = |n_chains: usize| {
-            args.workgroup_size.unwrap_or_else(|| {
-                gpu_actor::wgsl::default_workgroup_size(
-                    n_chains,
-                    lanes_for(n_chains),
-                    report.limits.max_compute_invocations_per_workgroup,
-                )
-            })
-        };
-        let data_for = |n_chains: usize| {
-            args.data().unwrap_or_else(|| {
-                DataPlacement::choose_for_lanes(
-                    program,
-                    precision,
-                    report.limits.max_compute_workgroup_storage_size,
-                    lanes_for(n_chains),
-                    workgroup_size(n_chains),
-                )
-            })
-        };
-        fn distinct<T: Ord + std::fmt::Display>(mut values: Vec<T>) -> String {
-            values.sort();
-            values.dedup();
-            let text: Vec<String> = values.iter().map(T::to_string).collect();
-            text.join(" or ")
-        }
-        let data_text = distinct(chain_counts.iter().map(|&n| data_for(n as usize)).collect());
-        let lanes_text = distinct(
-            chain_counts
-                .iter()
-                .map(|&n| lanes_for(n as usize))
-                .collect(),
-        );
-        let lanes = lanes_for(1);
-        let mut options = GpuSamplingOptions {
-            data: Some(data_for(1)),
+        let base = GpuSamplingOptions {
             placement: args.tape(),
-            workgroup_size: Some(workgroup_size(1)),
-            lanes: Some(lanes),
             checks: args.index_checks.map(IndexChecksArg::checks),
             draws: args
                 .draws_output
                 .map_or_else(DrawsOutput::default, DrawsOutputArg::output),
             ..GpuSamplingOptions::default()
         };
+        let options = shapes.options_for(1, &base);
         let mut warmed = vec![(options.lanes, options.workgroup_size, options.data)];
-        let mut context = context.clone();
+        let mut context = self.context.clone();
         context["index_checks"] = json!(
             args.index_checks
                 .map_or_else(|| "default".to_owned(), |arg| arg.checks().to_string())
         );
-        // What the kernels did: mapped output needs the adapter's feature.
-        let draws_output = |lanes: u32| {
-            options
-                .draws
-                .resolve(lanes, device.report().features.mappable_primary_buffers)
-                .to_string()
-        };
         // The CPU reference first: the GPU's warm-up run then comes right before the timed
         // rows, as NumPyro's does, and the GPU is not left idle (and clocked down) between.
         let reference = if args.no_check {
             None
         } else {
-            Some(cpu_reference(&model, &settings)?)
+            Some(cpu_reference(&model, &self.settings)?)
         };
-        let setup = warm_up(&device, &model, &settings, kernel, precision, &options)
-            .with_context(|| format!("{}: the warm-up run failed", model.name()))?;
+        let setup = self.warm_up(&model, &options)?;
+        let reference_seconds = reference.as_ref().map(|(_, seconds)| *seconds);
+        self.model_header(&model, &shapes, &options, setup, reference_seconds);
+        let reference = reference.as_ref().map(|(stats, _)| stats.as_slice());
+        for n_chains in self.chain_counts.clone() {
+            if args
+                .time_limit
+                .is_some_and(|limit| self.started.elapsed().as_secs_f64() > limit)
+            {
+                outln!("| {n_chains} | skipped: past --time-limit | | | | | | |");
+                let data = shapes.data(n_chains as usize);
+                let skipped = row_json(&context, model.name(), n_chains, data, setup, None);
+                self.json.write(&skipped)?;
+                self.rows_skipped = true;
+                continue;
+            }
+            let options = shapes.options_for(n_chains as usize, &options);
+            let shaders = (options.lanes, options.workgroup_size, options.data);
+            if !warmed.contains(&shaders) {
+                self.warm_up(&model, &options)?;
+                warmed.push(shaders);
+            }
+            let row = self.row(&model, n_chains, &options, reference)?;
+            outln!("{}", table_line(&model, n_chains, &row));
+            let mut context = context.clone();
+            let lanes = options.lanes.unwrap_or(1);
+            context["workgroup_size"] = json!(options.workgroup_size);
+            context["lanes"] = json!(lanes);
+            // What the kernels did: mapped output needs the adapter's feature.
+            let mappable = self.device.report().features.mappable_primary_buffers;
+            context["draws_output"] = json!(options.draws.resolve(lanes, mappable).to_string());
+            let data = shapes.data(n_chains as usize);
+            let value = row_json(&context, model.name(), n_chains, data, setup, Some(&row));
+            self.json.write(&value)?;
+        }
+        outln!();
+        Ok(())
+    }
+
+    /// The model's line (setup, where its data and tapes live, the reference's time) and
+    /// its table's head.
+    fn model_header(
+        &self,
+        model: &CheckedModel,
+        shapes: &Shapes<'_>,
+        options: &GpuSamplingOptions,
+        setup: f64,
+        reference_seconds: Option<f64>,
+    ) {
+        let program = model.program();
         outln!(
-            "{} (d = {}): setup (upload, compile, first draw) {setup:.2} s; data in {data_text} memory, \
-             {} tape, {lanes_text} lanes per chain{}\n",
+            "{} (d = {}): setup (upload, compile, first draw) {setup:.2} s; data in {} memory, \
+             {} tape, {} lanes per chain{}\n",
             model.name(),
             program.dim,
+            shapes.distinct(&self.chain_counts, |n| shapes.data(n)),
             options
                 .placement
-                .unwrap_or_else(|| TapePlacement::choose_for_lanes(program, lanes)),
-            reference
-                .as_ref()
-                .map(|(_, seconds)| format!(
+                .unwrap_or_else(|| TapePlacement::choose_for_lanes(program, shapes.lanes(1))),
+            shapes.distinct(&self.chain_counts, |n| shapes.lanes(n)),
+            reference_seconds
+                .map(|seconds| format!(
                     "; CPU f64 reference ({REFERENCE_CHAINS} chains x {REFERENCE_ITERATIONS} draws) in {seconds:.1} s"
                 ))
                 .unwrap_or_default(),
@@ -528,72 +664,46 @@ pub fn run(
              | divergences | check (max z of means vs CPU) |"
         );
         outln!("|---:|---:|---:|---:|---:|---:|---:|---|");
-        for &n_chains in &chain_counts {
-            if args
-                .time_limit
-                .is_some_and(|limit| started.elapsed().as_secs_f64() > limit)
-            {
-                outln!("| {n_chains} | skipped: past --time-limit | | | | | | |");
-                json.write(&row_json(
-                    &context,
-                    model.name(),
-                    n_chains,
-                    data_for(n_chains as usize),
-                    setup,
-                    None,
-                ))?;
-                rows_skipped = true;
-                continue;
-            }
-            let lanes = lanes_for(n_chains as usize);
-            options.lanes = Some(lanes);
-            options.workgroup_size = Some(workgroup_size(n_chains as usize));
-            let data = data_for(n_chains as usize);
-            options.data = Some(data);
-            let shaders = (options.lanes, options.workgroup_size, options.data);
-            if !warmed.contains(&shaders) {
-                warm_up(&device, &model, &settings, kernel, precision, &options)
-                    .with_context(|| format!("{}: the warm-up run failed", model.name()))?;
-                warmed.push(shaders);
-            }
-            let mut context = context.clone();
-            context["workgroup_size"] = json!(options.workgroup_size);
-            context["lanes"] = json!(lanes);
-            context["draws_output"] = json!(draws_output(lanes));
-            let mut rows = Vec::new();
-            for seed in 1..=seeds {
-                let row = measure(
-                    &device,
-                    &model,
-                    &settings,
-                    Seed(seed),
-                    n_chains,
-                    (kernel, precision),
-                    &options,
-                    reference.as_ref().map(|(stats, _)| stats.as_slice()),
-                )
-                .with_context(|| format!("{}: {n_chains} chains, seed {seed}", model.name()))?;
-                rows.push(row);
-            }
-            let row = median_row(&rows);
-            outln!("{}", table_line(&model, n_chains, &row));
-            json.write(&row_json(
-                &context,
-                model.name(),
-                n_chains,
-                data,
-                setup,
-                Some(&row),
-            ))?;
-        }
-        outln!();
     }
 
-    if rows_skipped {
-        outln!("some rows were skipped: past --time-limit");
+    /// The warm-up run of `model` with `options`, and its seconds.
+    fn warm_up(&self, model: &CheckedModel, options: &GpuSamplingOptions) -> anyhow::Result<f64> {
+        warm_up(
+            self.device,
+            model,
+            &self.settings,
+            self.kernel,
+            self.precision,
+            options,
+        )
+        .with_context(|| format!("{}: the warm-up run failed", model.name()))
     }
-    device.shutdown()?;
-    Ok(())
+
+    /// One row: `n_chains` chains measured once per seed, the median over seeds.
+    fn row(
+        &self,
+        model: &CheckedModel,
+        n_chains: u32,
+        options: &GpuSamplingOptions,
+        reference: Option<&[ColumnStats]>,
+    ) -> anyhow::Result<Row> {
+        let mut rows = Vec::new();
+        for seed in 1..=self.seeds {
+            let row = measure(
+                self.device,
+                model,
+                &self.settings,
+                Seed(seed),
+                n_chains,
+                (self.kernel, self.precision),
+                options,
+                reference,
+            )
+            .with_context(|| format!("{}: {n_chains} chains, seed {seed}", model.name()))?;
+            rows.push(row);
+        }
+        Ok(median_row(&rows))
+    }
 }
 
 /// Uploads the model and runs one chain briefly, so that every pipeline the benchmark uses

@@ -12,13 +12,12 @@ use super::resources::{
 };
 use super::scope::scoped;
 use super::worker::Worker;
-use super::{ModelKey, ShaderChoice};
+use super::{DrawsOutput, ModelKey, ShaderChoice};
 use crate::error::GpuError;
 use crate::kernels::layout::{
     NM_CHUNK, NS_O_COUNT, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_DIR,
     NS_U_SEARCH_EVALS, NS_V_GSAMP, NS_V_QSAMP, NmParams, NsParams, NsSizes,
 };
-use crate::sampling::DrawsOutput;
 use crate::wgsl::{KernelKind, Precision};
 
 /// A sampling session on one device.
@@ -455,6 +454,140 @@ fn chains_bind_group(
     })
 }
 
+/// The session's sizes as a dispatch uses them (its capacity and gradients), or an error
+/// when `dispatch` does not fit the session's buffers.
+fn dispatch_sizes(
+    session: NsSizes,
+    dispatch: &NutsDispatch,
+    kernel: KernelKind,
+) -> Result<NsSizes, GpuError> {
+    let params = dispatch.params;
+    if params.capacity as usize > session.capacity
+        || (params.with_grad == 1 && !session.with_grad)
+        || params.max_depth as usize > session.max_depth
+        || params.n_chains as usize != session.n
+        || dispatch
+            .moments
+            .is_some_and(|m| m.bins > params.capacity || kernel != KernelKind::Nuts)
+    {
+        return Err(GpuError::Device {
+            operation: "nuts dispatch",
+            message: format!(
+                "dispatch parameters {params:?} (moments {:?}) do not fit the session's buffers {session:?}",
+                dispatch.moments
+            ),
+        });
+    }
+    let mut sizes = session;
+    sizes.capacity = params.capacity as usize;
+    sizes.with_grad = params.with_grad == 1;
+    Ok(sizes)
+}
+
+/// What a dispatch reads back and where it lies in the read-back buffer: the moments, the
+/// output slots from `out_from`, the integers, then the timestamps.
+#[derive(Clone, Copy, Debug)]
+struct ReadBack {
+    /// The transition kernel runs (else the step-size search, which reads nothing back).
+    transitions: bool,
+    /// The moments kernel runs after the transitions.
+    with_moments: bool,
+    /// Timed passes, where the adapter has timestamps.
+    passes: u32,
+    /// Bytes of the output slots (0 for a search).
+    out_bytes: u64,
+    /// The first output value read back: 0, or past the values when only the statistics at
+    /// the end of the slots come back.
+    out_start: usize,
+    /// `out_start` in bytes.
+    out_from: u64,
+    uint_bytes: u64,
+    moments_bytes: u64,
+    /// The kernel writes its draws straight into the read-back buffer.
+    mapped: bool,
+}
+
+impl ReadBack {
+    fn plan(
+        session: &NutsSession,
+        sizes: &NsSizes,
+        dispatch: &NutsDispatch,
+        kernel: KernelKind,
+    ) -> ReadBack {
+        let size = session.precision.size_bytes();
+        let transitions = kernel == KernelKind::Nuts;
+        let out_bytes = if transitions {
+            sizes.out() as u64 * size
+        } else {
+            0
+        };
+        // Without the values, only the statistics at the end of the slots come back.
+        let out_start = if dispatch.read_values {
+            0
+        } else {
+            sizes.capacity * sizes.width() * sizes.n
+        };
+        let moments_bytes = if dispatch.moments.is_some() {
+            sizes.moments() as u64 * size
+        } else {
+            0
+        };
+        // A sampling dispatch that reads every value may write its draws straight into the
+        // read-back buffer: the slots are at its start, where the copy would put them.
+        let mapped = transitions
+            && session.draws == DrawsOutput::Mapped
+            && dispatch.moments.is_none()
+            && out_start == 0
+            && out_bytes > 0;
+        ReadBack {
+            transitions,
+            with_moments: dispatch.moments.is_some(),
+            passes: 1 + u32::from(dispatch.moments.is_some()),
+            out_bytes,
+            out_start,
+            out_from: out_start as u64 * size,
+            uint_bytes: (sizes.uint() * 4) as u64,
+            moments_bytes,
+            mapped,
+        }
+    }
+}
+
+/// Records the copies of a dispatch's results into `staging`, laid out as `read` says
+/// (mapped draws are in place already), and the timestamps' resolution.
+fn encode_read_back(
+    encoder: &mut wgpu::CommandEncoder,
+    session: &NutsSession,
+    staging: &wgpu::Buffer,
+    read: &ReadBack,
+    timestamps: Option<&Timestamps>,
+) {
+    let queries = 2 * read.passes;
+    if let Some(timestamps) = timestamps {
+        encoder.resolve_query_set(&timestamps.queries, 0..queries, &timestamps.resolved, 0);
+    }
+    let mut at = 0;
+    // `None`: the kernel wrote these bytes in place.
+    let mut copy = |source: Option<&wgpu::Buffer>, from: u64, bytes: u64| {
+        if let Some(source) = source {
+            encoder.copy_buffer_to_buffer(source, from, staging, at, bytes);
+        }
+        at += bytes;
+    };
+    if read.moments_bytes > 0 {
+        copy(Some(&session.moments.out), 0, read.moments_bytes);
+    }
+    copy(
+        (!read.mapped).then_some(&session.out),
+        read.out_from,
+        read.out_bytes - read.out_from,
+    );
+    copy(Some(&session.uint), 0, read.uint_bytes);
+    if let Some(timestamps) = timestamps {
+        copy(Some(&timestamps.resolved), 0, u64::from(queries) * 8);
+    }
+}
+
 impl Worker {
     pub(super) fn nuts(&mut self, command: NutsCommand) -> Result<NutsReply, GpuError> {
         match command {
@@ -709,163 +842,34 @@ impl Worker {
         kernel: KernelKind,
     ) -> Result<Submitted, GpuError> {
         let session = self.nuts_session(id)?;
-        let params = dispatch.params;
-        let mut sizes = session.sizes;
-        if params.capacity as usize > sizes.capacity
-            || (params.with_grad == 1 && !sizes.with_grad)
-            || params.max_depth as usize > sizes.max_depth
-            || params.n_chains as usize != sizes.n
-            || dispatch
-                .moments
-                .is_some_and(|m| m.bins > params.capacity || kernel != KernelKind::Nuts)
-        {
-            return Err(GpuError::Device {
-                operation: "nuts dispatch",
-                message: format!(
-                    "dispatch parameters {params:?} (moments {:?}) do not fit the session's buffers {sizes:?}",
-                    dispatch.moments
-                ),
-            });
-        }
-        sizes.capacity = params.capacity as usize;
-        sizes.with_grad = params.with_grad == 1;
-        let size = session.precision.size_bytes();
-        let transitions = kernel == KernelKind::Nuts;
-        let out_bytes = if transitions {
-            sizes.out() as u64 * size
-        } else {
-            0
-        };
-        // Without the values, only the statistics at the end of the slots come back.
-        let out_start = if dispatch.read_values {
-            0
-        } else {
-            sizes.capacity * sizes.width() * sizes.n
-        };
-        let out_from = out_start as u64 * size;
-        let uint_bytes = (sizes.uint() * 4) as u64;
-        let moments_bytes = if dispatch.moments.is_some() {
-            sizes.moments() as u64 * size
-        } else {
-            0
-        };
-        let timestamps = session.timestamps.as_ref().filter(|_| transitions);
-        let passes = 1 + u32::from(dispatch.moments.is_some());
+        let sizes = dispatch_sizes(session.sizes, dispatch, kernel)?;
+        let read = ReadBack::plan(session, &sizes, dispatch, kernel);
+        let timestamps = session.timestamps.as_ref().filter(|_| read.transitions);
         let consts = dispatch
             .consts
             .as_ref()
             .map(|values| encode(values.iter().copied(), session.precision));
-        let pipeline = if transitions {
-            &session.nuts
-        } else {
-            &session.search
-        };
-        // A sampling dispatch that reads every value may write its draws straight into the
-        // read-back buffer: the slots are at its start, where the copy would put them.
-        let mapped = transitions
-            && session.draws == DrawsOutput::Mapped
-            && dispatch.moments.is_none()
-            && out_start == 0
-            && out_bytes > 0;
         let started = Instant::now();
         let (submission, staging) = scoped(&self.device, "nuts dispatch", || {
             // A free read-back buffer: the last batches' may still be mapped for the driver
             // or waiting to be read.
-            let staging = (out_bytes > 0).then(|| session.staging.take(&self.device));
-            let mapped_group = staging.as_ref().filter(|_| mapped).map(|staging| {
-                session.bind_group_with_out(
-                    &self.device,
-                    &self.layouts.nuts,
-                    wgpu::BufferBinding {
-                        buffer: staging,
-                        offset: 0,
-                        size: wgpu::BufferSize::new(out_bytes),
-                    },
-                )
-            });
-            self.queue
-                .write_buffer(&session.params, 0, bytemuck::bytes_of(&params));
-            if let Some(consts) = &consts {
-                self.queue.write_buffer(&session.consts, 0, consts);
-            }
-            if let Some(moments) = dispatch.moments {
-                let moments_params = NmParams {
-                    n_chains: params.n_chains,
-                    width: sizes.width() as u32,
-                    capacity: params.capacity,
-                    block_start: moments.block_start,
-                    bins: moments.bins,
-                    usable_only: u32::from(moments.usable_only),
-                    chain_major: u32::from(sizes.chain_major),
-                    pad: 0,
-                };
-                self.queue.write_buffer(
-                    &session.moments.params,
-                    0,
-                    bytemuck::bytes_of(&moments_params),
-                );
-            }
+            let staging = (read.out_bytes > 0).then(|| session.staging.take(&self.device));
+            self.write_nuts_params(session, &sizes, dispatch, consts.as_deref());
             let mut encoder = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
                     label: Some("nuts"),
                 });
-            {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("nuts"),
-                    timestamp_writes: timestamps.map(|t| t.writes(0)),
-                });
-                pass.set_pipeline(pipeline);
-                pass.set_bind_group(0, &self.models[&session.model].bind_group, &[]);
-                pass.set_bind_group(1, mapped_group.as_ref().unwrap_or(&session.bind_group), &[]);
-                pass.dispatch_workgroups(session.grid.0, session.grid.1, 1);
-            }
-            if dispatch.moments.is_some() {
-                let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                    label: Some("nuts moments"),
-                    timestamp_writes: timestamps.map(|t| t.writes(1)),
-                });
-                pass.set_pipeline(&session.moments.pipeline);
-                pass.set_bind_group(0, &session.moments.bind_group, &[]);
-                let values = sizes
-                    .width()
-                    .min(self.limits.max_compute_workgroups_per_dimension as usize);
-                pass.dispatch_workgroups(
-                    sizes.n.div_ceil(NM_CHUNK) as u32,
-                    values.max(1) as u32,
-                    1,
-                );
-            }
+            self.encode_nuts_passes(
+                &mut encoder,
+                session,
+                &sizes,
+                &read,
+                staging.as_ref(),
+                timestamps,
+            );
             if let Some(staging) = &staging {
-                let queries = 2 * passes;
-                if let Some(timestamps) = timestamps {
-                    encoder.resolve_query_set(
-                        &timestamps.queries,
-                        0..queries,
-                        &timestamps.resolved,
-                        0,
-                    );
-                }
-                let mut at = 0;
-                // `None`: the kernel wrote these bytes in place.
-                let mut copy = |source: Option<&wgpu::Buffer>, from: u64, bytes: u64| {
-                    if let Some(source) = source {
-                        encoder.copy_buffer_to_buffer(source, from, staging, at, bytes);
-                    }
-                    at += bytes;
-                };
-                if moments_bytes > 0 {
-                    copy(Some(&session.moments.out), 0, moments_bytes);
-                }
-                copy(
-                    (!mapped).then_some(&session.out),
-                    out_from,
-                    out_bytes - out_from,
-                );
-                copy(Some(&session.uint), 0, uint_bytes);
-                if let Some(timestamps) = timestamps {
-                    copy(Some(&timestamps.resolved), 0, u64::from(queries) * 8);
-                }
+                encode_read_back(&mut encoder, session, staging, &read, timestamps);
             }
             (self.queue.submit([encoder.finish()]), staging)
         })?;
@@ -875,15 +879,100 @@ impl Worker {
             submission,
             staging,
             sizes,
-            out_start,
-            moments_bytes,
-            out_bytes: out_bytes - out_from,
-            uint_bytes,
+            out_start: read.out_start,
+            moments_bytes: read.moments_bytes,
+            out_bytes: read.out_bytes - read.out_from,
+            uint_bytes: read.uint_bytes,
             period,
-            passes,
+            passes: read.passes,
             moment_bins: dispatch.moments.map_or(0, |m| m.bins as usize),
             started,
         })
+    }
+
+    /// Writes a dispatch's parameters, its constants (when they changed) and the moments
+    /// kernel's parameters (when it runs).
+    fn write_nuts_params(
+        &self,
+        session: &NutsSession,
+        sizes: &NsSizes,
+        dispatch: &NutsDispatch,
+        consts: Option<&[u8]>,
+    ) {
+        let params = dispatch.params;
+        self.queue
+            .write_buffer(&session.params, 0, bytemuck::bytes_of(&params));
+        if let Some(consts) = consts {
+            self.queue.write_buffer(&session.consts, 0, consts);
+        }
+        if let Some(moments) = dispatch.moments {
+            let moments_params = NmParams {
+                n_chains: params.n_chains,
+                width: sizes.width() as u32,
+                capacity: params.capacity,
+                block_start: moments.block_start,
+                bins: moments.bins,
+                usable_only: u32::from(moments.usable_only),
+                chain_major: u32::from(sizes.chain_major),
+                pad: 0,
+            };
+            self.queue.write_buffer(
+                &session.moments.params,
+                0,
+                bytemuck::bytes_of(&moments_params),
+            );
+        }
+    }
+
+    /// Records the transition (or search) pass and, when the dispatch pools moments, the
+    /// moments pass; a mapped sampling dispatch writes its draws straight into `staging`.
+    fn encode_nuts_passes(
+        &self,
+        encoder: &mut wgpu::CommandEncoder,
+        session: &NutsSession,
+        sizes: &NsSizes,
+        read: &ReadBack,
+        staging: Option<&wgpu::Buffer>,
+        timestamps: Option<&Timestamps>,
+    ) {
+        let mapped_group = staging.filter(|_| read.mapped).map(|staging| {
+            session.bind_group_with_out(
+                &self.device,
+                &self.layouts.nuts,
+                wgpu::BufferBinding {
+                    buffer: staging,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(read.out_bytes),
+                },
+            )
+        });
+        let pipeline = if read.transitions {
+            &session.nuts
+        } else {
+            &session.search
+        };
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("nuts"),
+                timestamp_writes: timestamps.map(|t| t.writes(0)),
+            });
+            pass.set_pipeline(pipeline);
+            pass.set_bind_group(0, &self.models[&session.model].bind_group, &[]);
+            pass.set_bind_group(1, mapped_group.as_ref().unwrap_or(&session.bind_group), &[]);
+            pass.dispatch_workgroups(session.grid.0, session.grid.1, 1);
+        }
+        if read.with_moments {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("nuts moments"),
+                timestamp_writes: timestamps.map(|t| t.writes(1)),
+            });
+            pass.set_pipeline(&session.moments.pipeline);
+            pass.set_bind_group(0, &session.moments.bind_group, &[]);
+            let values = sizes
+                .width()
+                .min(self.limits.max_compute_workgroups_per_dimension as usize);
+            pass.dispatch_workgroups(sizes.n.div_ceil(NM_CHUNK) as u32, values.max(1) as u32, 1);
+        }
     }
 
     /// Waits for `submitted` and maps its read-back buffer as its batch.

@@ -4,8 +4,8 @@
 //! Why pooled: the metric is the data-hungry part of warmup, d variances from correlated
 //! draws; one chain's window of 25 to 100 draws estimates them poorly (Stan regularises
 //! towards 1e-3 for that reason), while C chains give C times the draws for the same
-//! warmup length, so a short warmup suffices (TFP's cross-chain adaptation, Lao et al. 2020;
-//! nuts.md §9 B.7). Every chain samples the same posterior, so one metric fits all; it is
+//! warmup length, so a short warmup suffices (TFP's cross-chain adaptation, Lao et al.
+//! 2020). Every chain samples the same posterior, so one metric fits all; it is
 //! fixed after warmup, so the sampling kernel is a valid MCMC kernel. The step size stays per
 //! chain, as Stan and nutpie have it: it needs one number per transition, which the kernel
 //! updates itself, and lets a chain stuck in a region of high curvature shrink its own.
@@ -23,7 +23,7 @@
 //! Dispatches during warmup end where the schedule needs the host: at window ends, switches,
 //! and the start of the step-size-only phase ([`Warmup::boundary`]).
 
-use sampler::{AdaptationKind, Welford, WindowOptions, WindowedMetric};
+use sampler::{AdaptationKind, Tuning, Welford, WindowOptions, WindowedMetric};
 
 /// The metric's lower and upper clamp (nutpie's).
 const CLAMP: (f64, f64) = (1e-20, 1e20);
@@ -120,6 +120,26 @@ pub(crate) struct BoundaryAction {
     pub metric: Option<Vec<f64>>,
     /// A step-size search to run after setting it.
     pub search: Option<Search>,
+}
+
+/// The warmup of a run and the metric its chains start with: chains that come `tuned` keep
+/// their metric and do not adapt, nor do chains with no warmup iterations (unit metric).
+pub(crate) fn start_warmup(
+    kind: AdaptationKind,
+    tuned: Option<&Tuning>,
+    num_warmup: u64,
+    dim: usize,
+    init_q: &[Vec<f64>],
+    init_g: &[Vec<f64>],
+) -> (Option<Warmup>, Vec<f64>) {
+    match (tuned, num_warmup > 0) {
+        (Some(tuning), _) => (None, tuning.inv_metric.clone()),
+        (None, false) => (None, vec![1.0; dim]),
+        (None, true) => {
+            let (warmup, metric) = Warmup::new(kind, num_warmup, dim, init_q, init_g);
+            (Some(warmup), metric)
+        }
+    }
 }
 
 /// The pooled warmup of one run.

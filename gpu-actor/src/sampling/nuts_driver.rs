@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use sampler::{AdaptationKind, ChainTrace, DrawStats, Observer, SampleError, Tuning};
 
-use super::adapt::{IterationMoments, Search, Warmup};
-use super::init::initial_points;
+use super::adapt::{IterationMoments, Search, Warmup, start_warmup};
+use super::init::{InitialPoints, initial_points};
 use super::outputs::OutputWriter;
 use super::records::{Draw, RecordSettings, Room, empty_traces, record};
 use super::{
@@ -300,8 +300,32 @@ struct Run<'a> {
     search_time: Duration,
     /// Step-size search tries per dispatch on a device that caps loop iterations.
     search_budget: Option<u32>,
+    /// Leapfrog steps per dispatch on a device that caps loop iterations.
+    soft_budget: Option<u32>,
     /// Each chain's next iteration (warmup included).
     next_iteration: Vec<u64>,
+    /// Transitions per dispatch (M).
+    m: u64,
+    /// Output slots of a sampling dispatch under a step budget.
+    sample_capacity: u64,
+    /// Warmup iterations, and warmup and draws.
+    iterations: Iterations,
+    /// Whether warmup pools gradients too (nutpie's adaptation).
+    with_grad: bool,
+    /// The diagonal inverse metric the chains run with.
+    metric: Vec<f64>,
+    /// Settings and metric not yet sent to the device: they go with the next dispatch.
+    pending_consts: Option<Vec<f64>>,
+    /// A batch whose draws are not yet in the traces.
+    unrecorded: Option<Counted>,
+    /// Whether a batch's first draws were checked against the CPU: the first warmup block's,
+    /// or with no warmup the first sampling batch's.
+    first_draws_checked: bool,
+    /// When the last batch came back, for the timeline.
+    last_reply: Option<Instant>,
+    /// When the run began (warmup included), for the timeline.
+    started: Instant,
+    queued_warmup_dispatches: usize,
 }
 
 impl Run<'_> {
@@ -399,6 +423,14 @@ impl Run<'_> {
         Ok(checked)
     }
 
+    /// Checks the first draws of `counted` unless a batch's were checked before.
+    fn check_first_draws_once(&mut self, counted: &Counted) -> Result<(), GpuError> {
+        if !self.first_draws_checked {
+            self.first_draws_checked = self.check_first_draws(counted)?;
+        }
+        Ok(())
+    }
+
     /// Records the draws of `batch` (warmup or sampling), each chain's from its own next
     /// iteration, and moves the counters on. A warmup batch without values has statistics
     /// only (warmup draws not saved).
@@ -433,31 +465,450 @@ impl Run<'_> {
             self.next_iteration[c] += draws[c] as u64;
         }
     }
+
+    /// Records the batch kept back (`unrecorded`), if any.
+    fn record_unrecorded(&mut self, warmup: bool) {
+        if let Some(previous) = self.unrecorded.take() {
+            self.record_batch(&previous, warmup);
+        }
+    }
+
+    /// Waits for `pending`'s batch, spinning where the device thread does.
+    fn wait(&self, pending: crate::Pending<NutsReply>) -> Result<NutsReply, GpuError> {
+        pending.wait_spinning(self.device.spin_wait())
+    }
+
+    /// Starts every chain at its initial point with its step size; the warmup schedule when
+    /// the chains adapt, and the metric they start with.
+    fn start_chains(&mut self, init: &InitialPoints) -> Result<Option<Warmup>, GpuError> {
+        let request = self.request;
+        let settings = &request.settings;
+        let (warmup, metric) = start_warmup(
+            settings.adaptation,
+            request.chains[0].tuning.as_ref(),
+            self.iterations.warmup,
+            self.dim,
+            &init.q,
+            &init.g,
+        );
+        self.metric = metric;
+        let steps: Vec<f64> = request
+            .chains
+            .iter()
+            .map(|spec| {
+                spec.tuning
+                    .as_ref()
+                    .map_or(settings.initial_step_size, |t| t.step_size)
+            })
+            .collect();
+        self.send(NutsCommand::Start(
+            self.session,
+            NutsStart {
+                q: init.q.concat(),
+                g: init.g.concat(),
+                logp: init.logp.clone(),
+                step: steps,
+            },
+        ))
+        .wait()?;
+        timeline(self.started, "chains started");
+        for (trace, evals) in self.traces.iter_mut().zip(&init.grad_evals) {
+            trace.grad_evals_warmup = *evals;
+        }
+        self.pending_consts = Some(consts(request, &self.metric));
+        Ok(warmup)
+    }
+
+    /// Whether the next warmup block may wait on the device behind the one in flight.
+    ///
+    /// Without a step budget (or one no block can reach: every transition of every chain
+    /// at the deepest tree) every chain ends each block in one dispatch, so the next block
+    /// can wait on the device behind it (`NutsCommand::Queue`) while the host reads this
+    /// one: the device never idles between blocks. That block then runs with the metric of
+    /// the blocks before this one (one block older than the host would give it after reading
+    /// this one), except after a boundary that may start a step-size search, where the host
+    /// waits as before.
+    fn queue_blocks(&self) -> bool {
+        let max_depth = self.request.settings.max_depth;
+        self.soft_budget.is_none_or(|budget| {
+            u64::from(budget) >= self.m.saturating_mul((1u64 << max_depth.min(63)) - 1)
+        })
+    }
+
+    /// The kernel's parameters and the moments to pool for the warmup block of iterations
+    /// `start..end`, as the schedule `warmup` plans it.
+    fn block_plan(&self, warmup: &Warmup, start: u64, end: u64) -> (NsParams, MomentsRequest) {
+        let mut params = self.params;
+        params.iter_end = end as u32;
+        params.capacity = (end - start) as u32;
+        params.step_budget = self.soft_budget.unwrap_or(0);
+        params.with_grad = u32::from(self.with_grad);
+        params.flags = NS_FLAG_ADAPT;
+        params.late_from_iter = warmup.late_from(start).min(u64::from(u32::MAX)) as u32;
+        let moments = MomentsRequest {
+            block_start: start as u32,
+            bins: (end - start) as u32,
+            usable_only: warmup.usable_only(),
+        };
+        (params, moments)
+    }
+
+    /// A warmup dispatch, with the settings and metric not yet sent. The first block's values
+    /// come back even when warmup is not saved: its first draws are checked against the CPU
+    /// (`check_first_draws`).
+    fn warmup_dispatch(&mut self, params: NsParams, moments: MomentsRequest) -> NutsDispatch {
+        NutsDispatch {
+            params,
+            consts: self.pending_consts.take(),
+            moments: Some(moments),
+            read_values: self.request.settings.save_warmup || moments.block_start == 0,
+        }
+    }
+
+    /// Warmup: all chains in step, block after block of the schedule, a block's pooled
+    /// moments learned at its end, the metric and step-size searches the boundaries ask for.
+    fn warm_up(&mut self, warmup: &mut Warmup) -> Result<(), GpuError> {
+        let n_warm = self.iterations.warmup;
+        let pending = self.pending_consts.take();
+        self.search(warmup.initial_search(), pending, true)?;
+        timeline(self.started, "first step-size search");
+        let queue_blocks = self.queue_blocks();
+        // What the block on the device, not yet read, was sent with.
+        let mut queued: Option<NsParams> = None;
+        let mut iteration = 0;
+        while iteration < n_warm {
+            self.check_stop()?;
+            let end = warmup.boundary(iteration, self.m, n_warm);
+            let (params, moments) = self.block_plan(warmup, iteration, end);
+            if let Some(queued) = queued.take() {
+                check_queued_block(&queued, &params)?;
+            } else if queue_blocks {
+                let dispatch = self.warmup_dispatch(params, moments);
+                let reply = self
+                    .send(NutsCommand::Queue(self.session, dispatch))
+                    .wait()?;
+                if !matches!(reply, NutsReply::Queued(None)) {
+                    return Err(unexpected());
+                }
+            }
+            let block = self.run_block(warmup, iteration, end, queue_blocks, &mut queued)?;
+            for (slot, moments) in block.iter().enumerate() {
+                warmup.learn(iteration + slot as u64, moments);
+            }
+            let action = warmup.at_boundary(iteration);
+            iteration = end;
+            if let Some(new) = action.metric {
+                for (old, new) in self.metric.iter_mut().zip(new) {
+                    if new.is_finite() {
+                        *old = new;
+                    }
+                }
+                self.pending_consts = Some(consts(self.request, &self.metric));
+            }
+            if iteration < n_warm
+                && let Some(search) = action.search
+            {
+                if queued.is_some() {
+                    return Err(GpuError::Device {
+                        operation: "nuts warmup",
+                        message: "a step-size search came after a block with another queued".into(),
+                    });
+                }
+                self.record_unrecorded(true);
+                let pending = self.pending_consts.take();
+                self.search(search, pending, false)?;
+            }
+        }
+        self.record_unrecorded(true);
+        Ok(())
+    }
+
+    /// Runs the warmup block of iterations `start..end` (sent already when `queue_blocks`)
+    /// until every chain has made its draws; the pooled moments of each of its iterations.
+    /// With `queue_blocks`, the next block is queued behind it where the schedule allows
+    /// (`queued`: what it was sent with).
+    fn run_block(
+        &mut self,
+        warmup: &Warmup,
+        start: u64,
+        end: u64,
+        queue_blocks: bool,
+        queued: &mut Option<NsParams>,
+    ) -> Result<Vec<IterationMoments>, GpuError> {
+        let n_warm = self.iterations.warmup;
+        let len = (end - start) as usize;
+        // The pooled moments of each iteration of this block, and each chain's draws so far.
+        let mut block = vec![IterationMoments::new(self.dim); len];
+        let mut done = vec![0usize; self.request.chains.len()];
+        while done.iter().any(|&d| d < len) {
+            let waiting = Instant::now();
+            let pending = if queue_blocks {
+                let next = (end < n_warm && !warmup.may_search_after(start, end))
+                    .then(|| warmup.ahead(start, end, self.dim));
+                match next {
+                    Some(ahead) => {
+                        let next_end = ahead.boundary(end, self.m, n_warm);
+                        let (next_params, next_moments) = self.block_plan(&ahead, end, next_end);
+                        *queued = Some(next_params);
+                        self.queued_warmup_dispatches += 1;
+                        let dispatch = self.warmup_dispatch(next_params, next_moments);
+                        self.send(NutsCommand::Queue(self.session, dispatch))
+                    }
+                    None => self.send(NutsCommand::Collect(self.session)),
+                }
+            } else {
+                let (params, moments) = self.block_plan(warmup, start, end);
+                let dispatch = self.warmup_dispatch(params, moments);
+                self.send(NutsCommand::Run(self.session, dispatch))
+            };
+            // The last batch's traces are written while the device runs this one.
+            self.record_unrecorded(true);
+            let reply = self.wait(pending)?;
+            let counted = Counted::new(expect_batch(reply)?);
+            dispatch_timeline(Phase::Warmup, &mut self.last_reply, waiting, &counted.batch);
+            self.check_first_draws_once(&counted)?;
+            check_block_draws(&done, &counted.draws, len, queue_blocks)?;
+            let moments = pooled_moments(&counted.batch, len, self.dim, self.with_grad);
+            for (block, moments) in block.iter_mut().zip(&moments) {
+                block.merge(moments);
+            }
+            for (done, draws) in done.iter_mut().zip(&counted.draws) {
+                *done += draws;
+            }
+            self.push_dispatch(Phase::Warmup, &counted);
+            self.unrecorded = Some(counted);
+        }
+        Ok(block)
+    }
+
+    fn push_dispatch(&mut self, phase: Phase, counted: &Counted) {
+        let stats = dispatch_stats(phase, &counted.batch, self.width, counted.total_draws());
+        self.dispatches.push(stats);
+    }
+
+    /// The kernel's parameters for a sampling dispatch. `known`: the draws each chain has
+    /// left as far as the host has read; `estimate`: less those the dispatch in flight should
+    /// make. The last dispatch (no budget) is sized for the known draws, so that it ends every
+    /// chain unless the one in flight fell short.
+    fn sampling_plan(
+        &self,
+        known: &[u64],
+        estimate: &[u64],
+        steps_per_draw: Option<f64>,
+    ) -> NsParams {
+        let m = self.m;
+        let mut params = self.params;
+        params.iter_end = self.iterations.total as u32;
+        params.with_grad = 0;
+        params.flags = 0;
+        let most = |left: &[u64]| left.iter().copied().max().unwrap_or(0);
+        match steps_per_draw {
+            Some(per_draw) if most(estimate) > m => {
+                params.capacity = self.sample_capacity.min(most(known)) as u32;
+                params.step_budget = (m as f64 * per_draw).ceil().max(1.0) as u32;
+            }
+            _ => {
+                params.capacity = most(known).min(self.sample_capacity.max(m)) as u32;
+                params.step_budget = 0;
+            }
+        }
+        if let Some(soft) = self.soft_budget {
+            params.step_budget = match params.step_budget {
+                0 => soft,
+                budget => budget.min(soft),
+            };
+        }
+        params
+    }
+
+    /// Sampling: chains independent, equal leapfrog budgets. Two dispatches in flight: each
+    /// `Queue` submits the next one before waiting for the one before it, so the device never
+    /// waits for the host between them. A dispatch is planned from the draws known so far
+    /// less those the one in flight should make.
+    fn sample(&mut self) -> Result<(), GpuError> {
+        let n = self.request.chains.len();
+        let mut remaining: Vec<u64> = vec![self.request.settings.num_draws; n];
+        let mut steps_per_draw = mean_steps_per_draw(&self.dispatches);
+        let mut in_flight: Option<Vec<u64>> = None;
+        loop {
+            let estimate: Vec<u64> = match &in_flight {
+                Some(expected) => remaining
+                    .iter()
+                    .zip(expected)
+                    .map(|(left, made)| left.saturating_sub(*made))
+                    .collect(),
+                None => remaining.clone(),
+            };
+            let next = estimate
+                .iter()
+                .any(|&left| left > 0)
+                .then(|| self.sampling_plan(&remaining, &estimate, steps_per_draw));
+            let pending = match (&next, in_flight.is_some()) {
+                (Some(params), _) => {
+                    self.check_stop()?;
+                    let consts = self.pending_consts.take();
+                    self.send(NutsCommand::Queue(
+                        self.session,
+                        NutsDispatch::plain(*params, consts),
+                    ))
+                }
+                (None, true) => self.send(NutsCommand::Collect(self.session)),
+                // Nothing in flight and nothing planned: every chain has all its draws.
+                (None, false) => break,
+            };
+            // The last batch's draws are recorded while the device runs.
+            self.record_unrecorded(false);
+            let waiting = Instant::now();
+            let batch = match self.wait(pending)? {
+                NutsReply::Queued(batch) => batch,
+                NutsReply::Batch(batch) => Some(batch),
+                _ => return Err(unexpected()),
+            };
+            if let Some(batch) = &batch {
+                dispatch_timeline(Phase::Sampling, &mut self.last_reply, waiting, batch);
+            }
+            in_flight = next.map(|params| expected_draws(&estimate, &params, self.m));
+            let Some(batch) = batch else { continue };
+            self.take_sampling_batch(Counted::new(batch), &mut remaining, &mut steps_per_draw)?;
+        }
+        self.record_unrecorded(false);
+        Ok(())
+    }
+
+    /// Takes a sampling batch in: checks its first draws if none were, counts its draws off
+    /// `remaining`, updates the mean steps per draw and keeps it to record.
+    fn take_sampling_batch(
+        &mut self,
+        counted: Counted,
+        remaining: &mut [u64],
+        steps_per_draw: &mut Option<f64>,
+    ) -> Result<(), GpuError> {
+        self.check_first_draws_once(&counted)?;
+        for (left, made) in remaining.iter_mut().zip(&counted.draws) {
+            *left = left.saturating_sub(*made as u64);
+        }
+        let draws = counted.total_draws();
+        let steps: u64 = counted.steps.iter().sum();
+        self.push_dispatch(Phase::Sampling, &counted);
+        if draws > 0 {
+            let seen = steps as f64 / draws as f64;
+            *steps_per_draw = Some(steps_per_draw.map_or(seen, |old| 0.5 * (old + seen)));
+        }
+        self.unrecorded = Some(counted);
+        Ok(())
+    }
+
+    /// The step sizes and search counts that warmup left, read with the last point after
+    /// sampling (sampling changes neither): no round trip to the device between the phases.
+    fn finish_traces(
+        &mut self,
+        adapted: bool,
+        warmup_time: Duration,
+        sampling_time: Duration,
+    ) -> Result<(), GpuError> {
+        let dim = self.dim;
+        let last = expect_snapshot(self.send(NutsCommand::Snapshot(self.session)).wait()?)?;
+        for (c, trace) in self.traces.iter_mut().enumerate() {
+            if adapted {
+                trace.grad_evals_warmup += u64::from(last.search_evals(c));
+            }
+            trace.tuning = Tuning {
+                step_size: last.step[c],
+                inv_metric: self.metric.clone(),
+                dense: false,
+            };
+            trace.final_position = last.q[c * dim..(c + 1) * dim].to_vec();
+            trace.warmup_seconds = warmup_time.as_secs_f64();
+            trace.sampling_seconds = sampling_time.as_secs_f64();
+        }
+        Ok(())
+    }
 }
 
-pub(super) fn run(
+impl Run<'_> {
+    /// Starts the chains at `init`, warms them up and samples; `room` is the traces' room
+    /// for the draws, given to them before sampling.
+    fn run(mut self, init: &InitialPoints, room: Room) -> Result<GpuRun, GpuError> {
+        let started = self.started;
+        let mut warmup = self.start_chains(init)?;
+        let init_time = started.elapsed();
+        if let Some(warmup) = warmup.as_mut() {
+            self.warm_up(warmup)?;
+        }
+        timeline(started, "warmup");
+        let warmup_time = started.elapsed();
+
+        let sampling_started = Instant::now();
+        room.give(&mut self.traces);
+        timeline(started, "room given");
+        self.sample()?;
+        timeline(started, "sampling");
+        let sampling_time = sampling_started.elapsed();
+
+        self.finish_traces(warmup.is_some(), warmup_time, sampling_time)?;
+        Ok(GpuRun {
+            traces: self.traces,
+            dispatches: self.dispatches,
+            warmup_time,
+            init_time,
+            search_time: self.search_time,
+            sampling_time,
+            queued_warmup_dispatches: self.queued_warmup_dispatches,
+        })
+    }
+}
+
+/// A queued warmup block was planned before the block ahead of it was learned
+/// (`Warmup::ahead`); the schedule counts iterations, so the plan is the schedule's own, and
+/// a difference is a bug there, not the draws' doing.
+fn check_queued_block(queued: &NsParams, params: &NsParams) -> Result<(), GpuError> {
+    if queued != params {
+        return Err(GpuError::Device {
+            operation: "nuts warmup",
+            message: format!(
+                "a queued warmup block was planned as {queued:?}, the schedule asked for {params:?}"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks that no chain made more draws than a warmup block of `len` iterations has, and
+/// with `queue_blocks` that each ended its block in its dispatch (the next one already
+/// follows): `done` draws before this batch, `draws` in it.
+fn check_block_draws(
+    done: &[usize],
+    draws: &[usize],
+    len: usize,
+    queue_blocks: bool,
+) -> Result<(), GpuError> {
+    for (c, (done, draws)) in done.iter().zip(draws).enumerate() {
+        let short = queue_blocks && done + draws < len;
+        if done + draws > len || short {
+            return Err(GpuError::Device {
+                operation: "nuts warmup",
+                message: format!(
+                    "chain {c} made {} draws in a warmup block of {len} iterations",
+                    done + draws
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Compiles the kernels, finds the initial points and opens a session on the device.
+fn open_session(
     device: &GpuDevice,
     key: ModelKey,
     request: &GpuSampleRequest,
     options: &GpuSamplingOptions,
-    width: u32,
-    transitions: u32,
-    observer: &dyn Observer,
-) -> Result<GpuRun, GpuError> {
+    capacity: u64,
+    with_grad: bool,
+) -> Result<(InitialPoints, SessionId), GpuError> {
     let settings = &request.settings;
-    let program = request.model.program();
-    let dim = program.dim;
     let n = request.chains.len();
-    let Iterations {
-        warmup: n_warm,
-        total,
-    } = Iterations::of(request)?;
-    let adapt = n_warm > 0;
-    let m = u64::from(transitions);
-    let sample_capacity = (3 * m).div_ceil(2) + 2;
-    let with_grad = adapt && settings.adaptation == AdaptationKind::Nutpie;
-
-    let warmup_started = Instant::now();
+    let started = Instant::now();
     // The three kernels compile side by side while the initial points wait for the first.
     super::prepare(
         device,
@@ -475,7 +926,7 @@ pub(super) fn run(
     )?;
     tracing::debug!(
         target: "gpu_actor::timeline",
-        ms = warmup_started.elapsed().as_secs_f64() * 1e3,
+        ms = started.elapsed().as_secs_f64() * 1e3,
         device_ms = init.device_time.as_secs_f64() * 1e3,
         "initial points"
     );
@@ -483,7 +934,7 @@ pub(super) fn run(
         model: key,
         n_chains: n,
         max_depth: settings.max_depth,
-        capacity: m.max(sample_capacity) as usize,
+        capacity: capacity as usize,
         with_grad,
         shader: options.shader(),
         draws: options.draws,
@@ -492,6 +943,30 @@ pub(super) fn run(
         NutsReply::Opened(id) => id,
         _ => return Err(unexpected()),
     };
+    Ok((init, session))
+}
+
+pub(super) fn run(
+    device: &GpuDevice,
+    key: ModelKey,
+    request: &GpuSampleRequest,
+    options: &GpuSamplingOptions,
+    width: u32,
+    transitions: u32,
+    observer: &dyn Observer,
+) -> Result<GpuRun, GpuError> {
+    let settings = &request.settings;
+    let program = request.model.program();
+    let n = request.chains.len();
+    let iterations = Iterations::of(request)?;
+    let adapt = iterations.warmup > 0;
+    let m = u64::from(transitions);
+    let sample_capacity = (3 * m).div_ceil(2) + 2;
+    let with_grad = adapt && settings.adaptation == AdaptationKind::Nutpie;
+
+    let warmup_started = Instant::now();
+    let capacity = m.max(sample_capacity);
+    let (init, session) = open_session(device, key, request, options, capacity, with_grad)?;
     let _guard = SessionGuard {
         device,
         id: session,
@@ -501,19 +976,25 @@ pub(super) fn run(
     let traces = empty_traces(&request.chains, &init.q, writer.n_columns());
     let record = RecordSettings::new(settings, observer);
     let room = Room::make(n, writer.n_columns(), record.draws);
-    let mut run = Run {
+    // On a device that caps loop iterations a dispatch may only run so many steps and tries.
+    let budget = super::loop_budget(device, program, settings.max_depth, options)?;
+    let run = Run {
         device,
         request,
         observer,
         session,
-        dim,
+        dim: program.dim,
         width: width as usize,
         params: NsParams {
             n_chains: n as u32,
             max_depth: settings.max_depth,
             seed_lo: request.seed.0 as u32,
             seed_hi: (request.seed.0 >> 32) as u32,
-            da_final_iter: if adapt { (n_warm - 1) as u32 } else { u32::MAX },
+            da_final_iter: if adapt {
+                (iterations.warmup - 1) as u32
+            } else {
+                u32::MAX
+            },
             late_from_iter: u32::MAX,
             ..NsParams::default()
         },
@@ -522,356 +1003,22 @@ pub(super) fn run(
         record,
         dispatches: Vec::new(),
         search_time: Duration::ZERO,
-        search_budget: None,
+        search_budget: budget.map(|budget| budget.search_tries),
+        soft_budget: budget.map(|budget| budget.nuts_steps),
         next_iteration: vec![0; n],
+        m,
+        sample_capacity,
+        iterations,
+        with_grad,
+        metric: Vec::new(),
+        pending_consts: None,
+        unrecorded: None,
+        first_draws_checked: false,
+        last_reply: None,
+        started: warmup_started,
+        queued_warmup_dispatches: 0,
     };
-    // On a device that caps loop iterations a dispatch may only run so many steps and tries.
-    let budget = super::loop_budget(device, program, settings.max_depth, options)?;
-    let soft_budget = budget.map(|budget| budget.nuts_steps);
-    run.search_budget = budget.map(|budget| budget.search_tries);
-
-    let (mut warmup, mut metric) = match (&request.chains[0].tuning, adapt) {
-        (Some(tuning), _) => (None, tuning.inv_metric.clone()),
-        (None, false) => (None, vec![1.0; dim]),
-        (None, true) => {
-            let (warmup, metric) = Warmup::new(settings.adaptation, n_warm, dim, &init.q, &init.g);
-            (Some(warmup), metric)
-        }
-    };
-    let steps: Vec<f64> = request
-        .chains
-        .iter()
-        .map(|spec| {
-            spec.tuning
-                .as_ref()
-                .map_or(settings.initial_step_size, |t| t.step_size)
-        })
-        .collect();
-    run.send(NutsCommand::Start(
-        session,
-        NutsStart {
-            q: init.q.concat(),
-            g: init.g.concat(),
-            logp: init.logp.clone(),
-            step: steps,
-        },
-    ))
-    .wait()?;
-    timeline(warmup_started, "chains started");
-    for (trace, evals) in run.traces.iter_mut().zip(&init.grad_evals) {
-        trace.grad_evals_warmup = *evals;
-    }
-    let init_time = warmup_started.elapsed();
-    let mut pending_consts = Some(consts(request, &metric));
-
-    // Warmup: all chains in step.
-    let mut last_reply = None;
-    // Whether a batch's first draws were checked against the CPU: the first warmup block's,
-    // or with no warmup the first sampling batch's.
-    let mut first_draws_checked = false;
-    // A warmup batch whose draws are not yet in the traces.
-    let mut unrecorded: Option<Counted> = None;
-    let mut queued_warmup_dispatches = 0;
-    if let Some(warmup) = warmup.as_mut() {
-        run.search(warmup.initial_search(), pending_consts.take(), true)?;
-        timeline(warmup_started, "first step-size search");
-        // Without a step budget (or one no block can reach: every transition of every chain
-        // at the deepest tree) every chain ends each block in one dispatch, so the next
-        // block can wait on the device behind it (`NutsCommand::Queue`) while the host reads
-        // this one: the device never idles between blocks. That block then runs with the
-        // metric of the blocks before this one (one block older than the host would give it
-        // after reading this one), except after a boundary that may start a step-size search,
-        // where the host waits as before.
-        let queue_blocks = soft_budget.is_none_or(|budget| {
-            u64::from(budget) >= m.saturating_mul((1u64 << settings.max_depth.min(63)) - 1)
-        });
-        let base = run.params;
-        let block_plan = |warmup: &Warmup, start: u64, end: u64| {
-            let mut params = base;
-            params.iter_end = end as u32;
-            params.capacity = (end - start) as u32;
-            params.step_budget = soft_budget.unwrap_or(0);
-            params.with_grad = u32::from(with_grad);
-            params.flags = NS_FLAG_ADAPT;
-            params.late_from_iter = warmup.late_from(start).min(u64::from(u32::MAX)) as u32;
-            let moments = MomentsRequest {
-                block_start: start as u32,
-                bins: (end - start) as u32,
-                usable_only: warmup.usable_only(),
-            };
-            (params, moments)
-        };
-        // The first block's values come back even when warmup is not saved: its first draws
-        // are checked against the CPU (`check_first_draws`).
-        let dispatch = |params, moments: MomentsRequest, consts| NutsDispatch {
-            params,
-            consts,
-            moments: Some(moments),
-            read_values: settings.save_warmup || moments.block_start == 0,
-        };
-        // What the block on the device, not yet read, was sent with.
-        let mut queued: Option<NsParams> = None;
-        let mut iteration = 0;
-        while iteration < n_warm {
-            run.check_stop()?;
-            let end = warmup.boundary(iteration, m, n_warm);
-            let len = (end - iteration) as usize;
-            let (params, moments) = block_plan(warmup, iteration, end);
-            if let Some(queued) = queued.take() {
-                // Planned before the block ahead of it was learned (`Warmup::ahead`); the
-                // schedule counts iterations, so the plan is the schedule's own, and a
-                // difference is a bug there, not the draws' doing.
-                if queued != params {
-                    return Err(GpuError::Device {
-                        operation: "nuts warmup",
-                        message: format!(
-                            "a queued warmup block was planned as {queued:?}, the schedule asked for {params:?}"
-                        ),
-                    });
-                }
-            } else if queue_blocks {
-                let reply = run
-                    .send(NutsCommand::Queue(
-                        session,
-                        dispatch(params, moments, pending_consts.take()),
-                    ))
-                    .wait()?;
-                if !matches!(reply, NutsReply::Queued(None)) {
-                    return Err(unexpected());
-                }
-            }
-            // The pooled moments of each iteration of this block, and each chain's draws so far.
-            let mut block = vec![IterationMoments::new(dim); len];
-            let mut done = vec![0usize; n];
-            while done.iter().any(|&d| d < len) {
-                let waiting = Instant::now();
-                let pending = if queue_blocks {
-                    let next = (end < n_warm && !warmup.may_search_after(iteration, end))
-                        .then(|| warmup.ahead(iteration, end, dim));
-                    match next {
-                        Some(ahead) => {
-                            let next_end = ahead.boundary(end, m, n_warm);
-                            let (next_params, next_moments) = block_plan(&ahead, end, next_end);
-                            queued = Some(next_params);
-                            queued_warmup_dispatches += 1;
-                            run.send(NutsCommand::Queue(
-                                session,
-                                dispatch(next_params, next_moments, pending_consts.take()),
-                            ))
-                        }
-                        None => run.send(NutsCommand::Collect(session)),
-                    }
-                } else {
-                    run.send(NutsCommand::Run(
-                        session,
-                        dispatch(params, moments, pending_consts.take()),
-                    ))
-                };
-                // The last batch's traces are written while the device runs this one.
-                if let Some(previous) = unrecorded.take() {
-                    run.record_batch(&previous, true);
-                }
-                let reply = pending.wait_spinning(run.device.spin_wait())?;
-                let counted = Counted::new(expect_batch(reply)?);
-                dispatch_timeline(Phase::Warmup, &mut last_reply, waiting, &counted.batch);
-                if !first_draws_checked {
-                    first_draws_checked = run.check_first_draws(&counted)?;
-                }
-                for (c, (done, draws)) in done.iter().zip(&counted.draws).enumerate() {
-                    // A queued block must end in its dispatch: the next one already follows.
-                    let short = queue_blocks && done + draws < len;
-                    if done + draws > len || short {
-                        return Err(GpuError::Device {
-                            operation: "nuts warmup",
-                            message: format!(
-                                "chain {c} made {} draws in a warmup block of {len} iterations",
-                                done + draws
-                            ),
-                        });
-                    }
-                }
-                let moments = pooled_moments(&counted.batch, len, dim, with_grad);
-                for (block, moments) in block.iter_mut().zip(&moments) {
-                    block.merge(moments);
-                }
-                for (done, draws) in done.iter_mut().zip(&counted.draws) {
-                    *done += draws;
-                }
-                run.dispatches.push(dispatch_stats(
-                    Phase::Warmup,
-                    &counted.batch,
-                    run.width,
-                    counted.total_draws(),
-                ));
-                unrecorded = Some(counted);
-            }
-            for (slot, moments) in block.iter().enumerate() {
-                warmup.learn(iteration + slot as u64, moments);
-            }
-            let action = warmup.at_boundary(iteration);
-            iteration = end;
-            if let Some(new) = action.metric {
-                for (old, new) in metric.iter_mut().zip(new) {
-                    if new.is_finite() {
-                        *old = new;
-                    }
-                }
-                pending_consts = Some(consts(request, &metric));
-            }
-            if iteration < n_warm
-                && let Some(search) = action.search
-            {
-                if queued.is_some() {
-                    return Err(GpuError::Device {
-                        operation: "nuts warmup",
-                        message: "a step-size search came after a block with another queued".into(),
-                    });
-                }
-                if let Some(previous) = unrecorded.take() {
-                    run.record_batch(&previous, true);
-                }
-                run.search(search, pending_consts.take(), false)?;
-            }
-        }
-        if let Some(previous) = unrecorded.take() {
-            run.record_batch(&previous, true);
-        }
-    }
-    // The step sizes and search counts that warmup left are read with the last point, after
-    // sampling (sampling changes neither): no round trip to the device between the phases.
-    timeline(warmup_started, "warmup");
-    let warmup_time = warmup_started.elapsed();
-
-    // Sampling: chains independent, equal leapfrog budgets.
-    let sampling_started = Instant::now();
-    room.give(&mut run.traces);
-    timeline(warmup_started, "room given");
-    let num_draws = settings.num_draws;
-    let mut remaining: Vec<u64> = vec![num_draws; n];
-    let mut steps_per_draw = mean_steps_per_draw(&run.dispatches);
-    let base = run.params;
-    // `known`: the draws each chain has left as far as the host has read; `estimate`: less
-    // those the dispatch in flight should make. The last dispatch (no budget) is sized for
-    // the known draws, so that it ends every chain unless the one in flight fell short.
-    let plan = |known: &[u64], estimate: &[u64], steps_per_draw: Option<f64>| -> NsParams {
-        let mut params = base;
-        params.iter_end = total as u32;
-        params.with_grad = 0;
-        params.flags = 0;
-        let most = |left: &[u64]| left.iter().copied().max().unwrap_or(0);
-        match steps_per_draw {
-            Some(per_draw) if most(estimate) > m => {
-                params.capacity = sample_capacity.min(most(known)) as u32;
-                params.step_budget = (m as f64 * per_draw).ceil().max(1.0) as u32;
-            }
-            _ => {
-                params.capacity = most(known).min(sample_capacity.max(m)) as u32;
-                params.step_budget = 0;
-            }
-        }
-        if let Some(soft) = soft_budget {
-            params.step_budget = match params.step_budget {
-                0 => soft,
-                budget => budget.min(soft),
-            };
-        }
-        params
-    };
-    // Two dispatches in flight: each `Queue` submits the next one before waiting for the
-    // one before it, so the device never waits for the host between them. A dispatch is
-    // planned from the draws known so far less those the one in flight should make.
-    let mut in_flight: Option<Vec<u64>> = None;
-    let mut unrecorded: Option<Counted> = None;
-    loop {
-        let estimate: Vec<u64> = match &in_flight {
-            Some(expected) => remaining
-                .iter()
-                .zip(expected)
-                .map(|(left, made)| left.saturating_sub(*made))
-                .collect(),
-            None => remaining.clone(),
-        };
-        let next = estimate
-            .iter()
-            .any(|&left| left > 0)
-            .then(|| plan(&remaining, &estimate, steps_per_draw));
-        let pending = match (&next, in_flight.is_some()) {
-            (Some(params), _) => {
-                run.check_stop()?;
-                run.send(NutsCommand::Queue(
-                    session,
-                    NutsDispatch::plain(*params, pending_consts.take()),
-                ))
-            }
-            (None, true) => run.send(NutsCommand::Collect(session)),
-            // Nothing in flight and nothing planned: every chain has all its draws.
-            (None, false) => break,
-        };
-        // The last batch's draws are recorded while the device runs.
-        if let Some(previous) = unrecorded.take() {
-            run.record_batch(&previous, false);
-        }
-        let waiting = Instant::now();
-        let batch = match pending.wait_spinning(run.device.spin_wait())? {
-            NutsReply::Queued(batch) => batch,
-            NutsReply::Batch(batch) => Some(batch),
-            _ => return Err(unexpected()),
-        };
-        if let Some(batch) = &batch {
-            dispatch_timeline(Phase::Sampling, &mut last_reply, waiting, batch);
-        }
-        in_flight = next.map(|params| expected_draws(&estimate, &params, m));
-        let Some(batch) = batch else { continue };
-        let counted = Counted::new(batch);
-        if !first_draws_checked {
-            first_draws_checked = run.check_first_draws(&counted)?;
-        }
-        for (left, made) in remaining.iter_mut().zip(&counted.draws) {
-            *left = left.saturating_sub(*made as u64);
-        }
-        let draws = counted.total_draws();
-        let steps: u64 = counted.steps.iter().sum();
-        run.dispatches.push(dispatch_stats(
-            Phase::Sampling,
-            &counted.batch,
-            run.width,
-            draws,
-        ));
-        if draws > 0 {
-            let seen = steps as f64 / draws as f64;
-            steps_per_draw = Some(steps_per_draw.map_or(seen, |old| 0.5 * (old + seen)));
-        }
-        unrecorded = Some(counted);
-    }
-    if let Some(previous) = unrecorded.take() {
-        run.record_batch(&previous, false);
-    }
-    timeline(warmup_started, "sampling");
-    let sampling_time = sampling_started.elapsed();
-
-    let last = expect_snapshot(run.send(NutsCommand::Snapshot(session)).wait()?)?;
-    for (c, trace) in run.traces.iter_mut().enumerate() {
-        if warmup.is_some() {
-            trace.grad_evals_warmup += u64::from(last.search_evals(c));
-        }
-        trace.tuning = Tuning {
-            step_size: last.step[c],
-            inv_metric: metric.clone(),
-            dense: false,
-        };
-        trace.final_position = last.q[c * dim..(c + 1) * dim].to_vec();
-        trace.warmup_seconds = warmup_time.as_secs_f64();
-        trace.sampling_seconds = sampling_time.as_secs_f64();
-    }
-    Ok(GpuRun {
-        traces: run.traces,
-        dispatches: run.dispatches,
-        warmup_time,
-        init_time,
-        search_time: run.search_time,
-        sampling_time,
-        queued_warmup_dispatches,
-    })
+    run.run(&init, room)
 }
 
 /// The draws each chain should make in a sampling dispatch of `params`, from the draws it

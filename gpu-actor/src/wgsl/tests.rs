@@ -9,6 +9,7 @@ use super::library::{LibFn, TermFn, all_sources};
 use super::*;
 
 mod size;
+mod snapshots;
 
 fn program() -> Program {
     let mut m = ModelBuilder::new("small");

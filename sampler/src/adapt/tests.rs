@@ -137,3 +137,107 @@ fn welford_merge_equals_adding_one_by_one() {
         }
     }
 }
+
+/// A Gaussian with independent coordinates of standard deviations `sd`.
+struct Gaussian {
+    sd: Vec<f64>,
+}
+
+impl LogDensity for Gaussian {
+    fn dim(&self) -> usize {
+        self.sd.len()
+    }
+
+    fn logp_grad(&mut self, theta: &[f64], grad: &mut [f64]) -> f64 {
+        let mut logp = 0.0;
+        for ((g, &x), &sd) in grad.iter_mut().zip(theta).zip(&self.sd) {
+            *g = -x / (sd * sd);
+            logp -= 0.5 * (x / sd) * (x / sd);
+        }
+        logp
+    }
+}
+
+/// A chain's state over `density` at the origin, as a chain would start it, with no chain.
+fn core_at_origin(density: Gaussian) -> ChainCore<Gaussian> {
+    use crate::nuts::{NutsOptions, Point, Workspace};
+    use crate::rng::{ChainId, ChainRng, Seed};
+    let dim = density.dim();
+    let mut core = ChainCore {
+        chain: ChainId(0),
+        target_accept: 0.8,
+        initial_step_size: 1.0,
+        nuts: NutsOptions {
+            max_depth: 10,
+            max_energy_error: 1000.0,
+        },
+        density,
+        metric: Metric::unit(dim),
+        step_size: 1.0,
+        jitter: 0.0,
+        rng: ChainRng::new(Seed(7), ChainId(0)),
+        current: Point::new(dim),
+        workspace: Workspace::new(dim, 10),
+        workspace_velocity: vec![0.0; dim],
+        n_grad_evals: 0,
+    };
+    core.current.q.fill(0.1);
+    core.current.logp = core
+        .density
+        .logp_grad(&core.current.q, &mut core.current.grad);
+    core
+}
+
+/// Feeds an adapter of `kind` exact, independent draws of the core's Gaussian as its warmup
+/// transitions; the metric it leaves.
+fn adapt_on_exact_draws(kind: AdaptationKind, sd: &[f64], num_warmup: u64) -> Vec<f64> {
+    let mut core = core_at_origin(Gaussian { sd: sd.to_vec() });
+    let mut adapter = Adapter::start(kind, MetricKind::Diag, num_warmup, &mut core).unwrap();
+    let mut draws = crate::rng::ChainRng::new(crate::rng::Seed(11), crate::rng::ChainId(3));
+    for draw in 0..num_warmup {
+        for (q, &sd) in core.current.q.iter_mut().zip(sd) {
+            *q = sd * draws.normal();
+        }
+        core.current.logp = core
+            .density
+            .logp_grad(&core.current.q, &mut core.current.grad);
+        let info = TransitionInfo {
+            accept_stat: 0.8,
+            accept_stat_sym: 0.8,
+            n_leapfrog: 7,
+            depth: 3,
+            divergent: false,
+            energy: 0.0,
+            index_in_trajectory: 3,
+        };
+        adapter.learn(draw, &info, &mut core).unwrap();
+    }
+    adapter.finish(&mut core);
+    assert!(
+        core.step_size.is_finite() && core.step_size > 0.0,
+        "{}",
+        core.step_size
+    );
+    core.metric.values().to_vec()
+}
+
+#[test]
+fn adaptation_learns_the_variances_of_the_draws_without_a_chain() {
+    // Both estimators converge to the variances for a Gaussian: Stan's is the window's
+    // sample variance (regularised towards 1e-3 by 5 / (n + 5)), nutpie's
+    // sqrt(Var x / Var grad) = sqrt(sd^2 / sd^-2). Stan's last window holds 500 draws, whose
+    // variance has a relative standard error of sqrt(2 / 499) = 0.063; nutpie's last
+    // estimate pools at least as many. Five standard errors, and the scales span 100x.
+    let sd = [0.5, 2.0, 5.0];
+    for kind in [AdaptationKind::Stan, AdaptationKind::Nutpie] {
+        let metric = adapt_on_exact_draws(kind, &sd, 1000);
+        for (m, s) in metric.iter().zip(sd) {
+            let ratio = m / (s * s);
+            assert!(
+                (ratio - 1.0).abs() < 5.0 * (2.0f64 / 499.0).sqrt(),
+                "{kind:?}: metric {metric:?} against variances {:?}",
+                sd.map(|s| s * s)
+            );
+        }
+    }
+}

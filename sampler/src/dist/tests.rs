@@ -7,9 +7,10 @@
 use crate::builder::ModelBuilder;
 use crate::eval::{Evaluator, LogDensity};
 use crate::ir::{Constraint, Dist, Expr, Model};
+use crate::limits::Limits;
 use crate::rng::{ChainId, ChainRng, Seed};
 use crate::special::lgamma;
-use crate::validate::{CheckedModel, Limits};
+use crate::validate::CheckedModel;
 
 const POINTS: usize = 6;
 const N: usize = 4;

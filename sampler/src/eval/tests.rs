@@ -4,9 +4,10 @@
 use super::*;
 use crate::builder::ModelBuilder;
 use crate::ir::{Constraint, Dist, Expr, Model};
+use crate::limits::Limits;
 use crate::rng::{ChainId, ChainRng, Seed};
 use crate::special::lgamma;
-use crate::validate::{CheckedModel, Limits};
+use crate::validate::CheckedModel;
 
 const POINTS: usize = 6;
 

@@ -18,8 +18,8 @@
 
 use super::{Lowerer, Shape, Value};
 use crate::ir::{BinaryOp, Expr};
+use crate::model_error::ModelError;
 use crate::program::{Inst, ListRef, MapOp, MatrixRef, Operand, StatementId, ZipOp};
-use crate::validate::ModelError;
 
 /// Below this many observations per coefficient the direct sum is as cheap.
 const MIN_ROWS_PER_COEFFICIENT: usize = 4;

@@ -11,10 +11,10 @@
 
 use super::{Lowerer, Shape, Symbol, Value, shape_error};
 use crate::ir::{Constraint, Expr, Parameter};
+use crate::model_error::{ModelError, Num, Problem};
 use crate::program::{
     IndexRef, Inst, MapOp, Operand, Output, SlotId, StatementId, ThetaRef, Transform, ZipOp,
 };
-use crate::validate::{ModelError, Num, Problem};
 
 impl Lowerer<'_> {
     /// Lowers every parameter, in order, and records its output.

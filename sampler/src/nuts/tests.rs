@@ -4,8 +4,9 @@
 use super::*;
 use crate::builder::ModelBuilder;
 use crate::ir::Dist;
+use crate::limits::Limits;
 use crate::rng::{ChainId, Seed};
-use crate::validate::{CheckedModel, Limits};
+use crate::validate::CheckedModel;
 
 fn gaussian(dim: usize) -> crate::eval::Evaluator {
     let mut m = ModelBuilder::new("gaussian");

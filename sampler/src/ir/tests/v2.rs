@@ -2,7 +2,8 @@
 //! malformed new forms are decode errors (never panics), and their shapes are checked.
 
 use super::*;
-use crate::validate::{CheckedModel, Limits};
+use crate::limits::Limits;
+use crate::validate::CheckedModel;
 
 fn pinned_v2_model() -> Model {
     let mut m = ModelBuilder::new("pinned_v2");

@@ -4,9 +4,10 @@ use super::*;
 use crate::builder::ModelBuilder;
 use crate::eval::LogDensity;
 use crate::ir::{Constraint, Dist};
+use crate::limits::Limits;
 use crate::program::DensityKind;
 use crate::rng::{ChainId, ChainRng, Seed};
-use crate::validate::{CheckedModel, Limits};
+use crate::validate::CheckedModel;
 
 /// `n x k` predictors, columns on different scales and offsets (the hard case for the
 /// direct sum of squares is a large common offset in `y`).

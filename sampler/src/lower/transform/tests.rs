@@ -5,8 +5,10 @@
 use crate::builder::ModelBuilder;
 use crate::eval::{Evaluator, LogDensity};
 use crate::ir::{Constraint, Dist, Expr, Model, Parameter};
+use crate::limits::Limits;
+use crate::model_error::ModelError;
 use crate::rng::{ChainId, ChainRng, Seed};
-use crate::validate::{CheckedModel, Limits, ModelError};
+use crate::validate::CheckedModel;
 
 const POINTS: usize = 5;
 
