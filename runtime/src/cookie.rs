@@ -5,8 +5,8 @@
 //! ractor_cluster's `NodeServer` ([`Cookie::reveal`], crate-private). Where the cookie comes
 //! from (flag, environment, file) is `cluster-cli`'s business.
 //!
-//! The cookie authenticates membership; it does not encrypt traffic (see
-//! `../shared/notes/ractor_cluster.md` §2.4): run clusters on a private network.
+//! The cookie authenticates membership; it does not encrypt traffic: without TLS
+//! (`transport/tls.rs`), run clusters on a private network.
 
 use std::fmt;
 

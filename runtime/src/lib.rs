@@ -4,8 +4,9 @@
 //! A process runs one [`Node`] (or one [`ClusterClient`]): ractor's process groups and
 //! registry are process-wide. A node runs sampling jobs for clients
 //! ([`ClusterClient::sample`]): its coordinator spreads the chains over every node's CPU
-//! sampler pool and runs again those of a node that fails. Read `../shared/notes/ractor_cluster.md` before changing how
-//! nodes talk; `node.rs` documents the supervision tree.
+//! sampler pool and runs again those of a node that fails. `transport.rs` documents how
+//! nodes talk (what ractor_cluster gives and what we add before it); `node.rs` documents
+//! the supervision tree.
 
 mod client;
 mod cookie;
