@@ -7,7 +7,7 @@
 #
 #   bench/gpu/ab.sh [--rounds N] [--chains N] [--models a,b] [--local] BUILD_A BUILD_B [-- BENCH-ARGS...]
 #
-# BUILD_A and BUILD_B are stripped binaries carried in .gpu/ (shared/GPU.md). Writes
+# BUILD_A and BUILD_B are stripped binaries carried in .gpu/ (bench/gpu/README.md). Writes
 # $OUT/ab.jsonl (each row with "build" and "round") and $OUT/ab.txt; arguments after `--`
 # go to both builds (e.g. `--index-checks all`, `--data storage`).
 set -uo pipefail

@@ -1,5 +1,5 @@
 """BlackJAX's many-chain samplers on one device, beside NumPyro's vectorised NUTS
-(``numpyro_gpu.py``) as anchors for ``cluster-cli bench --device gpu`` (``shared/GPU.md``).
+(``numpyro_gpu.py``) as anchors for ``cluster-cli bench --device gpu`` (``bench/gpu/README.md``).
 
 Same models and data as ``numpyro_gpu.py``: the NumPyro models of ``bench/numpyro_models.py``
 on the data of ``models/<model>.json``. BlackJAX samples the unconstrained position that

@@ -1,5 +1,5 @@
 """NumPyro's vectorised chains on one device: the anchor that ``cluster-cli bench --device gpu``
-is compared with (``shared/GPU.md``).
+is compared with (``bench/gpu/README.md``).
 
 Same models as ``bench/numpyro_models.py`` (imported from there), on the data of our IR files
 ``models/<model>.json`` (the numbers our sampler reads; ``shared/data`` is not carried to the

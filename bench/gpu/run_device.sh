@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU benchmark on the device machine (shared/GPU.md): ours (`cluster-cli bench --device
+# The GPU benchmark on the device machine (bench/gpu/README.md): ours (`cluster-cli bench --device
 # gpu`), then NumPyro's vectorised chains on the same GPU (and, when asked, BlackJAX's
 # many-chain samplers), then the markdown comparison.
 #
@@ -90,7 +90,7 @@ mkdir -p "$OUT"
 started=$(date +%s)
 elapsed() { echo $(( $(date +%s) - started )); }
 
-# The Vulkan loader and NVIDIA's ICD, as shared/GPU.md says.
+# The Vulkan loader and NVIDIA's ICD, as bench/gpu/README.md says.
 if [ -z "$local" ] && ls .gl/*.deb >/dev/null 2>&1; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done
     ldconfig
@@ -121,7 +121,7 @@ for m in "${model_names[@]}"; do model_paths+=("models/$m.json"); done
 ours_budget=$(awk -v b="$budget" -v s="$ours_share" 'BEGIN { printf "%d", b * s }')
 if want ours; then
     if [ -z "$cli" ]; then
-        echo "no cluster-cli: build it and copy it to .gpu/ (shared/GPU.md)" | tee "$OUT/ours.txt"
+        echo "no cluster-cli: build it and copy it to .gpu/ (bench/gpu/README.md)" | tee "$OUT/ours.txt"
     else
         # New rows start until 60% of the share; the rest is room for the last row.
         ours_limit=$(( ours_budget * 6 / 10 ))
