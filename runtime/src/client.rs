@@ -2,7 +2,7 @@
 //! to its services and leaves, without becoming a member (it runs no membership endpoint, so
 //! nodes do not heartbeat it or gossip it). `cluster-cli join`, `status` and
 //! `sample --cluster` use it: [`ClusterClient::sample`] submits a job to the node's coordinator
-//! and returns a [`SampleJob`], the stream of its updates and then its outcome.
+//! and returns a [`ClusterJob`], the stream of its updates and then its outcome.
 //!
 //! [`ClusterClient::connect`] returns only once the session is ready, which
 //! `client_connect`'s `Ok` does not mean (notes §2.2): it waits for the session events, with
@@ -45,7 +45,7 @@ use crate::wire::{
     WireSampleRequest,
 };
 use failover::{Known, Liveness};
-pub use job::SampleJob;
+pub use job::ClusterJob;
 use supervision::spawn_error_reason;
 
 /// How a client connects.
@@ -321,15 +321,15 @@ impl ClusterClient {
     }
 
     /// Submits a sampling job to the node's coordinator, which spreads its chains over the
-    /// cluster. The returned [`SampleJob`] yields updates as chains progress, then the
+    /// cluster. The returned [`ClusterJob`] yields updates as chains progress, then the
     /// outcome (every chain's draws, where each ran, what was retried).
     ///
     /// A submission that times out is sent again with the same request id (the coordinator
     /// starts the job once). A node that drains or is gone passes the job to the next member
     /// the client knows (the addresses of [`Self::connect_any`], then the members the node
     /// reports); while the job runs, a lost node does the same with the chains not yet
-    /// received (see [`SampleJob`]).
-    pub async fn sample(&mut self, request: &SampleRequest) -> Result<SampleJob<'_>, ClientError> {
+    /// received (see [`ClusterJob`]).
+    pub async fn sample(&mut self, request: &SampleRequest) -> Result<ClusterJob<'_>, ClientError> {
         let wire = request.to_wire();
         // A node that does not answer now (stalled) is not asked to take the job.
         let submitted = if self.refresh_members().await {
@@ -361,7 +361,7 @@ impl ClusterClient {
             request.model.name,
             self.peer
         );
-        Ok(SampleJob::new(self, job, wire))
+        Ok(ClusterJob::new(self, job, wire))
     }
 
     /// Submits `request` to the node's coordinator, which must answer that it runs

@@ -24,7 +24,7 @@ mod ticker;
 pub mod transport;
 pub mod wire;
 
-pub use client::{ClientError, ClientSettings, ClusterClient, RawService, SampleJob};
+pub use client::{ClientError, ClientSettings, ClusterClient, ClusterJob, RawService};
 pub use cookie::{Cookie, CookieError, MAX_COOKIE_LEN};
 pub use discovery::{COORDINATOR, CPU_POOL, GPU_POOL, Group, MEMBERSHIP, SCOPE};
 pub use ids::{ChildId, JobId, NodeName, NodeNameError, RequestId, SessionId, TaskId};

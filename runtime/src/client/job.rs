@@ -37,7 +37,7 @@ const CANCEL_TIMEOUT: Duration = Duration::from_millis(250);
 /// ([`Self::outcome`]). It survives the loss of its coordinator (see the module
 /// documentation): [`JobUpdate::FailedOver`] says so.
 #[derive(Debug)]
-pub struct SampleJob<'a> {
+pub struct ClusterJob<'a> {
     client: &'a mut ClusterClient,
     /// The request as first submitted: a failover resubmits it over the unfinished chains.
     request: WireSampleRequest,
@@ -62,7 +62,7 @@ enum Interrupted {
     Error(ClientError),
 }
 
-impl<'a> SampleJob<'a> {
+impl<'a> ClusterJob<'a> {
     pub(super) fn new(
         client: &'a mut ClusterClient,
         job: JobId,
