@@ -6,8 +6,9 @@
 //! runs `slots` chains at once in waves of a measured length, and chains go where the last
 //! one finishes earliest (the smallest makespan over the workers' queues). A worker whose
 //! single wave takes longer than the job takes elsewhere gets nothing. Only what starts now
-//! is sent (a worker's free slots; a GPU's slots are its chains per batch), so later rounds,
-//! as chains finish, correct an estimate that was off and balance chains of unequal length.
+//! is sent (a worker's free slots; a GPU pool's slots are the chains one GPU job runs), so
+//! later rounds, as chains finish, correct an estimate that was off and balance chains of
+//! unequal length.
 //!
 //! **Workers not measured yet** get a small share first (a probe): a CPU pool its free
 //! slots, spread one chain at a time to the pool with the most free slots; a GPU worker

@@ -1,5 +1,5 @@
 //! What the coordinator has learned of its workers' speed, per model: the seconds one *wave*
-//! takes (up to `slots` chains at once: a CPU pool's cores, a GPU's chains per batch), per
+//! takes (up to `slots` chains at once: a CPU pool's cores, the chains one GPU job runs), per
 //! iteration of a chain, measured on the tasks that finished there.
 //!
 //! A task of `n` chains sent to a worker that already had `b` chains and ran `slots` at
