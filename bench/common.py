@@ -1,7 +1,7 @@
 """Shared definitions of the benchmark harness: paths, models, data, parameter layouts.
 
-Every framework samples the same seven models (eight files) of ``shared/bench-models.md`` on
-the same data (``shared/data/bench_data.json``). The parameter layout (names, sizes, whether a
+Every framework samples the same seven models (eight files) of ``bench/MODELS.md`` on
+the same data (``bench/data/bench_data.json``). The parameter layout (names, sizes, whether a
 parameter is constrained positive) is read from our IR files ``models/<model>.json``, so the
 unconstrained vector of every framework is ordered exactly as ours: a positive parameter ``x``
 is ``u = log(x)`` there, with log-Jacobian ``u`` (the transform of Stan, PyMC and NumPyro alike).
@@ -18,7 +18,7 @@ import numpy as np
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH_DIR)
 DATA_PATH = os.environ.get(
-    "BENCH_DATA", os.path.join(ROOT, "..", "shared", "data", "bench_data.json")
+    "BENCH_DATA", os.path.join(BENCH_DIR, "data", "bench_data.json")
 )
 STAN_DIR = os.path.join(BENCH_DIR, "stan")
 STAN_PARITY_DIR = os.path.join(ROOT, "sampler", "tests", "fixtures", "stan_parity")
@@ -30,7 +30,7 @@ MODELS = ["simple", "medium", "stress", "eight_schools", "eight_schools_noncente
 FRAMEWORKS = ["ours", "stan", "nutpie", "pymc", "numpyro"]
 PEERS = [f for f in FRAMEWORKS if f != "ours"]
 
-# The protocol of shared/bench-models.md and issue 5.
+# The protocol of bench/MODELS.md and issue 5.
 NUM_WARMUP = 1000
 NUM_DRAWS = 1000
 DIVERGENCE_FLAG_FRACTION = 0.01

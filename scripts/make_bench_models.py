@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Writes the seven benchmark models of shared/bench-models.md as IR JSON files in models/.
+"""Writes the seven benchmark models of bench/MODELS.md as IR JSON files in models/.
 
 Usage: python3 scripts/make_bench_models.py [path/to/bench_data.json]
-(default: ../shared/data/bench_data.json next to the repository root).
+(default: bench/data/bench_data.json).
 
 The parameter order here is the order of the unconstrained vector; the Stan programs in
 bench/stan/ declare their parameters in the same order so that log densities compare point
@@ -13,7 +13,7 @@ import os
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "..", "shared", "data", "bench_data.json")
+DATA = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "bench", "data", "bench_data.json")
 
 
 def sample(value, dist, **args):

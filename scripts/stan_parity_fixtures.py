@@ -4,7 +4,7 @@
 Purpose
     For each program in bench/stan/ (simple, medium, stress, eight_schools,
     eight_schools_noncentered, funnel, logistic, sv) this compiles the Stan program with
-    PyStan 3 (httpstan) on its data from shared/data/bench_data.json, draws 20 unconstrained
+    PyStan 3 (httpstan) on its data from bench/data/bench_data.json, draws 20 unconstrained
     points (fixed numpy seed per model) and records Stan's log density, Jacobian of the
     constraining transforms included (`Model.log_prob(x, adjust_transform=True)`), and its
     gradient (`Model.grad_log_prob(x)`, which httpstan evaluates with adjust_transform=True).
@@ -29,7 +29,7 @@ Run (from anywhere; paths are relative to the repository root)
     /tmp/stanenv/bin/python scripts/stan_parity_fixtures.py            # all eight models
     /tmp/stanenv/bin/python scripts/stan_parity_fixtures.py sv funnel  # some of them
     /tmp/stanenv/bin/python scripts/stan_parity_fixtures.py --check    # verify the fixtures
-    Option --data PATH overrides the default ../shared/data/bench_data.json.
+    Option --data PATH overrides the default bench/data/bench_data.json.
     Compiled models are cached by httpstan in ~/.cache/httpstan (a rerun skips compilation).
 
 --check (needs numpy and scipy, not pystan) reads the fixture files and compares them with an
@@ -47,7 +47,7 @@ import sys
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_DATA = os.path.join(ROOT, "..", "shared", "data", "bench_data.json")
+DEFAULT_DATA = os.path.join(ROOT, "bench", "data", "bench_data.json")
 OUT_DIR = os.path.join(ROOT, "sampler", "tests", "fixtures", "stan_parity")
 MODELS = ["simple", "medium", "stress", "eight_schools", "eight_schools_noncentered",
           "funnel", "logistic", "sv"]
