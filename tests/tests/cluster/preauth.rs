@@ -56,8 +56,11 @@ fn preauth_partial_frames_and_idle_connections_close_by_the_deadline_with_memory
         half.write_all(&60_000u64.to_be_bytes()).unwrap();
         half.write_all(&[0x0a; 1000]).unwrap();
         held.push(("half a small frame", half));
-        // A hello, then the start of a 60 MiB frame: closed at once.
+        // Admitted before any of this address's connections fails a handshake: each failure
+        // below adds to the address's penalty, and a later hello could be throttled.
         let mut large = admitted(from, a.address, "x@127.0.0.2");
+        let mut over = admitted(from, a.address, "x@127.0.0.2");
+        // A hello, then the start of a 60 MiB frame: closed at once.
         large.write_all(&(60u64 << 20).to_be_bytes()).unwrap();
         let _ = large.write_all(&[0x0a; 64 * 1024]);
         held.push(("60 MiB frame", large));
@@ -67,7 +70,6 @@ fn preauth_partial_frames_and_idle_connections_close_by_the_deadline_with_memory
         let _ = raw.write_all(&[0x0a; 64 * 1024]);
         held.push(("60 MiB frame without hello", raw));
         // Just over the pre-authentication frame limit: closed at once.
-        let mut over = admitted(from, a.address, "x@127.0.0.2");
         over.write_all(&(64u64 * 1024 + 1).to_be_bytes()).unwrap();
         held.push(("frame of 64 KiB + 1", over));
     }
