@@ -6,9 +6,9 @@
 //! them. The names in the peer's `Name` (inbound) or `Challenge` (outbound) must be the one
 //! its preamble announced, and its connection string short printable ASCII.
 //!
-//! A larger frame right after the peer's last handshake message may be the first message of
-//! an authenticated session whose event has not reached us yet: the guard holds its header
-//! (nothing allocated) until the session authenticates or the deadline passes.
+//! A frame after the peer's last handshake message is the first message of an authenticated
+//! session whose event has not reached us yet: the guard holds its header (nothing
+//! allocated, nothing more read) until the session authenticates or the deadline passes.
 //!
 //! Anything else ends the connection: the guard records why (its drop logs it) and answers
 //! end-of-stream, which ractor_cluster takes quietly.
@@ -188,14 +188,17 @@ impl AsyncRead for GuardedRead {
                     }
                     let header = *bytes;
                     let len = u64::from_be_bytes(header);
-                    if len <= PREAUTH_FRAME_BYTES {
+                    if this.closer.0.final_seen() {
+                        // The peer is done with the handshake: what follows is its session,
+                        // read once ours authenticates (on a loaded machine the event may
+                        // trail several of its messages).
+                        this.state = ReadState::AwaitAuth { header };
+                    } else if len <= PREAUTH_FRAME_BYTES {
                         this.state = ReadState::Body {
                             header,
                             body: vec![0; len as usize],
                             have: 0,
                         };
-                    } else if this.closer.0.final_seen() {
-                        this.state = ReadState::AwaitAuth { header };
                     } else {
                         return this.close(format!(
                             "a frame of {len} bytes (at most {PREAUTH_FRAME_BYTES} before authentication)"
