@@ -15,10 +15,18 @@
 //! [`GpuSampleRequest`] (checked model, settings, seed, chain specs, kernel, precision), an
 //! optional [`sampler::Observer`] that sees every draw as it happens (progress bars locally;
 //! the runtime's forwarder of draws to a remote caller), and a [`CancelToken`]. The supervisor
-//! queues jobs and hands each to an idle worker; the worker runs
-//! [`crate::sample_on_device`] on a blocking thread, so it keeps answering messages, and sends
-//! the result back to the supervisor, which answers the caller. The supervisor alone holds
-//! callers' reply ports: whatever happens to a worker, its caller gets an answer.
+//! queues jobs, first come first served; when a job's turn comes it splits the job's chains
+//! over the workers idle then, in proportion to each one's measured speed for the model,
+//! into parts of at least [`GpuSupervisorArgs::min_share`] chains (a smaller job runs on one
+//! worker). Each worker runs its part with [`crate::sample_on_device`] on a blocking thread,
+//! so it keeps answering messages, and sends the result back to the supervisor, which
+//! answers the caller once every part is done, the traces in the order of the chains
+//! ([`RanOn::Gpu`] says which worker ran how many). A part that fails fails the job at once
+//! and stops its other parts. Each part pools its own chains' warmup (the metric, see
+//! `sampling/adapt.rs`): a split job draws differently from the same job on one worker,
+//! from the same posterior. The supervisor alone holds callers' reply ports: whatever
+//! happens to a worker, its caller gets an answer. Whenever a worker's load changes, the
+//! supervisor tells its [`LoadListener`] (a node gossips it, and `status` shows it).
 //!
 //! **Supervision.** One-for-one: a worker whose device thread panicked or whose device was
 //! lost (any [`crate::GpuError::WorkerGone`] or [`crate::GpuError::DeviceLost`] it sees), or
@@ -45,6 +53,8 @@
 mod cpu;
 mod error;
 mod job;
+mod parts;
+mod shares;
 mod supervisor;
 mod worker;
 
@@ -60,10 +70,10 @@ use ractor::{ActorRef, MessagingErr};
 /// The request a [`SampleJob`] carries, and its kernel choice.
 pub use crate::sampling::{GpuKernel, GpuSampleRequest};
 pub use error::GpuActorError;
-pub use job::{CancelToken, RanOn, SampleJob, SampleOutput};
+pub use job::{CancelToken, GpuShare, RanOn, SampleJob, SampleOutput};
 pub use supervisor::{
     AdapterSelection, GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, GpuSupervisorState,
-    SupervisorReport, WorkerState, WorkerStatus,
+    LoadListener, SupervisorReport, WorkerLoad, WorkerState, WorkerStatus,
 };
 
 /// Names a worker of a supervisor: its position in the supervisor's list of adapters, the

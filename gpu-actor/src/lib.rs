@@ -17,9 +17,9 @@ mod sampling;
 pub mod wgsl;
 
 pub use actor::{
-    AdapterSelection, CancelToken, GpuActorError, GpuKernel, GpuSampleRequest, GpuSupervisor,
-    GpuSupervisorArgs, GpuSupervisorMsg, GpuSupervisorState, RanOn, SampleJob, SampleOutput,
-    SupervisorReport, WorkerId, WorkerState, WorkerStatus,
+    AdapterSelection, CancelToken, GpuActorError, GpuKernel, GpuSampleRequest, GpuShare,
+    GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, GpuSupervisorState, LoadListener, RanOn,
+    SampleJob, SampleOutput, SupervisorReport, WorkerId, WorkerLoad, WorkerState, WorkerStatus,
 };
 pub use device::{
     AdapterChoice, AdapterFeatures, AdapterLimits, AdapterReport, CompileStage,

@@ -244,6 +244,17 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
                     }
                     format!(" on {}", output.ran_on)
                 }
+                RanOn::Split {
+                    reason, cpu_chains, ..
+                } => {
+                    errln!("warning: {reason}; {cpu_chains} chains sampled on the CPU instead");
+                    format!(
+                        " on {}, {} kernel, {}",
+                        output.ran_on,
+                        kernel_name(args.gpu.kernel()),
+                        args.gpu.precision()
+                    )
+                }
             };
             (output.traces, on)
         }

@@ -18,6 +18,7 @@ pub(super) fn sample(
     let observer = JobObserver {
         user: job.observer.as_deref(),
         cancel: &job.cancel,
+        job_abort: abort,
         abort,
     };
     let result = std::panic::catch_unwind(AssertUnwindSafe(|| {

@@ -81,12 +81,11 @@ impl fmt::Debug for SampleJob {
 /// Where a job ran.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RanOn {
-    /// On a GPU worker.
+    /// On GPU workers, each running a share of the chains (one share unless the job was
+    /// large enough to split over several idle workers).
     Gpu {
-        /// The worker.
-        worker: WorkerId,
-        /// Its adapter's name.
-        adapter: String,
+        /// The shares, in the order of the chains.
+        shares: Vec<GpuShare>,
     },
     /// On CPU threads ([`sampler::sample_chains`]), because the node has no usable GPU or
     /// because the GPU refused the model.
@@ -97,14 +96,61 @@ pub enum RanOn {
         /// Whether a GPU worker refused the model (the node has a usable GPU).
         refused: bool,
     },
+    /// Partly on GPU workers, partly on the CPU: one of the workers the job was split over
+    /// refused the model (a node with GPUs of different kinds).
+    Split {
+        /// The shares that ran on GPU workers.
+        shares: Vec<GpuShare>,
+        /// Chains that ran on the CPU.
+        cpu_chains: usize,
+        /// Why the worker refused them.
+        reason: String,
+    },
+}
+
+/// The chains of a job one GPU worker ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GpuShare {
+    /// The worker.
+    pub worker: WorkerId,
+    /// Its adapter's name.
+    pub adapter: String,
+    /// How many chains.
+    pub chains: usize,
 }
 
 impl fmt::Display for RanOn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            RanOn::Gpu { worker, adapter } => write!(f, "GPU {worker} ({adapter})"),
+            RanOn::Gpu { shares } => write_shares(f, shares),
             RanOn::Cpu { refused: false, .. } => f.write_str("CPU (no usable GPU)"),
             RanOn::Cpu { refused: true, .. } => f.write_str("CPU (the GPU refused the model)"),
+            RanOn::Split {
+                shares, cpu_chains, ..
+            } => {
+                write_shares(f, shares)?;
+                write!(f, " and CPU ({cpu_chains} chains a GPU refused)")
+            }
+        }
+    }
+}
+
+/// `GPU gpu0 (NVIDIA H200)` for one share; `GPUs gpu0 (NVIDIA H200, 4096 chains), gpu1 (...)`
+/// for several.
+fn write_shares(f: &mut fmt::Formatter<'_>, shares: &[GpuShare]) -> fmt::Result {
+    match shares {
+        [share] => write!(f, "GPU {} ({})", share.worker, share.adapter),
+        shares => {
+            f.write_str("GPUs ")?;
+            for (i, share) in shares.iter().enumerate() {
+                let sep = if i == 0 { "" } else { ", " };
+                write!(
+                    f,
+                    "{sep}{} ({}, {} chains)",
+                    share.worker, share.adapter, share.chains
+                )?;
+            }
+            Ok(())
         }
     }
 }
@@ -116,15 +162,18 @@ pub struct SampleOutput {
     pub traces: Vec<ChainTrace>,
     /// Where it ran.
     pub ran_on: RanOn,
-    /// From the start of the job on its worker to its end (time in the queue excluded).
+    /// From the start of the job on its workers to the end of its last part (time in the
+    /// queue excluded).
     pub elapsed: Duration,
 }
 
 /// The observer a job's chains report to: the caller's, stopped by the caller's token, the
-/// caller's `should_stop`, or the runner's own abort (a worker or supervisor that stops).
+/// caller's `should_stop`, the job's abort (another part failed, or the supervisor stops),
+/// or the runner's own (a worker that stops).
 pub(super) struct JobObserver<'a> {
     pub(super) user: Option<&'a (dyn Observer + Send + Sync)>,
     pub(super) cancel: &'a CancelToken,
+    pub(super) job_abort: &'a CancelToken,
     pub(super) abort: &'a CancelToken,
 }
 
@@ -140,7 +189,7 @@ impl Observer for JobObserver<'_> {
             // The caller's observer stopping the job is a cancellation by the caller.
             self.cancel.cancel();
         }
-        self.cancel.is_cancelled() || self.abort.is_cancelled()
+        self.cancel.is_cancelled() || self.job_abort.is_cancelled() || self.abort.is_cancelled()
     }
 
     fn keeps_draws(&self) -> bool {
@@ -150,7 +199,7 @@ impl Observer for JobObserver<'_> {
 }
 
 /// A job's number in its supervisor, unique for the supervisor's lifetime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(super) struct JobId(pub(super) u64);
 
 impl fmt::Display for JobId {

@@ -4,6 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::concurrency::JoinHandle as TimerHandle;
@@ -13,11 +14,12 @@ use ractor::{
 use ractor_cluster::RactorMessage;
 use sampler::ChainTrace;
 use supervision::{Backoff, Decision, Exit, Intensity, Restart, Restarts, Strategy};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::error::GpuActorError;
-use super::job::{CancelToken, JobId, RanOn, SampleJob, SampleOutput};
+use super::job::{JobId, SampleJob, SampleOutput};
+use super::parts::{self, ActiveJob, Part, PartId, Reply};
+use super::shares::{self, Rates};
 use super::worker::{GpuWorker, GpuWorkerArgs, GpuWorkerMsg, WorkerFailure};
 use super::{WorkerId, cpu};
 use crate::device::{AdapterReport, DeviceStats, Fault, enumerate_adapters};
@@ -65,6 +67,40 @@ pub struct GpuSupervisorArgs {
     pub intensity: Intensity,
     /// Waits before restarting a worker.
     pub backoff: Backoff,
+    /// The fewest chains a worker gets when a job is split over several idle workers: a job
+    /// of fewer than twice this runs on one worker.
+    pub min_share: usize,
+    /// Told every worker's load whenever it changes.
+    pub on_load: Option<LoadListener>,
+}
+
+/// Told every worker's load ([`WorkerLoad`], in [`WorkerId`] order) whenever it changes: a
+/// node publishes it to its cluster. Called on the supervisor's task: keep it short.
+#[derive(Clone)]
+pub struct LoadListener(pub Arc<LoadFn>);
+
+/// What a [`LoadListener`] calls.
+pub type LoadFn = dyn Fn(&[WorkerLoad]) + Send + Sync;
+
+impl fmt::Debug for LoadListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LoadListener")
+    }
+}
+
+/// One worker's load.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerLoad {
+    /// The worker.
+    pub worker: WorkerId,
+    /// Its adapter's position in [`crate::enumerate_adapters`]'s list.
+    pub adapter_index: usize,
+    /// Whether it runs, and whether it is busy.
+    pub state: WorkerState,
+    /// Chains it runs now.
+    pub chains: usize,
+    /// Parts of jobs it finished (over its restarts).
+    pub jobs_completed: u64,
 }
 
 impl GpuSupervisorArgs {
@@ -79,6 +115,9 @@ impl GpuSupervisorArgs {
         initial: Duration::from_millis(100),
         max: Duration::from_secs(5),
     };
+    /// The default [`GpuSupervisorArgs::min_share`]: fewer chains than this leave much of
+    /// a data-centre GPU idle, so a second device would add its compile time, not speed.
+    pub const DEFAULT_MIN_SHARE: usize = 1024;
 }
 
 impl Default for GpuSupervisorArgs {
@@ -91,17 +130,18 @@ impl Default for GpuSupervisorArgs {
             open_timeout: Duration::from_secs(30),
             intensity: GpuSupervisorArgs::DEFAULT_INTENSITY,
             backoff: GpuSupervisorArgs::DEFAULT_BACKOFF,
+            min_share: GpuSupervisorArgs::DEFAULT_MIN_SHARE,
+            on_load: None,
         }
     }
 }
 
-type Reply = RpcReplyPort<Result<SampleOutput, GpuActorError>>;
-
 /// Messages of the GPU supervisor.
 #[derive(RactorMessage)]
 pub enum GpuSupervisorMsg {
-    /// Runs a job: on the first idle worker (queued, first come first served, while none is
-    /// idle or while they restart), or on the CPU when the node has no usable GPU.
+    /// Runs a job: split over the workers idle when its turn comes, in proportion to their
+    /// speed for its model (queued, first come first served, while none is idle or while
+    /// they restart), or on the CPU when the node has no usable GPU.
     Sample(
         Box<SampleJob>,
         RpcReplyPort<Result<SampleOutput, GpuActorError>>,
@@ -124,30 +164,29 @@ impl fmt::Debug for Internal {
 }
 
 pub(super) enum SupervisorEvent {
-    /// A worker finished a job; with `failing`, the worker fails next (its device is
-    /// unusable) and must get no other job.
+    /// A worker finished a part; with `failing`, the worker fails next (its device is
+    /// unusable) and must get no other part.
     JobDone {
         worker: WorkerId,
-        job: JobId,
+        job: PartId,
         result: Result<Vec<ChainTrace>, GpuActorError>,
         elapsed: Duration,
         failing: bool,
     },
-    /// A worker handed a job back untouched: its device cannot run the model
-    /// ([`crate::GpuError::model_unsupported`]). The job runs on the CPU, saying why.
+    /// A worker handed a part back untouched: its device cannot run the model
+    /// ([`crate::GpuError::model_unsupported`]). The part runs on the CPU, saying why.
     JobRefused {
         worker: WorkerId,
-        job: JobId,
+        job: PartId,
         sample_job: Box<SampleJob>,
         reason: String,
     },
-    /// A worker fails next (an injected fault took): it must get no other job.
+    /// A worker fails next (an injected fault took): it must get no other part.
     Failing(WorkerId),
-    /// A CPU fallback job finished.
+    /// A part on CPU threads finished.
     CpuJobDone {
-        job: JobId,
+        job: PartId,
         result: Result<Vec<ChainTrace>, GpuActorError>,
-        elapsed: Duration,
     },
     /// The backoff before restarting a worker has elapsed.
     Restart(WorkerId),
@@ -175,11 +214,13 @@ pub struct WorkerStatus {
     pub adapter: AdapterReport,
     /// Whether it runs a job or is being restarted.
     pub state: WorkerState,
+    /// Chains it runs now.
+    pub chains: usize,
     /// How many times it was restarted.
     pub restarts: u32,
     /// Why it last failed, if it did.
     pub last_failure: Option<String>,
-    /// Jobs it finished successfully (over its restarts).
+    /// Parts of jobs it finished successfully (over its restarts).
     pub jobs_completed: u64,
     /// Its device thread's counters, when it answered in time (not across restarts).
     pub stats: Option<DeviceStats>,
@@ -202,10 +243,12 @@ pub struct GpuSupervisorState {
     workers: Vec<Slot>,
     fallback: Option<String>,
     queue: VecDeque<Queued>,
-    running: HashMap<JobId, Running>,
+    running: HashMap<JobId, ActiveJob>,
     next_job: u64,
     /// Every worker is a permanent child, restarted one for one.
     restarts: Restarts,
+    /// The load last given to [`GpuSupervisorArgs::on_load`].
+    published: Vec<WorkerLoad>,
 }
 
 impl fmt::Debug for GpuSupervisorState {
@@ -226,13 +269,16 @@ struct Slot {
     restarts: u32,
     last_failure: Option<String>,
     jobs_completed: u64,
+    /// Its speed per model, over its restarts.
+    rates: Rates,
 }
 
 enum SlotState {
     Running {
         worker: ActorRef<GpuWorkerMsg>,
-        job: Option<JobId>,
-        /// It said it is failing, or its mailbox is closed: it gets no more jobs, and its
+        /// The part it runs, and its chains.
+        part: Option<(PartId, usize)>,
+        /// It said it is failing, or its mailbox is closed: it gets no more parts, and its
         /// exit event is on its way.
         failing: bool,
     },
@@ -248,29 +294,44 @@ impl Slot {
             SlotState::Restarting { .. } => None,
         }
     }
+
+    fn is_idle(&self) -> bool {
+        matches!(
+            self.state,
+            SlotState::Running {
+                part: None,
+                failing: false,
+                ..
+            }
+        )
+    }
+
+    fn load(&self) -> WorkerLoad {
+        let (state, chains) = match &self.state {
+            SlotState::Running {
+                failing: false,
+                part,
+                ..
+            } => match part {
+                Some((_, chains)) => (WorkerState::Busy, *chains),
+                None => (WorkerState::Idle, 0),
+            },
+            _ => (WorkerState::Restarting, 0),
+        };
+        WorkerLoad {
+            worker: self.id,
+            adapter_index: self.adapter.index,
+            state,
+            chains,
+            jobs_completed: self.jobs_completed,
+        }
+    }
 }
 
 struct Queued {
     id: JobId,
     job: Box<SampleJob>,
     reply: Reply,
-}
-
-struct Running {
-    reply: Reply,
-    cancel: CancelToken,
-    place: Place,
-}
-
-enum Place {
-    Gpu,
-    Cpu {
-        abort: CancelToken,
-        thread: JoinHandle<()>,
-        /// Why this job runs on the CPU, where it is not the supervisor's fallback line (a
-        /// worker refused its model).
-        reason: Option<String>,
-    },
 }
 
 /// Why the supervisor failed.
@@ -306,6 +367,7 @@ impl Actor for GpuSupervisor {
             running: HashMap::new(),
             next_job: 0,
             restarts,
+            published: Vec::new(),
         };
         let mut failures = Vec::new();
         for adapter in chosen.as_deref().unwrap_or_default() {
@@ -318,12 +380,13 @@ impl Actor for GpuSupervisor {
                         adapter: adapter.clone(),
                         state: SlotState::Running {
                             worker,
-                            job: None,
+                            part: None,
                             failing: false,
                         },
                         restarts: 0,
                         last_failure: None,
                         jobs_completed: 0,
+                        rates: Rates::default(),
                     });
                 }
                 Err(reason) => failures.push(format!("{}: {reason}", adapter.name)),
@@ -342,6 +405,7 @@ impl Actor for GpuSupervisor {
                 tracing::warn!("GPU adapter {failure}; it gets no worker");
             }
         }
+        publish_load(&mut state);
         Ok(state)
     }
 
@@ -392,17 +456,14 @@ impl Actor for GpuSupervisor {
                     dispatch(&myself, state);
                 }
                 SupervisorEvent::Failing(worker) => failing(state, worker),
-                SupervisorEvent::CpuJobDone {
-                    job,
-                    result,
-                    elapsed,
-                } => {
-                    cpu_job_done(state, job, result, elapsed);
+                SupervisorEvent::CpuJobDone { job, result } => {
+                    cpu_job_done(state, job, result);
                     dispatch(&myself, state);
                 }
                 SupervisorEvent::Restart(worker) => restart(&myself, state, worker).await?,
             },
         }
+        publish_load(state);
         Ok(())
     }
 
@@ -412,7 +473,7 @@ impl Actor for GpuSupervisor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        match event {
+        let exited = match event {
             SupervisionEvent::ActorFailed(cell, error) => {
                 let handed_back = error
                     .downcast_ref::<WorkerFailure>()
@@ -431,7 +492,21 @@ impl Actor for GpuSupervisor {
                 worker_exited(&myself, state, cell.get_id(), reason, false).await
             }
             _ => Ok(()),
-        }
+        };
+        publish_load(state);
+        exited
+    }
+}
+
+/// Tells [`GpuSupervisorArgs::on_load`] the workers' load, when it changed.
+fn publish_load(state: &mut GpuSupervisorState) {
+    let Some(listener) = &state.args.on_load else {
+        return;
+    };
+    let load: Vec<WorkerLoad> = state.workers.iter().map(Slot::load).collect();
+    if load != state.published {
+        (listener.0)(&load);
+        state.published = load;
     }
 }
 
@@ -539,143 +614,197 @@ fn submit(state: &mut GpuSupervisorState, job: Box<SampleJob>, reply: Reply) {
     state.queue.push_back(Queued { id, job, reply });
 }
 
-/// Hands queued jobs to idle workers, or to the CPU when there are no workers.
+/// Hands parts waiting for a worker, then queued jobs, to idle workers; or queued jobs to
+/// the CPU when there are no workers.
 fn dispatch(myself: &ActorRef<GpuSupervisorMsg>, state: &mut GpuSupervisorState) {
+    dispatch_waiting_parts(state);
     while let Some(queued) = state.queue.pop_front() {
         if queued.job.cancel.is_cancelled() {
             let _ = queued.reply.send(Err(GpuActorError::Cancelled));
             continue;
         }
         if state.workers.is_empty() {
-            let cpu_busy = state
-                .running
-                .values()
-                .any(|running| matches!(running.place, Place::Cpu { .. }));
+            let cpu_busy = state.running.values().any(|job| {
+                job.parts
+                    .iter()
+                    .any(|part| matches!(part, Part::OnCpu { .. }))
+            });
             if cpu_busy {
                 // One CPU job at a time: each already uses every core.
                 state.queue.push_front(queued);
                 return;
             }
-            start_on_cpu(myself, state, queued, None);
+            let Queued { id, job, reply } = queued;
+            let mut active = ActiveJob::new(&job, reply);
+            active.parts.push(Part::Waiting(job));
+            state.running.insert(id, active);
+            start_on_cpu(myself, state, PartId { job: id, index: 0 }, None);
             continue;
         }
-        let idle = state.workers.iter_mut().find(|slot| {
-            matches!(
-                slot.state,
-                SlotState::Running {
-                    job: None,
-                    failing: false,
-                    ..
-                }
-            )
-        });
-        let Some(slot) = idle else {
+        let idle: Vec<usize> = (0..state.workers.len())
+            .filter(|&index| state.workers[index].is_idle())
+            .collect();
+        if idle.is_empty() {
             state.queue.push_front(queued);
             return;
+        }
+        start_on_gpus(state, queued, &idle);
+    }
+}
+
+/// Splits a job over the `idle` workers (positions in `state.workers`) by their speed for
+/// its model, and sends each its part.
+fn start_on_gpus(state: &mut GpuSupervisorState, queued: Queued, idle: &[usize]) {
+    let Queued { id, job, reply } = queued;
+    let active = ActiveJob::new(&job, reply);
+    let rates: Vec<Option<f64>> = idle
+        .iter()
+        .map(|&index| state.workers[index].rates.get(active.model))
+        .collect();
+    let counts = shares::plan(job.request.chains.len(), &rates, state.args.min_share);
+    let mut chosen: Vec<(usize, usize)> = idle
+        .iter()
+        .zip(&counts)
+        .filter(|(_, count)| **count > 0)
+        .map(|(&index, &count)| (index, count))
+        .collect();
+    if chosen.is_empty() {
+        // No chains: the first idle worker answers (its run checks the request).
+        chosen.push((idle[0], 0));
+    }
+    let counts: Vec<usize> = chosen.iter().map(|&(_, count)| count).collect();
+    let parts = parts::split(job, &counts);
+    if parts.len() > 1 {
+        tracing::debug!(job = %id, ?counts, "job split over {} GPU workers", parts.len());
+    }
+    state.running.insert(id, active);
+    for (index, (part, (slot, _))) in parts.into_iter().zip(chosen).enumerate() {
+        let part_id = PartId { job: id, index };
+        if let Some(active) = state.running.get_mut(&id) {
+            active.parts.push(Part::Waiting(Box::new(part)));
+        }
+        send_part(state, part_id, slot);
+    }
+}
+
+/// Hands parts whose worker was gone when they were sent to idle workers, oldest job first.
+fn dispatch_waiting_parts(state: &mut GpuSupervisorState) {
+    let mut waiting: Vec<PartId> = state
+        .running
+        .iter()
+        .flat_map(|(&job, active)| {
+            active
+                .parts
+                .iter()
+                .enumerate()
+                .filter(|(_, part)| matches!(part, Part::Waiting(_)))
+                .map(move |(index, _)| PartId { job, index })
+        })
+        .collect();
+    waiting.sort_by_key(|part| (part.job, part.index));
+    for part in waiting {
+        let Some(slot) = state.workers.iter().position(Slot::is_idle) else {
+            return;
         };
-        let SlotState::Running {
-            worker,
-            job,
-            failing,
-        } = &mut slot.state
-        else {
-            unreachable!("an idle slot is running");
-        };
-        let Queued {
-            id,
-            job: sample_job,
-            reply,
-        } = queued;
-        let cancel = sample_job.cancel.clone();
-        match worker.cast(GpuWorkerMsg::Run(id, sample_job)) {
-            Ok(()) => {
-                *job = Some(id);
-                state.running.insert(
-                    id,
-                    Running {
-                        reply,
-                        cancel,
-                        place: Place::Gpu,
-                    },
-                );
-            }
-            Err(error) => {
-                // The worker died an instant ago; its exit event will restart it. The job
-                // was never run: it waits for the next worker.
-                *failing = true;
-                match error {
-                    MessagingErr::SendErr(GpuWorkerMsg::Run(id, job)) => {
-                        state.queue.push_front(Queued { id, job, reply });
-                    }
-                    _ => {
-                        let _ = reply.send(Err(GpuActorError::Unavailable {
-                            reason: "the GPU worker is gone".to_owned(),
-                        }));
-                    }
-                }
+        send_part(state, part, slot);
+    }
+}
+
+/// Sends waiting part `part_id` to the idle worker at `slot`. A worker that died an instant
+/// ago leaves the part waiting for the next idle worker (its exit event restarts it).
+fn send_part(state: &mut GpuSupervisorState, part_id: PartId, slot: usize) {
+    let Some(active) = state.running.get_mut(&part_id.job) else {
+        return;
+    };
+    let Some(part) = active.parts.get_mut(part_id.index) else {
+        return;
+    };
+    let Part::Waiting(job) = std::mem::replace(part, Part::Ended) else {
+        return;
+    };
+    let chains = job.request.chains.len();
+    let slot = &mut state.workers[slot];
+    let SlotState::Running {
+        worker,
+        part: running,
+        failing,
+    } = &mut slot.state
+    else {
+        *part = Part::Waiting(job);
+        return;
+    };
+    match worker.cast(GpuWorkerMsg::Run(part_id, job, active.abort.clone())) {
+        Ok(()) => {
+            *running = Some((part_id, chains));
+            *part = Part::OnGpu {
+                worker: slot.id,
+                adapter: slot.adapter.name.clone(),
+                chains,
+            };
+        }
+        Err(error) => {
+            *failing = true;
+            match error {
+                MessagingErr::SendErr(GpuWorkerMsg::Run(_, job, _)) => *part = Part::Waiting(job),
+                _ => active.fail(GpuActorError::Unavailable {
+                    reason: "the GPU worker is gone".to_owned(),
+                }),
             }
         }
     }
 }
 
+/// Runs waiting part `part_id` on CPU threads: the node has no usable GPU (`reason` `None`)
+/// or a worker refused it.
 fn start_on_cpu(
     myself: &ActorRef<GpuSupervisorMsg>,
     state: &mut GpuSupervisorState,
-    queued: Queued,
+    part_id: PartId,
     reason: Option<String>,
 ) {
-    let Queued { id, job, reply } = queued;
-    let abort = CancelToken::new();
-    let cancel = job.cancel.clone();
+    let Some(active) = state.running.get_mut(&part_id.job) else {
+        return;
+    };
+    let Some(part) = active.parts.get_mut(part_id.index) else {
+        return;
+    };
+    let Part::Waiting(job) = std::mem::replace(part, Part::Ended) else {
+        return;
+    };
+    let chains = job.request.chains.len();
     let supervisor = myself.clone();
-    let thread_abort = abort.clone();
+    let abort = active.abort.clone();
     let thread = tokio::task::spawn_blocking(move || {
-        let started = std::time::Instant::now();
-        let result = cpu::sample(&job, &thread_abort);
+        let result = cpu::sample(&job, &abort);
         let event = SupervisorEvent::CpuJobDone {
-            job: id,
+            job: part_id,
             result,
-            elapsed: started.elapsed(),
         };
         // A supervisor that stopped has answered the caller already.
         let _ = supervisor.cast(GpuSupervisorMsg::Internal(Internal(event)));
     });
-    state.running.insert(
-        id,
-        Running {
-            reply,
-            cancel,
-            place: Place::Cpu {
-                abort,
-                thread,
-                reason,
-            },
-        },
-    );
+    *part = Part::OnCpu {
+        thread,
+        reason,
+        chains,
+    };
 }
 
-/// A cancelled job's failure is its cancellation.
-fn outcome(
-    cancel: &CancelToken,
-    result: Result<Vec<ChainTrace>, GpuActorError>,
-    ran_on: RanOn,
-    elapsed: Duration,
-) -> Result<SampleOutput, GpuActorError> {
-    match result {
-        Ok(traces) => Ok(SampleOutput {
-            traces,
-            ran_on,
-            elapsed,
-        }),
-        Err(_) if cancel.is_cancelled() => Err(GpuActorError::Cancelled),
-        Err(error) => Err(error),
+/// Forgets job `id` once nothing of it is left to wait for, answering its caller when every
+/// part is done.
+fn settle(state: &mut GpuSupervisorState, id: JobId) {
+    let fallback = state.fallback.as_deref();
+    if let Some(active) = state.running.get_mut(&id)
+        && active.settle(fallback)
+    {
+        state.running.remove(&id);
     }
 }
 
 fn job_done(
     state: &mut GpuSupervisorState,
     worker: WorkerId,
-    job: JobId,
+    part: PartId,
     result: Result<Vec<ChainTrace>, GpuActorError>,
     elapsed: Duration,
     failing: bool,
@@ -684,60 +813,66 @@ fn job_done(
         return;
     };
     if let SlotState::Running {
-        job: current,
+        part: current,
         failing: worker_failing,
         ..
     } = &mut slot.state
-        && *current == Some(job)
+        && current.is_some_and(|(id, _)| id == part)
     {
-        *current = None;
+        let chains = current.take().map_or(0, |(_, chains)| chains);
         *worker_failing |= failing;
         if result.is_ok() {
             slot.jobs_completed += 1;
+            if let Some(active) = state.running.get(&part.job) {
+                let seconds = elapsed.as_secs_f64();
+                slot.rates
+                    .record(active.model, chains, active.iterations, seconds);
+            }
         }
     }
     // Absent when the worker's exit was seen first and answered the caller.
-    let Some(running) = state.running.remove(&job) else {
-        return;
-    };
-    let ran_on = RanOn::Gpu {
-        worker,
-        adapter: slot.adapter.name.clone(),
-    };
-    let outcome = outcome(&running.cancel, result, ran_on, elapsed);
-    let _ = running.reply.send(outcome);
+    if let Some(active) = state.running.get_mut(&part.job) {
+        active.part_finished(part.index, result);
+        settle(state, part.job);
+    }
 }
 
-/// A worker handed back a job whose model its device cannot run: the worker is free again,
-/// and the job runs on the CPU (the node's cores, as the fallback without GPUs) with `reason`.
+/// A worker handed back a part whose model its device cannot run: the worker is free again,
+/// and the part runs on the CPU (the node's cores, as the fallback without GPUs) with
+/// `reason`.
 fn job_refused(
     myself: &ActorRef<GpuSupervisorMsg>,
     state: &mut GpuSupervisorState,
     worker: WorkerId,
-    job: JobId,
+    part: PartId,
     sample_job: Box<SampleJob>,
     reason: String,
 ) {
     if let Some(slot) = state.workers.iter_mut().find(|slot| slot.id == worker)
-        && let SlotState::Running { job: current, .. } = &mut slot.state
-        && *current == Some(job)
+        && let SlotState::Running { part: current, .. } = &mut slot.state
+        && current.is_some_and(|(id, _)| id == part)
     {
         *current = None;
     }
-    // Absent when the worker's exit was seen first and answered the caller.
-    let Some(running) = state.running.remove(&job) else {
+    // Absent, or answered, when the worker's exit was seen first.
+    let Some(active) = state.running.get_mut(&part.job) else {
         return;
     };
-    tracing::info!(%job, %reason, "sampling on the CPU instead");
-    let queued = Queued {
-        id: job,
-        job: sample_job,
-        reply: running.reply,
+    let answered = active.answered();
+    let Some(slot) = active.parts.get_mut(part.index) else {
+        return;
     };
-    start_on_cpu(myself, state, queued, Some(reason));
+    if answered {
+        *slot = Part::Ended;
+        settle(state, part.job);
+        return;
+    }
+    tracing::info!(%part, %reason, "sampling on the CPU instead");
+    *slot = Part::Waiting(sample_job);
+    start_on_cpu(myself, state, part, Some(reason));
 }
 
-/// A worker announced its failure: no job goes to it until it is restarted.
+/// A worker announced its failure: no part goes to it until it is restarted.
 fn failing(state: &mut GpuSupervisorState, worker: WorkerId) {
     if let Some(slot) = state.workers.iter_mut().find(|slot| slot.id == worker)
         && let SlotState::Running { failing, .. } = &mut slot.state
@@ -748,61 +883,40 @@ fn failing(state: &mut GpuSupervisorState, worker: WorkerId) {
 
 fn cpu_job_done(
     state: &mut GpuSupervisorState,
-    job: JobId,
+    part: PartId,
     result: Result<Vec<ChainTrace>, GpuActorError>,
-    elapsed: Duration,
 ) {
-    let Some(running) = state.running.remove(&job) else {
-        return;
-    };
-    let ran_on = match &running.place {
-        Place::Cpu {
-            reason: Some(reason),
-            ..
-        } => RanOn::Cpu {
-            reason: reason.clone(),
-            refused: true,
-        },
-        _ => RanOn::Cpu {
-            reason: state.fallback.clone().unwrap_or_default(),
-            refused: false,
-        },
-    };
-    let outcome = outcome(&running.cancel, result, ran_on, elapsed);
-    let _ = running.reply.send(outcome);
+    if let Some(active) = state.running.get_mut(&part.job) {
+        active.part_finished(part.index, result);
+        settle(state, part.job);
+    }
 }
 
 async fn report(state: &GpuSupervisorState) -> SupervisorReport {
     let mut workers = Vec::with_capacity(state.workers.len());
     for slot in &state.workers {
-        let (worker_state, stats) = match &slot.state {
+        let load = slot.load();
+        let stats = match &slot.state {
             SlotState::Running {
                 worker,
-                job,
                 failing: false,
+                ..
             } => {
                 let answer = worker
                     .call(GpuWorkerMsg::Report, Some(WORKER_REPORT_TIMEOUT))
                     .await;
-                let stats = match answer {
+                match answer {
                     Ok(ractor::rpc::CallResult::Success(report)) => report.stats,
                     _ => None,
-                };
-                let busy = if job.is_some() {
-                    WorkerState::Busy
-                } else {
-                    WorkerState::Idle
-                };
-                (busy, stats)
+                }
             }
-            SlotState::Running { failing: true, .. } | SlotState::Restarting { .. } => {
-                (WorkerState::Restarting, None)
-            }
+            _ => None,
         };
         workers.push(WorkerStatus {
             id: slot.id,
             adapter: slot.adapter.clone(),
-            state: worker_state,
+            state: load.state,
+            chains: load.chains,
             restarts: slot.restarts,
             last_failure: slot.last_failure.clone(),
             jobs_completed: slot.jobs_completed,
@@ -846,9 +960,10 @@ fn inject_fault(
     let _ = reply.send(Err(GpuActorError::NoWorker { worker }));
 }
 
-/// A worker exited: its caller gets an error, unless the worker `handed_back` its job first
-/// (the job then waits for its `JobRefused`, which runs it on the CPU), and it is restarted
-/// after its backoff (or the supervisor gives up).
+/// A worker exited: the caller of its part's job gets an error (and the job's other parts
+/// stop), unless the worker `handed_back` its part first (the part then waits for its
+/// `JobRefused`, which runs it on the CPU), and it is restarted after its backoff (or the
+/// supervisor gives up).
 async fn worker_exited(
     myself: &ActorRef<GpuSupervisorMsg>,
     state: &mut GpuSupervisorState,
@@ -865,20 +980,21 @@ async fn worker_exited(
     };
     let slot = &mut state.workers[index];
     tracing::warn!(worker = %slot.id, adapter = %slot.adapter.name, "GPU worker failed: {reason}");
-    let job = match std::mem::replace(&mut slot.state, SlotState::Restarting { timer: None }) {
-        SlotState::Running { job, .. } => job,
+    let part = match std::mem::replace(&mut slot.state, SlotState::Restarting { timer: None }) {
+        SlotState::Running { part, .. } => part.map(|(id, _)| id),
         _ => None,
     };
     slot.last_failure = Some(reason.clone());
-    if let Some(running) = job
-        .filter(|_| !handed_back)
-        .and_then(|job| state.running.remove(&job))
+    let error = GpuActorError::WorkerFailed {
+        worker: slot.id,
+        adapter: slot.adapter.name.clone(),
+        reason,
+    };
+    if let Some(part) = part.filter(|_| !handed_back)
+        && let Some(active) = state.running.get_mut(&part.job)
     {
-        let _ = running.reply.send(Err(GpuActorError::WorkerFailed {
-            worker: slot.id,
-            adapter: slot.adapter.name.clone(),
-            reason,
-        }));
+        active.part_finished(part.index, Err(error));
+        settle(state, part.job);
     }
     schedule_restart(myself, state, index).await
 }
@@ -944,7 +1060,7 @@ async fn restart(
             let slot = &mut state.workers[index];
             slot.state = SlotState::Running {
                 worker,
-                job: None,
+                part: None,
                 failing: false,
             };
             slot.restarts += 1;
@@ -961,21 +1077,17 @@ async fn restart(
 }
 
 /// Answers every waiting and running job with `reason`, stops the workers (each aborts its
-/// job and releases its device) and waits for the CPU job's thread.
+/// part and releases its device) and waits for the CPU parts' threads.
 async fn stop_everything(state: &mut GpuSupervisorState, reason: &str) {
-    let unavailable = || GpuActorError::Unavailable {
-        reason: reason.to_owned(),
-    };
     for queued in state.queue.drain(..) {
-        let _ = queued.reply.send(Err(unavailable()));
+        let _ = queued.reply.send(Err(GpuActorError::Unavailable {
+            reason: reason.to_owned(),
+        }));
     }
     let mut threads = Vec::new();
-    for (_, running) in state.running.drain() {
-        if let Place::Cpu { abort, thread, .. } = running.place {
-            abort.cancel();
-            threads.push(thread);
-        }
-        let _ = running.reply.send(Err(unavailable()));
+    for (_, mut active) in state.running.drain() {
+        active.stop(reason);
+        threads.extend(active.cpu_threads());
     }
     for slot in state.workers.iter_mut().rev() {
         match std::mem::replace(&mut slot.state, SlotState::Restarting { timer: None }) {

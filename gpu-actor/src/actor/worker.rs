@@ -20,7 +20,8 @@ use tokio::time::Instant;
 
 use super::WorkerId;
 use super::error::GpuActorError;
-use super::job::{CancelToken, JobId, JobObserver, SampleJob};
+use super::job::{CancelToken, JobObserver, SampleJob};
+use super::parts::PartId;
 use super::supervisor::{GpuSupervisorMsg, Internal, SupervisorEvent};
 use crate::device::{AdapterChoice, CompileStage, DeviceOptions, DeviceStats, Fault, GpuDevice};
 use crate::error::GpuError;
@@ -59,12 +60,12 @@ pub(super) struct GpuWorkerState {
     device: GpuDevice,
     supervisor: ActorRef<GpuSupervisorMsg>,
     running: Option<RunningJob>,
-    waiting: VecDeque<(JobId, Box<SampleJob>)>,
+    waiting: VecDeque<(PartId, Box<SampleJob>, CancelToken)>,
 }
 
 /// The job on the blocking thread. Dropping it (the worker stops or fails) aborts the job.
 struct RunningJob {
-    id: JobId,
+    id: PartId,
     abort: CancelToken,
     thread: JoinHandle<()>,
     started: Instant,
@@ -79,15 +80,16 @@ impl Drop for RunningJob {
 /// Messages of a worker.
 #[derive(RactorMessage)]
 pub(super) enum GpuWorkerMsg {
-    /// Runs a job (after the one running, if any); the result goes to the supervisor.
-    Run(JobId, Box<SampleJob>),
+    /// Runs a part of a job (after the one running, if any), stopping when the job's abort
+    /// token (the last field) is cancelled; the result goes to the supervisor.
+    Run(PartId, Box<SampleJob>, CancelToken),
     /// The worker's adapter, counters and whether it is busy.
     Report(RpcReplyPort<WorkerReport>),
     /// Injects a fault into the device thread. Both faults leave the device unusable, so the
     /// worker fails once it sees their effect.
     InjectFault(Fault, RpcReplyPort<Result<(), GpuActorError>>),
     /// The job's thread finished (sent by that thread).
-    Finished(JobId, Result<Vec<ChainTrace>, JobFailure>),
+    Finished(PartId, Result<Vec<ChainTrace>, JobFailure>),
 }
 
 /// A worker as [`GpuWorkerMsg::Report`] describes it.
@@ -191,8 +193,8 @@ impl Actor for GpuWorker {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            GpuWorkerMsg::Run(id, job) => {
-                state.waiting.push_back((id, job));
+            GpuWorkerMsg::Run(id, job, job_abort) => {
+                state.waiting.push_back((id, job, job_abort));
                 start_next(&myself, state);
                 Ok(())
             }
@@ -248,7 +250,7 @@ fn start_next(myself: &ActorRef<GpuWorkerMsg>, state: &mut GpuWorkerState) {
     if state.running.is_some() {
         return;
     }
-    let Some((id, job)) = state.waiting.pop_front() else {
+    let Some((id, job, job_abort)) = state.waiting.pop_front() else {
         return;
     };
     let abort = CancelToken::new();
@@ -259,6 +261,7 @@ fn start_next(myself: &ActorRef<GpuWorkerMsg>, state: &mut GpuWorkerState) {
         let observer = JobObserver {
             user: job.observer.as_deref(),
             cancel: &job.cancel,
+            job_abort: &job_abort,
             abort: &thread_abort,
         };
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -285,7 +288,7 @@ fn start_next(myself: &ActorRef<GpuWorkerMsg>, state: &mut GpuWorkerState) {
 /// unusable.
 fn finished(
     state: &mut GpuWorkerState,
-    id: JobId,
+    id: PartId,
     result: Result<Vec<ChainTrace>, JobFailure>,
 ) -> Result<(), ActorProcessingErr> {
     let Some(running) = state.running.take_if(|running| running.id == id) else {

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use gpu_actor::{
     AdapterSelection, CancelToken, Fault, GpuActorError, GpuKernel, GpuSampleRequest,
-    GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, Precision, RanOn, SampleJob,
-    SupervisorReport, WorkerId, WorkerState, enumerate_adapters,
+    GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, LoadListener, Precision, RanOn, SampleJob,
+    SupervisorReport, WorkerId, WorkerLoad, WorkerState, enumerate_adapters,
 };
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use ractor_cluster::RactorMessage;
@@ -193,7 +193,7 @@ async fn actors_run_a_job_on_a_worker_and_report_it() {
         assert_eq!(trace.n_draws(), 150);
     }
     assert!(
-        matches!(&output.ran_on, RanOn::Gpu { worker, .. } if *worker == GPU0),
+        matches!(&output.ran_on, RanOn::Gpu { shares } if shares.len() == 1 && shares[0].worker == GPU0 && shares[0].chains == 3),
         "{:?}",
         output.ran_on
     );
@@ -284,6 +284,139 @@ async fn actors_cancel_a_running_job() {
     // The worker is fine.
     let worker = &report(&supervisor).await.workers[0];
     assert_eq!((worker.state, worker.restarts), (WorkerState::Idle, 0));
+    supervisor.stop(None);
+}
+
+/// Two workers on the first adapter (a node with two GPUs of one kind), shares of at least
+/// `min_share` chains, restarts quick; every change of load goes to the returned channel.
+fn two_workers(min_share: usize) -> (GpuSupervisorArgs, mpsc::UnboundedReceiver<Vec<WorkerLoad>>) {
+    let (loads, changes) = mpsc::unbounded_channel();
+    let args = GpuSupervisorArgs {
+        adapters: AdapterSelection::Only(vec![0, 0]),
+        min_share,
+        on_load: Some(LoadListener(Arc::new(move |load: &[WorkerLoad]| {
+            let _ = loads.send(load.to_vec());
+        }))),
+        ..fast_restarts(10)
+    };
+    (args, changes)
+}
+
+/// Waits for a load that `done` accepts, returning every load seen until then.
+async fn load_until(
+    changes: &mut mpsc::UnboundedReceiver<Vec<WorkerLoad>>,
+    done: impl Fn(&[WorkerLoad]) -> bool,
+) -> Vec<Vec<WorkerLoad>> {
+    let mut seen = Vec::new();
+    loop {
+        let load = tokio::time::timeout(DEADLINE, changes.recv())
+            .await
+            .expect("the load changes in time")
+            .expect("the supervisor publishes its load");
+        let stop = done(&load);
+        seen.push(load);
+        if stop {
+            return seen;
+        }
+    }
+}
+
+/// A job of enough chains is split over both idle workers: each runs a share, the traces
+/// come back in the order of the chains, the posterior is the right one, and the load each
+/// worker published while it ran says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actors_split_a_large_job_over_the_idle_workers() {
+    let (args, mut changes) = two_workers(4);
+    let Some(supervisor) = start(args).await else {
+        return;
+    };
+    assert_eq!(report(&supervisor).await.workers.len(), 2);
+    let n_chains = 8;
+    let output = sample(&supervisor, SampleJob::new(request(n_chains, 300)))
+        .await
+        .expect("the job runs");
+    let RanOn::Gpu { shares } = &output.ran_on else {
+        panic!("expected GPU shares, got {:?}", output.ran_on);
+    };
+    let workers: Vec<WorkerId> = shares.iter().map(|share| share.worker).collect();
+    assert_eq!(workers, [GPU0, WorkerId(1)], "{shares:?}");
+    assert_eq!(
+        shares.iter().map(|s| s.chains).sum::<usize>(),
+        n_chains as usize
+    );
+    assert!(shares.iter().all(|share| share.chains >= 4), "{shares:?}");
+    assert_eq!(output.traces.len(), n_chains as usize);
+    for (c, trace) in output.traces.iter().enumerate() {
+        assert_eq!(trace.chain, ChainId(c as u32));
+        assert_eq!(trace.n_draws(), 300);
+    }
+    // mu | y ~ normal(mean(y), 1/sqrt(3)) under the flat prior.
+    let columns: Vec<Vec<f64>> = output.traces.iter().map(|t| t.column(0)).collect();
+    let chains: Vec<&[f64]> = columns.iter().map(Vec::as_slice).collect();
+    let draws: Vec<f64> = columns.concat();
+    let mean = draws.iter().sum::<f64>() / draws.len() as f64;
+    let mcse = sampler::diagnostics::mcse_mean(&chains);
+    let truth = (0.4 - 1.1 + 1.6) / 3.0;
+    assert!(
+        (mean - truth).abs() < 4.0 * mcse,
+        "posterior mean {mean} against {truth}: more than 4 MCSE ({mcse})"
+    );
+
+    let seen = load_until(&mut changes, |load| {
+        load.iter()
+            .all(|w| w.state == WorkerState::Idle && w.jobs_completed == 1)
+    })
+    .await;
+    let busy = seen.iter().any(|load| {
+        load.iter().all(|w| w.state == WorkerState::Busy)
+            && load.iter().map(|w| w.chains).sum::<usize>() == n_chains as usize
+    });
+    assert!(busy, "no load had both workers busy with the job: {seen:?}");
+    supervisor.stop(None);
+}
+
+/// A part that fails fails its job at once, and the job's other part stops early (its
+/// chains would run for many minutes otherwise); the failed worker alone is restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actors_a_failed_part_fails_its_job_and_stops_the_others() {
+    let (args, mut changes) = two_workers(1);
+    let Some(supervisor) = start(args).await else {
+        return;
+    };
+    let (pause, at_first_draw) = PauseAtFirstDraw::new();
+    let job = SampleJob::new(request(2, 1_000_000)).with_observer(pause.clone());
+    let caller = supervisor.clone();
+    let running = tokio::spawn(async move { sample(&caller, job).await });
+    tokio::time::timeout(DEADLINE, at_first_draw)
+        .await
+        .expect("the job reaches its first draw in time")
+        .expect("the observer says so");
+    GpuSupervisor::inject_fault(&supervisor, GPU0, Fault::Panic, DEADLINE)
+        .await
+        .expect("the fault is injected");
+    let result = finished(running).await;
+    pause.release();
+    assert!(
+        matches!(&result, Err(GpuActorError::WorkerFailed { worker, .. }) if *worker == GPU0),
+        "{result:?}"
+    );
+    // gpu0 restarts, and gpu1's part stops: both idle again.
+    load_until(&mut changes, |load| {
+        load[0].state == WorkerState::Restarting
+    })
+    .await;
+    load_until(&mut changes, |load| {
+        load.iter().all(|w| w.state == WorkerState::Idle)
+    })
+    .await;
+    let after = report(&supervisor).await;
+    let restarts: Vec<u32> = after.workers.iter().map(|w| w.restarts).collect();
+    assert_eq!(restarts, [1, 0]);
+    assert_eq!((after.queued, after.running), (0, 0));
+    let output = sample(&supervisor, SampleJob::new(request(2, 100)))
+        .await
+        .expect("the next job runs");
+    assert_eq!(output.traces.len(), 2);
     supervisor.stop(None);
 }
 
