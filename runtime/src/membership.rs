@@ -194,6 +194,9 @@ pub enum MembershipMsg {
     Subscribe(Subscriber),
     /// This node's running-job count, gossiped with heartbeats (from the job coordinator).
     SetRunningJobs(u32),
+    /// The chains each of this node's GPUs runs now, `(position in its resources' gpus,
+    /// chains)`, gossiped with heartbeats (from the GPU supervisor).
+    SetGpuLoad(Vec<(usize, u32)>),
     /// This node drains (it is shutting down): its heartbeats and answers say so, and peers
     /// place nothing new here ([`MembershipEvent::NodeDraining`] on their side).
     SetDraining,
@@ -321,6 +324,7 @@ impl Actor for Membership {
             MembershipMsg::SetRunningJobs(running_jobs) => {
                 state.table.set_running_jobs(running_jobs)
             }
+            MembershipMsg::SetGpuLoad(load) => state.table.set_gpu_load(&load),
             MembershipMsg::SetDraining => state.table.set_draining(),
             MembershipMsg::Leave(reply) => {
                 outbound::leave(state).await;

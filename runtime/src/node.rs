@@ -52,9 +52,12 @@
 //! jobs resubmit their unfinished chains to another member.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use gpu_actor::{AdapterSelection, GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg};
+use gpu_actor::{
+    AdapterSelection, GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, LoadListener, WorkerLoad,
+};
 use ractor::concurrency::JoinHandle;
 use ractor::{Actor, ActorRef, SpawnErr};
 use ractor_cluster::node::NodeConnectionMode;
@@ -620,12 +623,25 @@ fn pool(settings: &NodeSettings, kind: WorkerKind) -> ChildSpec {
 
 /// The node's GPU supervisor, on a node with a GPU in use: every hardware adapter gets a
 /// worker; a software one (the one in use) only when it was allowed, as the node's GPU
-/// policy says (`--software-gpu`).
+/// policy says (`--software-gpu`). Its workers' load goes to membership, which gossips it.
 fn gpu_supervisor(settings: &NodeSettings) -> Option<ChildSpec> {
     let in_use = settings.resources.gpu_in_use()?;
+    let publish = |load: &[WorkerLoad]| {
+        let load = load
+            .iter()
+            .map(|worker| {
+                let chains = u32::try_from(worker.chains).unwrap_or(u32::MAX);
+                (worker.adapter_index, chains)
+            })
+            .collect();
+        if let Some(membership) = ActorRef::<MembershipMsg>::where_is(MEMBERSHIP_NAME) {
+            let _ = membership.cast(MembershipMsg::SetGpuLoad(load));
+        }
+    };
     let args = GpuSupervisorArgs {
         adapters: AdapterSelection::All,
         allow_software: in_use.software,
+        on_load: Some(LoadListener(Arc::new(publish))),
         ..GpuSupervisorArgs::default()
     };
     Some(ChildSpec::actor(

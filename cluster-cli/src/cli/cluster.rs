@@ -189,6 +189,10 @@ fn gpu_list(resources: &runtime::NodeResources) -> String {
             }
             if !gpu.in_use {
                 notes.push("not used".to_owned());
+            } else if gpu.chains > 0 {
+                notes.push(format!("running {} chains", gpu.chains));
+            } else {
+                notes.push("idle".to_owned());
             }
             format!("{} ({})", gpu.adapter, notes.join(", "))
         })

@@ -66,7 +66,7 @@ impl GpuPolicy {
 impl NodeResources {
     /// This machine: `cpu_slots` (default: one per core) and, unless `gpus` is
     /// [`GpuPolicy::Off`], every Vulkan adapter `gpu_actor` finds (none when there is no
-    /// driver), the one the GPU pool will use marked `in_use`.
+    /// driver), those the node's GPU supervisor will run workers on marked `in_use`.
     pub fn detect(cpu_slots: Option<u32>, gpus: GpuPolicy) -> Self {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let cpu_slots = cpu_slots.unwrap_or(u32::try_from(cores).unwrap_or(u32::MAX));
@@ -81,6 +81,7 @@ impl NodeResources {
                         .map(|adapter| GpuInfo {
                             software: adapter.is_software(),
                             in_use: false,
+                            chains: 0,
                             adapter: adapter.name,
                             backend: adapter.backend,
                             memory_bytes: match adapter.memory {
@@ -106,22 +107,44 @@ impl NodeResources {
         }
     }
 
-    /// The adapter the node's GPU pool runs on, if any.
+    /// The best adapter the node's GPU supervisor uses, if any: the node runs a GPU pool.
     pub fn gpu_in_use(&self) -> Option<&GpuInfo> {
         self.gpus.iter().find(|gpu| gpu.in_use)
     }
+
+    /// Sets the chains each adapter runs now, from the GPU supervisor's load: `(position in
+    /// `gpus`, chains)`; adapters not listed run none.
+    pub(crate) fn set_gpu_load(&mut self, load: &[(usize, u32)]) {
+        for gpu in &mut self.gpus {
+            gpu.chains = 0;
+        }
+        for &(index, chains) in load {
+            if let Some(gpu) = self.gpus.get_mut(index) {
+                gpu.chains = chains;
+            }
+        }
+    }
 }
 
-/// Marks the adapter the GPU pool will use among `adapters` (best first, as
-/// `gpu_actor::enumerate_adapters` lists them): the first one `policy` allows.
+/// Marks the adapters the node's GPU supervisor will use among `adapters` (best first, as
+/// `gpu_actor::enumerate_adapters` lists them), as the supervisor chooses them
+/// (`gpu_actor::AdapterSelection::All`): every hardware adapter; the best software one
+/// when there is none and `policy` allows it.
 fn choose_gpu(mut adapters: Vec<GpuInfo>, policy: GpuPolicy) -> Vec<GpuInfo> {
-    let allowed = |gpu: &GpuInfo| match policy {
-        GpuPolicy::Off => false,
-        GpuPolicy::Hardware | GpuPolicy::Auto => !gpu.software,
-        GpuPolicy::AllowSoftware => true,
-    };
-    if let Some(chosen) = adapters.iter_mut().find(|gpu| allowed(gpu)) {
-        chosen.in_use = true;
+    let hardware = adapters.iter().any(|gpu| !gpu.software);
+    match policy {
+        GpuPolicy::Off => {}
+        _ if hardware => {
+            for gpu in adapters.iter_mut().filter(|gpu| !gpu.software) {
+                gpu.in_use = true;
+            }
+        }
+        GpuPolicy::AllowSoftware => {
+            if let Some(best) = adapters.first_mut() {
+                best.in_use = true;
+            }
+        }
+        GpuPolicy::Hardware | GpuPolicy::Auto => {}
     }
     for gpu in adapters.iter().filter(|gpu| gpu.software && !gpu.in_use) {
         tracing::info!(
@@ -143,8 +166,10 @@ pub struct GpuInfo {
     pub memory_bytes: Option<u64>,
     /// A software implementation on the CPU (lavapipe, llvmpipe).
     pub software: bool,
-    /// The node's GPU pool runs on it.
+    /// The node's GPU supervisor runs a worker on it.
     pub in_use: bool,
+    /// Chains it runs now.
+    pub chains: u32,
 }
 
 /// How this node sees a member.
@@ -284,6 +309,7 @@ impl NodeResources {
                     memory_bytes: gpu.memory_bytes,
                     software: gpu.software,
                     unused: !gpu.in_use,
+                    chains: gpu.chains,
                 })
                 .collect(),
             running_jobs: self.running_jobs,
@@ -302,6 +328,7 @@ impl NodeResources {
                     memory_bytes: gpu.memory_bytes,
                     software: gpu.software,
                     in_use: !gpu.unused,
+                    chains: gpu.chains,
                 })
                 .collect(),
             running_jobs: wire.running_jobs,
@@ -532,14 +559,17 @@ mod tests {
             memory_bytes: None,
             software,
             in_use: false,
+            chains: 0,
         }
     }
 
     fn chosen(policy: GpuPolicy, cpu_slots: u32, adapters: &[GpuInfo]) -> Option<String> {
-        choose_gpu(adapters.to_vec(), policy.resolve(cpu_slots))
+        let used: Vec<String> = choose_gpu(adapters.to_vec(), policy.resolve(cpu_slots))
             .into_iter()
-            .find(|gpu| gpu.in_use)
+            .filter(|gpu| gpu.in_use)
             .map(|gpu| gpu.adapter)
+            .collect();
+        (!used.is_empty()).then(|| used.join(","))
     }
 
     #[test]
@@ -565,5 +595,20 @@ mod tests {
         ] {
             assert_eq!(chosen(policy, 0, &both).as_deref(), Some("H200"));
         }
+        // Every hardware adapter is used: the GPU supervisor runs a worker on each.
+        let several = [
+            adapter("H200", false),
+            adapter("H200", false),
+            adapter("llvmpipe", true),
+        ];
+        assert_eq!(
+            chosen(GpuPolicy::Auto, 4, &several).as_deref(),
+            Some("H200,H200")
+        );
+        let two_software = [adapter("llvmpipe", true), adapter("lavapipe", true)];
+        assert_eq!(
+            chosen(GpuPolicy::AllowSoftware, 4, &two_software).as_deref(),
+            Some("llvmpipe")
+        );
     }
 }

@@ -143,6 +143,10 @@ impl PeerTable {
         self.me.resources.running_jobs = running_jobs;
     }
 
+    pub(crate) fn set_gpu_load(&mut self, load: &[(usize, u32)]) {
+        self.me.resources.set_gpu_load(load);
+    }
+
     /// This node drains: its heartbeats and answers say so from now on.
     pub(crate) fn set_draining(&mut self) {
         self.me.draining = true;

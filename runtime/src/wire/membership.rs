@@ -127,10 +127,17 @@ pub struct WireGpu {
     /// from the bytes when false, as from older peers', whose adapters were all used.
     #[serde(default, skip_serializing_if = "is_false")]
     pub unused: bool,
+    /// Chains it runs now. Absent from the bytes when 0, as from older peers'.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub chains: u32,
 }
 
 fn is_false(value: &bool) -> bool {
     !*value
+}
+
+fn is_zero(value: &u32) -> bool {
+    *value == 0
 }
 
 /// A member as gossip carries it: enough to dial it.

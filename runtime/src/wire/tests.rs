@@ -26,6 +26,7 @@ fn node_info() -> WireNodeInfo {
                     memory_bytes: Some(80 << 30),
                     software: false,
                     unused: false,
+                    chains: 0,
                 },
                 WireGpu {
                     adapter: "llvmpipe (LLVM 15.0.6, 256 bits)".into(),
@@ -33,6 +34,7 @@ fn node_info() -> WireNodeInfo {
                     memory_bytes: None,
                     software: true,
                     unused: true,
+                    chains: 0,
                 },
             ],
             running_jobs: 2,
@@ -149,9 +151,9 @@ const PINNED_HEARTBEAT: &str = concat!(
     "6770757390ac72756e6e696e675f6a6f627300a76d656d6265727390",
 );
 
-/// A GPU as peers without `software` and `unused` send and read it.
+/// A GPU as peers without `software`, `unused` and `chains` send and read it.
 #[test]
-fn gpus_of_older_peers_read_as_hardware_in_use_and_ours_keep_their_bytes() {
+fn gpus_of_older_peers_read_as_hardware_in_use_and_idle_and_ours_keep_their_bytes() {
     #[derive(Serialize, Deserialize, Debug, PartialEq)]
     struct OldGpu {
         adapter: String,
@@ -165,11 +167,15 @@ fn gpus_of_older_peers_read_as_hardware_in_use_and_ours_keep_their_bytes() {
     };
     let bytes = rmp_serde::to_vec_named(&old).unwrap();
     let read: WireGpu = rmp_serde::from_slice(&bytes).unwrap();
-    assert!(!read.software && !read.unused, "{read:?}");
+    assert!(
+        !read.software && !read.unused && read.chains == 0,
+        "{read:?}"
+    );
     assert_eq!(rmp_serde::to_vec_named(&read).unwrap(), bytes);
     let software = WireGpu {
         software: true,
         unused: true,
+        chains: 4096,
         ..read
     };
     let bytes = rmp_serde::to_vec_named(&software).unwrap();

@@ -2,7 +2,8 @@
 //! is used only when asked or when a node has no CPU pool: a node started without
 //! `--software-gpu` on a machine that has only such an adapter runs no GPU pool, says so, and `status` shows the adapter as not
 //! used, so `sample --cluster` runs on CPU slots; a node started with the flag runs its GPU
-//! pool there and `--device gpu` jobs go to it. The nodes see lavapipe alone
+//! pool there and `--device gpu` jobs go to it, its `status` row showing the chains the
+//! adapter runs. The nodes see lavapipe alone
 //! (`VK_ICD_FILENAMES`), whatever else the machine has.
 
 use std::path::PathBuf;
@@ -11,6 +12,7 @@ use std::time::Duration;
 
 use workspace_tests::cluster::{Cluster, NodeOptions, NodeProcess};
 use workspace_tests::posterior::NormalMean;
+use workspace_tests::process::wait_until;
 
 const MESH_LIMIT: Duration = Duration::from_secs(15);
 /// A small job, start to summary, on lavapipe (which compiles its kernels first).
@@ -58,6 +60,18 @@ fn sample(cluster: &Cluster, at: &NodeProcess, model: &str, args: &[&str]) -> Ve
         lines.join("\n")
     );
     lines
+}
+
+/// `node`'s own row of `status`, asked of `node` (its resources as they are now).
+fn gpu_row(cluster: &Cluster, node: &NodeProcess) -> String {
+    let status = cluster.cli(&["status", "--cluster", &node.address.to_string()]);
+    assert!(status.status.success(), "{status:?}");
+    status
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&node.name))
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// The workers of the placement lines: `chains 0,1 placed on NODE (cpu)`.
@@ -169,6 +183,38 @@ fn software_gpu_is_used_only_by_a_node_started_with_the_flag() {
             .all(|(node, worker)| *node == h.name && worker == "gpu"),
         "{placed:?}"
     );
+
+    // While a GPU job runs on h, h's status shows the chains its adapter runs; once the
+    // job is cancelled (the client interrupted), the adapter is idle again.
+    let idle = gpu_row(&cluster, &h);
+    assert!(idle.contains("software, idle"), "{idle}");
+    let address = a.address.to_string();
+    let long = cluster.spawn_cli(&[
+        "sample",
+        "--cluster",
+        &address,
+        &path,
+        "--quiet",
+        "--chains",
+        "8",
+        "--device",
+        "gpu",
+        "--warmup",
+        "50000",
+        "--draws",
+        "100",
+    ]);
+    wait_until(JOB_LIMIT, "h's GPU running 8 chains", || {
+        let row = gpu_row(&cluster, &h);
+        row.contains("software, running 8 chains")
+            .then_some(())
+            .ok_or(row)
+    });
+    long.signal("INT");
+    wait_until(JOB_LIMIT, "h's GPU idle again", || {
+        let row = gpu_row(&cluster, &h);
+        row.contains("software, idle").then_some(()).ok_or(row)
+    });
 
     // A node with no CPU pool uses the software adapter without being told.
     let gpu_only = NodeOptions {
