@@ -4,6 +4,7 @@ mod bench;
 mod bench_cluster;
 mod bench_compile;
 mod bench_gpu;
+mod bench_gpus;
 mod cluster;
 mod debug;
 mod devices;
@@ -48,6 +49,8 @@ enum Command {
     BenchCluster(bench_cluster::BenchClusterArgs),
     /// Measure GPU shader size and compile time against model size and print a table.
     BenchCompile(bench_compile::BenchCompileArgs),
+    /// Measure one job on 1, 2, 4, ... of this machine's GPUs together and print a table.
+    BenchGpus(bench_gpus::BenchGpusArgs),
     /// Run posteriordb's reference posteriors and check them: a table of |z| and ESS/s.
     Posteriordb(posteriordb::PosteriordbArgs),
     /// TLS for a cluster: `tls init DIR` makes a private CA and node and client certificates.
@@ -363,6 +366,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Command::Status(args) => status::run(args),
         Command::BenchCluster(args) => bench_cluster::run(args),
         Command::BenchCompile(args) => bench_compile::run(args),
+        Command::BenchGpus(args) => bench_gpus::run(args),
         Command::Posteriordb(args) => posteriordb::run(args),
         Command::Tls(args) => tls::run(args),
         Command::Debug(args) => debug::run(args),

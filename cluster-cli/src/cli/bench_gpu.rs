@@ -25,7 +25,7 @@
 //! eight_schools_noncentered, 32 leapfrog steps of the fused kernel, submitted and read back;
 //! the median over repetitions after warm-up dispatches.
 
-mod metrics;
+pub(super) mod metrics;
 #[cfg(test)]
 mod tests;
 

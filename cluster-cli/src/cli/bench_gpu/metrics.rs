@@ -13,7 +13,7 @@ use sampler::diagnostics::{ess_bulk, ess_tail, mcse_mean};
 
 /// Diagnostics of one parameter column over all chains.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct ColumnStats {
+pub(crate) struct ColumnStats {
     pub mean: f64,
     pub mcse: f64,
     pub ess_bulk: f64,
@@ -22,7 +22,7 @@ pub(super) struct ColumnStats {
 
 /// [`ColumnStats`] of columns `0..n_columns` of `traces` (the constrained parameters),
 /// in column order, on up to `threads` threads.
-pub(super) fn column_stats(
+pub(crate) fn column_stats(
     traces: &[ChainTrace],
     n_columns: usize,
     threads: usize,
@@ -72,7 +72,7 @@ fn one_column(traces: &[ChainTrace], k: usize) -> ColumnStats {
 }
 
 /// The smallest value of `field` over `stats`; NaN if any is NaN or there is none.
-pub(super) fn min_of(stats: &[ColumnStats], field: fn(&ColumnStats) -> f64) -> f64 {
+pub(crate) fn min_of(stats: &[ColumnStats], field: fn(&ColumnStats) -> f64) -> f64 {
     let mut min = f64::INFINITY;
     for value in stats.iter().map(field) {
         if value.is_nan() {
