@@ -86,6 +86,8 @@ pub(super) struct RemoteGpuArgs {
 struct Timed {
     wall: Duration,
     traces: Vec<ChainTrace>,
+    /// Progress events received (remote only).
+    events: usize,
 }
 
 /// The medians and checks of one (model, chains) row.
@@ -100,6 +102,8 @@ struct Row {
     remote_chain: f64,
     /// Tasks (`Placed` updates) the remote job became, and whether all were on GPU workers.
     tasks: usize,
+    /// Progress events of the last remote run (each a chunk of one chain's draws, or none).
+    events: usize,
     all_gpu: bool,
     same_draws: bool,
     ess: Option<f64>,
@@ -171,15 +175,15 @@ pub(super) fn remote_gpu(args: RemoteGpuArgs) -> anyhow::Result<()> {
         args.repeats
     );
     outln!(
-        "| model | chains | local wall s | remote wall s | remote/local | chains' own s, local / remote | tasks | same draws | min bulk ESS |"
+        "| model | chains | local wall s | remote wall s | remote/local | chains' own s, local / remote | tasks | progress events | same draws | min bulk ESS |"
     );
-    outln!("|---|---:|---:|---:|---:|---:|---:|---|---:|");
+    outln!("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|");
     let mut worst: f64 = 0.0;
     for row in &rows {
         let ratio = row.remote.as_secs_f64() / row.local.as_secs_f64();
         worst = worst.max(ratio);
         outln!(
-            "| {} | {} | {:.3} | {:.3} | {:.2} | {:.3} / {:.3} | {}{} | {} | {} |",
+            "| {} | {} | {:.3} | {:.3} | {:.2} | {:.3} / {:.3} | {}{} | {} | {} | {} |",
             row.model,
             row.chains,
             row.local.as_secs_f64(),
@@ -189,13 +193,14 @@ pub(super) fn remote_gpu(args: RemoteGpuArgs) -> anyhow::Result<()> {
             row.remote_chain,
             row.tasks,
             if row.all_gpu { "" } else { " (not all GPU)" },
+            row.events,
             if row.same_draws { "yes" } else { "NO" },
             row.ess
                 .map_or_else(|| "–".to_owned(), |ess| format!("{ess:.0}"))
         );
     }
     outln!(
-        "\nchains' own s: the longest chain's warmup + sampling time as its sampler timed it (remote: on the node), the GPU job without what is around it (submission, streaming to the client after the last draw); tasks: the remote job's placements."
+        "\nchains' own s: the longest chain's warmup + sampling time as its sampler timed it (remote: on the node), the GPU job without what is around it (submission, streaming to the client after the last draw); tasks: the remote job's placements; progress events: of the last remote run (each one chain's draws since its last event, or none during warmup)."
     );
     outln!(
         "\nworst remote/local: {worst:.2} (goal: within 1.10): {}",
@@ -241,6 +246,7 @@ async fn measure(
             let mut remote = Vec::with_capacity(args.repeats);
             let mut same_draws = true;
             let mut tasks = 0;
+            let mut events = 0;
             let mut all_gpu = true;
             let mut last_remote = Vec::new();
             let mut local_chain = Vec::with_capacity(args.repeats);
@@ -252,14 +258,16 @@ async fn measure(
                         .await?;
                 same_draws &= same(&mine.traces, &theirs.traces);
                 tasks = placed.len();
+                events = theirs.events;
                 all_gpu &= placed.iter().all(|&kind| kind == WorkerKind::Gpu);
                 let (mine_chain, theirs_chain) = (longest(&mine.traces), longest(&theirs.traces));
                 errln!(
-                    "{} x {chains}: local {:.3} s (chains {mine_chain:.3} s), remote {:.3} s (chains {theirs_chain:.3} s on the node), {} tasks",
+                    "{} x {chains}: local {:.3} s (chains {mine_chain:.3} s), remote {:.3} s (chains {theirs_chain:.3} s on the node), {} tasks, {} progress events",
                     model.name(),
                     mine.wall.as_secs_f64(),
                     theirs.wall.as_secs_f64(),
-                    placed.len()
+                    placed.len(),
+                    theirs.events
                 );
                 local_chain.push(Duration::from_secs_f64(mine_chain));
                 remote_chain.push(Duration::from_secs_f64(theirs_chain));
@@ -284,6 +292,7 @@ async fn measure(
                 local_chain: median(&mut local_chain).as_secs_f64(),
                 remote_chain: median(&mut remote_chain).as_secs_f64(),
                 tasks,
+                events,
                 all_gpu,
                 same_draws,
                 ess,
@@ -321,6 +330,7 @@ async fn local_job(
         Timed {
             wall,
             traces: output.traces,
+            events: 0,
         },
         adapter,
     ))
@@ -346,9 +356,12 @@ async fn remote_job(
     let start = Instant::now();
     let mut job = client.sample(&request).await?;
     let mut placed = Vec::new();
+    let mut events = 0;
     while let Some(update) = job.next().await? {
-        if let JobUpdate::Placed { worker, .. } = update {
-            placed.push(worker);
+        match update {
+            JobUpdate::Placed { worker, .. } => placed.push(worker),
+            JobUpdate::Progress { .. } => events += 1,
+            _ => {}
         }
     }
     let outcome: JobOutcome = job.outcome().await?;
@@ -363,6 +376,7 @@ async fn remote_job(
         Timed {
             wall,
             traces: outcome.traces,
+            events,
         },
         placed,
     ))
