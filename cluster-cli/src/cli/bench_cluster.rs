@@ -15,6 +15,8 @@
 //!   draws whatever the placement, so the ESS is the same on every cluster size and the
 //!   speedup is the ratio of wall times. Each node gets `--cpu-slots` cores: run it where
 //!   nodes × slots cores are free.
+//! - `remote-gpu` (`bench_cluster/remote_gpu.rs`): a job of N chains on a GPU node over
+//!   loopback against the same job on an in-process GPU supervisor, on the same GPU.
 
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
@@ -35,6 +37,7 @@ use sampler::{
 use super::cluster::block_on;
 use super::{SamplerArgs, default_models_dir, load_model};
 
+mod remote_gpu;
 mod security;
 
 /// Arguments of `bench-cluster`.
@@ -93,6 +96,8 @@ enum What {
         #[command(flatten)]
         sampler: SamplerArgs,
     },
+    /// A job of N chains on a GPU node over loopback against the same job run here.
+    RemoteGpu(remote_gpu::RemoteGpuArgs),
 }
 
 pub fn run(args: BenchClusterArgs) -> anyhow::Result<()> {
@@ -112,6 +117,7 @@ pub fn run(args: BenchClusterArgs) -> anyhow::Result<()> {
             seed,
             sampler,
         } => scaling(models, &nodes, cpu_slots, chains, Seed(seed), &sampler),
+        What::RemoteGpu(args) => remote_gpu::remote_gpu(args),
     }
 }
 
@@ -323,6 +329,8 @@ struct LocalCluster {
     cookie: String,
     config: PathBuf,
     size: usize,
+    /// The device arguments of every `node` (`--no-gpu --cpu-slots N`, or a GPU node's).
+    device_args: Vec<String>,
     /// Extra arguments of every `node` (TLS flags, limits).
     node_args: Vec<String>,
     /// The client's TLS identity, when the nodes run TLS.
@@ -334,10 +342,34 @@ impl LocalCluster {
         Self::start_with(size, cpu_slots, Vec::new(), None)
     }
 
+    /// One node whose only pool is its GPU's (`--cpu-slots 0`): the hardware adapter, or a
+    /// software one with `software`.
+    fn start_gpu(software: bool) -> anyhow::Result<Self> {
+        let mut device_args = vec!["--cpu-slots".to_owned(), "0".to_owned()];
+        if software {
+            device_args.push("--software-gpu".to_owned());
+        }
+        Self::launch(1, device_args, Vec::new(), None)
+    }
+
     /// [`Self::start`] with extra node arguments and a client TLS identity.
     fn start_with(
         size: usize,
         cpu_slots: u32,
+        node_args: Vec<String>,
+        client_tls: Option<runtime::TlsIdentity>,
+    ) -> anyhow::Result<Self> {
+        let device_args = vec![
+            "--no-gpu".to_owned(),
+            "--cpu-slots".to_owned(),
+            cpu_slots.to_string(),
+        ];
+        Self::launch(size, device_args, node_args, client_tls)
+    }
+
+    fn launch(
+        size: usize,
+        device_args: Vec<String>,
         node_args: Vec<String>,
         client_tls: Option<runtime::TlsIdentity>,
     ) -> anyhow::Result<Self> {
@@ -355,11 +387,12 @@ impl LocalCluster {
             cookie,
             config,
             size,
+            device_args,
             node_args,
             client_tls,
         };
         for index in 0..size {
-            let address = cluster.spawn(&exe, index, cpu_slots)?;
+            let address = cluster.spawn(&exe, index)?;
             if index == 0 {
                 cluster.first = address;
             }
@@ -368,7 +401,7 @@ impl LocalCluster {
     }
 
     /// Starts node `index`, joining the first; returns its address once it listens.
-    fn spawn(&mut self, exe: &PathBuf, index: usize, cpu_slots: u32) -> anyhow::Result<SocketAddr> {
+    fn spawn(&mut self, exe: &PathBuf, index: usize) -> anyhow::Result<SocketAddr> {
         for _ in 0..5 {
             let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
                 .local_addr()?
@@ -383,7 +416,7 @@ impl LocalCluster {
                     "--listen",
                     &address.to_string(),
                 ])
-                .args(["--no-gpu", "--cpu-slots", &cpu_slots.to_string()])
+                .args(&self.device_args)
                 .args(&self.node_args)
                 .env("BAYES_CLUSTER_COOKIE", &self.cookie)
                 .env("XDG_CONFIG_HOME", &self.config)
