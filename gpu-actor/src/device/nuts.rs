@@ -12,7 +12,7 @@ use super::resources::{
 };
 use super::scope::scoped;
 use super::worker::Worker;
-use super::{DrawsOutput, ModelKey, ShaderChoice};
+use super::{DrawsOutput, KernelOverrides, ModelKey};
 use crate::error::GpuError;
 use crate::kernels::layout::{
     NM_CHUNK, NS_O_COUNT, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_DIR,
@@ -34,9 +34,9 @@ pub(crate) struct NutsOpen {
     pub capacity: usize,
     /// Whether dispatches may record gradients with the draws.
     pub with_grad: bool,
-    pub shader: ShaderChoice,
-    /// Where sampling dispatches write their draws.
-    pub draws: DrawsOutput,
+    /// What the caller fixes of the kernels' plan, where sampling dispatches write their
+    /// draws included.
+    pub overrides: KernelOverrides,
 }
 
 /// The starting state of every chain, chain after chain (`q[c * dim + j]`).
@@ -623,7 +623,8 @@ impl Worker {
     }
 
     fn nuts_open(&mut self, open: &NutsOpen) -> Result<SessionId, GpuError> {
-        let (program, options) = self.shader_options(open.model, &open.shader, open.n_chains)?;
+        let (program, plan) = self.plan(open.model, &open.overrides, open.n_chains)?;
+        let options = plan.shader;
         let precision = open.model.precision;
         let nuts = self.pipeline(open.model, &program, KernelKind::Nuts, options)?;
         let search = self.pipeline(open.model, &program, KernelKind::NutsSearch, options)?;
@@ -665,7 +666,8 @@ impl Worker {
             check_storage(what, needed, &self.limits)?;
         }
         let staging = self.staging_pool(staging_bytes);
-        let draws = open.draws.resolve(options.lanes, staging.storage());
+        // The plan's, unless this pool's buffers cannot be bound as storage.
+        let draws = plan.draws.resolve(options.lanes, staging.storage());
         let layout = &self.layouts.nuts;
         let device = &self.device;
         let queue = &self.queue;

@@ -15,14 +15,12 @@ use super::resources::{LogpGradWorkspace, ModelResources, StagingPool, decode, e
 use super::rng_check::{self, RngSamples};
 use super::scope::scoped;
 use super::{
-    AdapterChoice, DeviceOptions, DeviceStats, Fault, LogpGradBatch, LogpGradRequest, ModelKey,
-    Prepare, ShaderChoice,
+    AdapterChoice, DeviceOptions, DeviceStats, Fault, KernelOverrides, KernelPlan, LogpGradBatch,
+    LogpGradRequest, ModelKey, Prepare,
 };
 use crate::error::GpuError;
 use crate::reply::{Replier, spin_for};
-use crate::wgsl::{
-    DataPlacement, IndexChecks, KernelKind, Precision, ShaderOptions, TapePlacement,
-};
+use crate::wgsl::{IndexChecks, KernelKind, Precision, ShaderOptions};
 
 /// A request to the device thread, with its reply end.
 pub(crate) enum Command {
@@ -121,61 +119,29 @@ fn wanted_features() -> wgpu::Features {
 }
 
 impl Worker {
-    /// A loaded model's program and the shader options of a kernel over it: the tape and data
-    /// placements asked for, or by default [`TapePlacement::choose`] and workgroup memory when
-    /// the data fits this adapter's limit ([`DataPlacement::choose`]).
-    pub(super) fn shader_options(
+    /// A loaded model's program and the plan of kernels over `n_chains` of its chains with
+    /// `overrides` ([`KernelPlan::resolve`] on this adapter).
+    pub(super) fn plan(
         &self,
         model: ModelKey,
-        choice: &ShaderChoice,
+        overrides: &KernelOverrides,
         n_chains: usize,
-    ) -> Result<(Arc<sampler::Program>, ShaderOptions), GpuError> {
-        let ShaderChoice {
-            placement,
-            workgroup_size,
-            data,
-            lanes,
-            checks,
-        } = *choice;
+    ) -> Result<(Arc<sampler::Program>, KernelPlan), GpuError> {
         let program = self
             .models
             .get(&model)
             .ok_or(GpuError::ModelNotLoaded { model })?
             .program
             .clone();
-        let precision = model.precision;
-        let lanes = lanes
-            .unwrap_or_else(|| super::default_lanes(&self.report, &program, placement, n_chains));
-        if lanes > 1 && !self.report.features.subgroup {
-            return Err(GpuError::SubgroupUnsupported {
-                adapter: self.report.name.clone(),
-            });
-        }
-        let workgroup_size = workgroup_size.unwrap_or_else(|| {
-            crate::wgsl::default_workgroup_size(
-                n_chains,
-                lanes,
-                self.limits.max_compute_invocations_per_workgroup,
-            )
-        });
-        let options = ShaderOptions {
-            precision,
-            lanes,
-            placement: placement
-                .unwrap_or_else(|| TapePlacement::choose_for_lanes(&program, lanes)),
-            workgroup_size,
-            data: data.unwrap_or_else(|| {
-                DataPlacement::choose_for_lanes(
-                    &program,
-                    precision,
-                    self.limits.max_compute_workgroup_storage_size,
-                    lanes,
-                    workgroup_size,
-                )
-            }),
-            checks: checks.unwrap_or(self.default_checks),
-        };
-        Ok((program, options))
+        let plan = KernelPlan::resolve(
+            &self.report,
+            self.default_checks,
+            &program,
+            model.precision,
+            n_chains,
+            overrides,
+        )?;
+        Ok((program, plan))
     }
 
     /// The cached pipeline of `kernel` over a loaded model's `program`, built on first use
@@ -374,6 +340,11 @@ impl Worker {
         &self.report
     }
 
+    /// The index checks of kernels whose request leaves them open.
+    pub(crate) fn default_checks(&self) -> IndexChecks {
+        self.default_checks
+    }
+
     /// Serves commands until shutdown or until every handle is gone.
     pub(crate) fn run(mut self, commands: mpsc::Receiver<Command>) {
         while let Some(command) = self.next_command(&commands) {
@@ -565,12 +536,11 @@ impl Worker {
     /// ([`super::GpuDevice::prepare`]).
     fn prepare(&mut self, model: ModelKey, kernels: &[Prepare]) -> Result<(), GpuError> {
         for prepare in kernels {
-            let (program, options) =
-                self.shader_options(model, &prepare.shader, prepare.n_chains)?;
+            let (program, plan) = self.plan(model, &prepare.overrides, prepare.n_chains)?;
             let key = PipelineKey {
                 model: model.hash,
                 kernel: prepare.kernel,
-                options,
+                options: plan.shader,
             };
             self.pipelines
                 .start_build(&self.device, &self.layouts, &program, key)?;
@@ -579,15 +549,16 @@ impl Worker {
     }
 
     fn logp_grad(&mut self, request: &LogpGradRequest) -> Result<LogpGradBatch, GpuError> {
-        let choice = ShaderChoice::logp_grad(request.placement, request.lanes);
-        let (program, options) = self.shader_options(request.model, &choice, 0)?;
+        let overrides = KernelOverrides::logp_grad(request.placement, request.lanes);
+        let (program, plan) = self.plan(request.model, &overrides, 0)?;
+        let options = plan.shader;
         let dim = program.dim;
         let len = request.points.len();
         if dim == 0 || len == 0 || !len.is_multiple_of(dim) {
             return Err(GpuError::BadPoints { len, dim });
         }
         let n_chains = len / dim;
-        if let Some(limit) = self.report.loop_limit() {
+        if let Some(limit) = plan.loop_limit {
             crate::wgsl::LoopBudget::check_logp_grad(&program, limit).map_err(|exceeded| {
                 GpuError::LoopLimit {
                     adapter: self.report.name.clone(),
