@@ -548,16 +548,60 @@ impl Worker {
         Ok(())
     }
 
+    /// Log densities and gradients of a batch of points: the plan of the request's kernel,
+    /// its pipeline and workspace, one dispatch, and its results read back.
     fn logp_grad(&mut self, request: &LogpGradRequest) -> Result<LogpGradBatch, GpuError> {
+        let (program, plan) = self.logp_grad_plan(request)?;
+        let options = plan.shader;
+        let batch = LogpGradShape {
+            n_chains: request.points.len() / program.dim,
+            dim: program.dim,
+            precision: request.model.precision,
+        };
+        let key = PipelineKey {
+            model: request.model.hash,
+            kernel: KernelKind::LogpGrad,
+            options,
+        };
+        let grid = self.chain_grid(batch.n_chains, &options)?;
+        let pipeline = self.pipeline(request.model, &program, KernelKind::LogpGrad, options)?;
+        self.reserve_workspace(key, &program, batch.n_chains)?;
+        // Dim-major on the device: coordinate j of chain c at j * n_chains + c.
+        let points = encode(
+            crate::kernels::layout::transposed(&request.points, batch.n_chains, batch.dim)
+                .into_iter(),
+            batch.precision,
+        );
+        let started = Instant::now();
+        let (submission, staging) =
+            self.submit_logp_grad(request.model, key, &pipeline, grid, &points, batch)?;
+        self.stats.batches += 1;
+        let values = self.read_logp_grad(key, &staging, batch, submission)?;
+        let elapsed = started.elapsed();
+        let (logp, grad) = batch.chain_major(&values);
+        Ok(LogpGradBatch {
+            n_chains: batch.n_chains,
+            dim: batch.dim,
+            logp,
+            grad,
+            placement: options.placement,
+            elapsed,
+        })
+    }
+
+    /// The program and kernel plan of `request`; an error for points that are not whole
+    /// chains, or a model whose gradient does not fit under the loop limit.
+    fn logp_grad_plan(
+        &self,
+        request: &LogpGradRequest,
+    ) -> Result<(Arc<sampler::Program>, KernelPlan), GpuError> {
         let overrides = KernelOverrides::logp_grad(request.placement, request.lanes);
         let (program, plan) = self.plan(request.model, &overrides, 0)?;
-        let options = plan.shader;
         let dim = program.dim;
         let len = request.points.len();
         if dim == 0 || len == 0 || !len.is_multiple_of(dim) {
             return Err(GpuError::BadPoints { len, dim });
         }
-        let n_chains = len / dim;
         if let Some(limit) = plan.loop_limit {
             crate::wgsl::LoopBudget::check_logp_grad(&program, limit).map_err(|exceeded| {
                 GpuError::LoopLimit {
@@ -566,57 +610,61 @@ impl Worker {
                 }
             })?;
         }
-        let precision = request.model.precision;
-        let key = PipelineKey {
-            model: request.model.hash,
-            kernel: KernelKind::LogpGrad,
-            options,
-        };
-        let grid = self.chain_grid(n_chains, &options)?;
-        let pipeline = self.pipeline(request.model, &program, KernelKind::LogpGrad, options)?;
+        Ok((program, plan))
+    }
 
+    /// Makes the workspace of pipeline `key` hold at least `n_chains` chains.
+    fn reserve_workspace(
+        &mut self,
+        key: PipelineKey,
+        program: &sampler::Program,
+        n_chains: usize,
+    ) -> Result<(), GpuError> {
         if self
             .workspaces
             .get(&key)
-            .is_none_or(|workspace| workspace.capacity < n_chains)
+            .is_some_and(|workspace| workspace.capacity >= n_chains)
         {
-            // Grow geometrically, so that a sweep over batch sizes allocates a few times.
-            let capacity = n_chains.next_power_of_two().max(64);
-            self.workspaces.remove(&key);
-            let workspace = LogpGradWorkspace::new(
-                &self.device,
-                &self.layouts,
-                &self.limits,
-                &program,
-                &options,
-                capacity,
-            )?;
-            self.workspaces.insert(key, workspace);
+            return Ok(());
         }
-        let (Some(workspace), Some(model)) =
-            (self.workspaces.get(&key), self.models.get(&request.model))
+        // Grow geometrically, so that a sweep over batch sizes allocates a few times.
+        let capacity = n_chains.next_power_of_two().max(64);
+        self.workspaces.remove(&key);
+        let workspace = LogpGradWorkspace::new(
+            &self.device,
+            &self.layouts,
+            &self.limits,
+            program,
+            &key.options,
+            capacity,
+        )?;
+        self.workspaces.insert(key, workspace);
+        Ok(())
+    }
+
+    /// Writes the encoded `points` into the workspace of pipeline `key`, dispatches the
+    /// kernel over `grid` and copies its results into the workspace's read-back buffer,
+    /// which it returns with the submission.
+    fn submit_logp_grad(
+        &self,
+        model: ModelKey,
+        key: PipelineKey,
+        pipeline: &wgpu::ComputePipeline,
+        grid: (u32, u32),
+        points: &[u8],
+        batch: LogpGradShape,
+    ) -> Result<(wgpu::SubmissionIndex, wgpu::Buffer), GpuError> {
+        let (Some(workspace), Some(resources)) =
+            (self.workspaces.get(&key), self.models.get(&model))
         else {
-            return Err(GpuError::ModelNotLoaded {
-                model: request.model,
-            });
+            return Err(GpuError::ModelNotLoaded { model });
         };
-
-        // Dim-major on the device: coordinate j of chain c at j * n_chains + c.
-        let points = encode(
-            crate::kernels::layout::transposed(&request.points, n_chains, dim).into_iter(),
-            precision,
-        );
-        let size = precision.size_bytes();
-        let logp_bytes = n_chains as u64 * size;
-        let grad_bytes = logp_bytes * dim as u64;
         let mut params = [0u32; 4];
-        params[0] = n_chains as u32;
-
-        let started = Instant::now();
+        params[0] = batch.n_chains as u32;
         let submission = scoped(&self.device, "logp_grad dispatch", || {
             self.queue
                 .write_buffer(&workspace.params, 0, bytemuck::cast_slice(&params));
-            self.queue.write_buffer(&workspace.theta, 0, &points);
+            self.queue.write_buffer(&workspace.theta, 0, points);
             let mut encoder = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -627,53 +675,38 @@ impl Worker {
                     label: Some("logp_grad"),
                     timestamp_writes: None,
                 });
-                pass.set_pipeline(&pipeline);
-                pass.set_bind_group(0, &model.bind_group, &[]);
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, &resources.bind_group, &[]);
                 pass.set_bind_group(1, &workspace.bind_group, &[]);
                 pass.dispatch_workgroups(grid.0, grid.1, 1);
             }
-            encoder.copy_buffer_to_buffer(&workspace.logp, 0, &workspace.staging, 0, logp_bytes);
-            encoder.copy_buffer_to_buffer(
-                &workspace.grad,
-                0,
-                &workspace.staging,
-                logp_bytes,
-                grad_bytes,
-            );
+            let (logp_bytes, grad_bytes) = (batch.logp_bytes(), batch.grad_bytes());
+            let staging = &workspace.staging;
+            encoder.copy_buffer_to_buffer(&workspace.logp, 0, staging, 0, logp_bytes);
+            encoder.copy_buffer_to_buffer(&workspace.grad, 0, staging, logp_bytes, grad_bytes);
             self.queue.submit([encoder.finish()])
         })?;
-        self.stats.batches += 1;
+        Ok((submission, workspace.staging.clone()))
+    }
 
-        let total = logp_bytes + grad_bytes;
-        let staging = workspace.staging.clone();
-        let values = match self.read_back(&staging, total, submission) {
-            Ok(values) => values,
+    /// The bytes of a batch's results in `staging`, the read-back buffer of pipeline `key`'s
+    /// workspace, after `submission`.
+    fn read_logp_grad(
+        &mut self,
+        key: PipelineKey,
+        staging: &wgpu::Buffer,
+        batch: LogpGradShape,
+        submission: wgpu::SubmissionIndex,
+    ) -> Result<Vec<u8>, GpuError> {
+        let total = batch.logp_bytes() + batch.grad_bytes();
+        match self.read_back(staging, total, submission) {
+            Ok(values) => Ok(values),
             Err(err) => {
                 // A timed-out batch may still write its buffers: never reuse them.
                 self.workspaces.remove(&key);
-                return Err(err);
-            }
-        };
-        let elapsed = started.elapsed();
-        let values = decode(&values, precision);
-        let (logp, grad_dim_major) = values.split_at(n_chains);
-        // Read in order, written a chain's coordinates apart: faster this way round than in
-        // blocks (0.12 against 0.56 ms for 8192 chains of 21 coordinates on the 2-core
-        // development machine).
-        let mut grad = vec![0.0; n_chains * dim];
-        for (j, column) in grad_dim_major.chunks_exact(n_chains).enumerate() {
-            for (c, &g) in column.iter().enumerate() {
-                grad[c * dim + j] = g;
+                Err(err)
             }
         }
-        Ok(LogpGradBatch {
-            n_chains,
-            dim,
-            logp: logp.to_vec(),
-            grad,
-            placement: options.placement,
-            elapsed,
-        })
     }
 
     /// Waits for `submission` with the watchdog.
@@ -782,6 +815,43 @@ impl Worker {
         staging
             .get_mapped_range(0..bytes)
             .map_err(|err| map_error(err.to_string()))
+    }
+}
+
+/// The shape of one batch of the log-density kernel.
+#[derive(Clone, Copy, Debug)]
+struct LogpGradShape {
+    n_chains: usize,
+    dim: usize,
+    precision: Precision,
+}
+
+impl LogpGradShape {
+    /// Bytes of the log densities, first in the read-back buffer.
+    fn logp_bytes(&self) -> u64 {
+        self.n_chains as u64 * self.precision.size_bytes()
+    }
+
+    /// Bytes of the gradients, after the log densities, coordinate after coordinate.
+    fn grad_bytes(&self) -> u64 {
+        self.logp_bytes() * self.dim as u64
+    }
+
+    /// The log densities and the gradients, chain after chain, from the read-back bytes.
+    fn chain_major(&self, bytes: &[u8]) -> (Vec<f64>, Vec<f64>) {
+        let (n_chains, dim) = (self.n_chains, self.dim);
+        let values = decode(bytes, self.precision);
+        let (logp, grad_dim_major) = values.split_at(n_chains);
+        // Read in order, written a chain's coordinates apart: faster this way round than in
+        // blocks (0.12 against 0.56 ms for 8192 chains of 21 coordinates on the 2-core
+        // development machine).
+        let mut grad = vec![0.0; n_chains * dim];
+        for (j, column) in grad_dim_major.chunks_exact(n_chains).enumerate() {
+            for (c, &g) in column.iter().enumerate() {
+                grad[c * dim + j] = g;
+            }
+        }
+        (logp.to_vec(), grad)
     }
 }
 
