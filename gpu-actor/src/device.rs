@@ -28,7 +28,7 @@ mod probe;
 mod resources;
 mod rng_check;
 mod scope;
-mod worker;
+mod thread;
 
 #[cfg(test)]
 mod tests;
@@ -43,7 +43,7 @@ use sampler::{CheckedModel, ModelHash};
 use crate::error::GpuError;
 use crate::reply::{Pending, reply_channel};
 use crate::wgsl::{IndexChecks, KernelKind, Precision, TapePlacement};
-use worker::{Command, Worker};
+use thread::{Command, DeviceThread};
 
 pub use adapters::{
     AdapterFeatures, AdapterLimits, AdapterReport, DeviceKind, DeviceMemory, enumerate_adapters,
@@ -261,10 +261,13 @@ impl GpuDevice {
         let options = *options;
         let thread = std::thread::Builder::new()
             .name("gpu-device".into())
-            .spawn(move || match Worker::start(&options) {
-                Ok(worker) => {
-                    ready.send(Ok((worker.report().clone(), worker.default_checks())));
-                    worker.run(receiver);
+            .spawn(move || match DeviceThread::start(&options) {
+                Ok(device_thread) => {
+                    ready.send(Ok((
+                        device_thread.report().clone(),
+                        device_thread.default_checks(),
+                    )));
+                    device_thread.run(receiver);
                 }
                 Err(err) => ready.send(Err(err)),
             })
@@ -312,9 +315,9 @@ impl GpuDevice {
     }
 
     /// How long a caller that sends dispatches back to back should poll for each reply
-    /// before sleeping: what the device thread itself polls ([`worker::spin_wait`]).
+    /// before sleeping: what the device thread itself polls ([`thread::spin_wait`]).
     pub(crate) fn spin_wait(&self) -> std::time::Duration {
-        worker::spin_wait(&self.report)
+        thread::spin_wait(&self.report)
     }
 
     /// Whether kernels of `precision` can run here.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use super::nuts::SessionId;
 use super::resources::{buffer, check_storage, encode, entry};
 use super::scope::scoped;
-use super::worker::Worker;
+use super::thread::DeviceThread;
 use super::{KernelOverrides, ModelKey};
 use crate::error::GpuError;
 use crate::kernels::layout::FuParams;
@@ -127,7 +127,7 @@ impl FusedSession {
     }
 }
 
-impl Worker {
+impl DeviceThread {
     pub(super) fn fused(&mut self, command: FusedCommand) -> Result<FusedReply, GpuError> {
         match command {
             FusedCommand::Open(open) => self.fused_open(&open).map(FusedReply::Opened),

@@ -11,7 +11,7 @@ use super::resources::{
     MappedBytes, StagingPool, buffer, check_storage, decode, decode_into, encode, entry,
 };
 use super::scope::scoped;
-use super::worker::Worker;
+use super::thread::DeviceThread;
 use super::{DrawsOutput, KernelOverrides, ModelKey};
 use crate::error::GpuError;
 use crate::kernels::layout::{
@@ -746,7 +746,7 @@ impl MomentsKernel {
     }
 }
 
-impl Worker {
+impl DeviceThread {
     pub(super) fn nuts(&mut self, command: NutsCommand) -> Result<NutsReply, GpuError> {
         match command {
             NutsCommand::Open(open) => self.nuts_open(&open).map(NutsReply::Opened),

@@ -77,12 +77,12 @@ enum DeviceEvent {
     Lost(String),
 }
 
-pub(crate) struct Worker {
+pub(crate) struct DeviceThread {
     // Field order is drop order: resources before the device, the device before the instance.
     pub(super) nuts_sessions: HashMap<SessionId, NutsSession>,
     pub(super) fused_sessions: HashMap<SessionId, FusedSession>,
     /// NUTS sessions' read-back buffers by size, kept after a session closes for the next
-    /// one of the same size (see [`Worker::staging_pool`]).
+    /// one of the same size (see [`DeviceThread::staging_pool`]).
     staging_pools: HashMap<u64, StagingPool>,
     pub(super) models: HashMap<ModelKey, ModelResources>,
     workspaces: HashMap<PipelineKey, LogpGradWorkspace>,
@@ -118,7 +118,7 @@ fn wanted_features() -> wgpu::Features {
         | wgpu::Features::MAPPABLE_PRIMARY_BUFFERS
 }
 
-impl Worker {
+impl DeviceThread {
     /// A loaded model's program and the plan of kernels over `n_chains` of its chains with
     /// `overrides` ([`KernelPlan::resolve`] on this adapter).
     pub(super) fn plan(
@@ -260,7 +260,7 @@ impl Worker {
     }
 
     /// Opens the chosen adapter. Runs on the device thread.
-    pub(crate) fn start(options: &DeviceOptions) -> Result<Worker, GpuError> {
+    pub(crate) fn start(options: &DeviceOptions) -> Result<DeviceThread, GpuError> {
         let instance = vulkan_instance();
         let adapters = sorted_adapters(&instance);
         let count = adapters.len();
@@ -305,7 +305,7 @@ impl Worker {
             let _ = events_tx.send(DeviceEvent::Lost(format!("{reason:?}: {message}")));
         });
         let layouts = Layouts::new(&device);
-        Ok(Worker {
+        Ok(DeviceThread {
             nuts_sessions: HashMap::new(),
             staging_pools: HashMap::new(),
             fused_sessions: HashMap::new(),
@@ -353,37 +353,37 @@ impl Worker {
                     model,
                     precision,
                     reply,
-                } => reply.send(self.guarded(|w| w.upload(&model, precision))),
+                } => reply.send(self.guarded(|t| t.upload(&model, precision))),
                 Command::Unload { model, reply } => {
-                    reply.send(self.guarded(|w| Ok(w.unload(model))))
+                    reply.send(self.guarded(|t| Ok(t.unload(model))))
                 }
                 Command::Prepare {
                     model,
                     kernels,
                     reply,
-                } => reply.send(self.guarded(|w| w.prepare(model, &kernels))),
+                } => reply.send(self.guarded(|t| t.prepare(model, &kernels))),
                 Command::LogpGrad { request, reply } => {
-                    reply.send(self.guarded(|w| w.logp_grad(&request)))
+                    reply.send(self.guarded(|t| t.logp_grad(&request)))
                 }
                 Command::Stats { reply } => reply.send(Ok(self.stats())),
-                Command::CheckF64Builtins { reply } => reply.send(self.guarded(|w| {
-                    w.check_precision(Precision::F64)?;
-                    probe::check_f64_builtins(&w.device, &w.queue, w.poll_timeout)
+                Command::CheckF64Builtins { reply } => reply.send(self.guarded(|t| {
+                    t.check_precision(Precision::F64)?;
+                    probe::check_f64_builtins(&t.device, &t.queue, t.poll_timeout)
                 })),
-                Command::Fault { fault, reply } => reply.send(self.guarded(|w| w.fault(fault))),
-                Command::Nuts { command, reply } => reply.send(self.guarded(|w| w.nuts(command))),
-                Command::Fused { command, reply } => reply.send(self.guarded(|w| w.fused(command))),
+                Command::Fault { fault, reply } => reply.send(self.guarded(|t| t.fault(fault))),
+                Command::Nuts { command, reply } => reply.send(self.guarded(|t| t.nuts(command))),
+                Command::Fused { command, reply } => reply.send(self.guarded(|t| t.fused(command))),
                 Command::CheckRng {
                     precision,
                     key,
                     counters,
                     reply,
-                } => reply.send(self.guarded(|w| {
-                    w.check_precision(precision)?;
+                } => reply.send(self.guarded(|t| {
+                    t.check_precision(precision)?;
                     rng_check::check_rng(
-                        &w.device,
-                        &w.queue,
-                        w.poll_timeout,
+                        &t.device,
+                        &t.queue,
+                        t.poll_timeout,
                         precision,
                         key,
                         &counters,
@@ -427,7 +427,7 @@ impl Worker {
     /// Runs `work` and turns device events seen meanwhile into its error.
     fn guarded<R>(
         &mut self,
-        work: impl FnOnce(&mut Worker) -> Result<R, GpuError>,
+        work: impl FnOnce(&mut DeviceThread) -> Result<R, GpuError>,
     ) -> Result<R, GpuError> {
         for message in self.drain_events() {
             tracing::warn!(%message, "GPU error outside any request");
@@ -729,7 +729,7 @@ impl Worker {
     /// The read-back buffers of `bytes` bytes each, shared with earlier sessions of that size:
     /// allocating tens of megabytes of mappable memory took 30 ms on the H100's host, as long
     /// as a few dispatches. Pools that no open session uses and of another size are dropped,
-    /// so that a worker keeps at most one idle size.
+    /// so that the device thread keeps at most one idle size.
     ///
     /// Where the device has `MAPPABLE_PRIMARY_BUFFERS`, the buffers are also storage, so that a
     /// kernel can write its draws straight into one ([`crate::DrawsOutput::Mapped`]).
