@@ -23,11 +23,12 @@ mod adapters;
 pub(crate) mod fused;
 pub(crate) mod nuts;
 mod pipelines;
+mod plan;
 mod probe;
 mod resources;
 mod rng_check;
 mod scope;
-mod worker;
+mod thread;
 
 #[cfg(test)]
 mod tests;
@@ -41,13 +42,14 @@ use sampler::{CheckedModel, ModelHash};
 
 use crate::error::GpuError;
 use crate::reply::{Pending, reply_channel};
-use crate::wgsl::{DataPlacement, IndexChecks, KernelKind, Precision, TapePlacement};
-use worker::{Command, Worker};
+use crate::wgsl::{IndexChecks, KernelKind, Precision, TapePlacement};
+use thread::{Command, DeviceThread};
 
 pub use adapters::{
     AdapterFeatures, AdapterLimits, AdapterReport, DeviceKind, DeviceMemory, enumerate_adapters,
 };
 pub use pipelines::{CompileStage, PipelineKey};
+pub use plan::{KernelOverrides, KernelPlan};
 pub use probe::F64BuiltinCheck;
 pub use rng_check::RngSamples;
 
@@ -111,24 +113,6 @@ impl fmt::Display for ModelKey {
     }
 }
 
-/// Invocations per chain of `n_chains` chains on this adapter when a request leaves it open:
-/// [`crate::wgsl::choose_lanes`] with the adapter's subgroup support and smallest subgroup,
-/// then [`crate::wgsl::lanes_for_chains`] for the chains; 1 when the request asks for a
-/// storage tape (split chains need a private one).
-pub(crate) fn default_lanes(
-    report: &AdapterReport,
-    program: &sampler::Program,
-    placement: Option<TapePlacement>,
-    n_chains: usize,
-) -> u32 {
-    if placement.is_some_and(TapePlacement::in_storage) {
-        return 1;
-    }
-    let lanes =
-        crate::wgsl::choose_lanes(program, report.features.subgroup, report.subgroup_sizes.0);
-    crate::wgsl::lanes_for_chains(program, lanes, n_chains)
-}
-
 /// Where the NUTS kernel writes a sampling dispatch's draws.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum DrawsOutput {
@@ -152,7 +136,7 @@ impl DrawsOutput {
     /// [`DrawsOutput::Mapped`] or [`DrawsOutput::Copied`] for kernels of `lanes` invocations
     /// per chain on a device where `mappable` says whether kernels may write read-back
     /// buffers.
-    pub fn resolve(self, lanes: u32, mappable: bool) -> DrawsOutput {
+    pub(crate) fn resolve(self, lanes: u32, mappable: bool) -> DrawsOutput {
         match self {
             _ if !mappable => DrawsOutput::Copied,
             DrawsOutput::Auto if lanes > 1 => DrawsOutput::Mapped,
@@ -172,42 +156,12 @@ impl fmt::Display for DrawsOutput {
     }
 }
 
-/// What a caller asks of the shaders of a session's kernels; each `None` is chosen for the
-/// program and the adapter (`Worker::shader_options`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub(crate) struct ShaderChoice {
-    /// Where tapes live; `None` for [`TapePlacement::choose_for_lanes`].
-    pub placement: Option<TapePlacement>,
-    /// Invocations per workgroup; `None` for [`crate::wgsl::default_workgroup_size`].
-    pub workgroup_size: Option<u32>,
-    /// Where the model's data is read from; `None` for [`DataPlacement::choose_for_lanes`].
-    pub data: Option<DataPlacement>,
-    /// Invocations per chain; `None` for [`default_lanes`].
-    pub lanes: Option<u32>,
-    /// Checked array accesses; `None` for [`IndexChecks::default_for`] the adapter's backend.
-    pub checks: Option<IndexChecks>,
-}
-
-impl ShaderChoice {
-    /// What a [`LogpGradRequest`] asks: its tape placement and lanes, and one workgroup size
-    /// whatever the number of points, so that a retry of a few initial points reuses the
-    /// pipeline.
-    pub(crate) fn logp_grad(placement: Option<TapePlacement>, lanes: Option<u32>) -> ShaderChoice {
-        ShaderChoice {
-            placement,
-            lanes,
-            workgroup_size: Some(crate::wgsl::DEFAULT_WORKGROUP_SIZE),
-            ..ShaderChoice::default()
-        }
-    }
-}
-
 /// A pipeline to start building before its first request ([`GpuDevice::prepare`]): its
-/// kernel, and the shader choice and number of chains its request will bring.
+/// kernel, and the overrides and number of chains its request will bring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Prepare {
     pub kernel: KernelKind,
-    pub shader: ShaderChoice,
+    pub overrides: KernelOverrides,
     pub n_chains: usize,
 }
 
@@ -278,6 +232,9 @@ pub enum Fault {
 pub struct GpuDevice {
     commands: mpsc::Sender<Command>,
     report: Arc<AdapterReport>,
+    /// The index checks of kernels whose request leaves them open: the backend's
+    /// ([`IndexChecks::default_for`]).
+    default_checks: IndexChecks,
     thread: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
@@ -304,35 +261,52 @@ impl GpuDevice {
         let options = *options;
         let thread = std::thread::Builder::new()
             .name("gpu-device".into())
-            .spawn(move || match Worker::start(&options) {
-                Ok(worker) => {
-                    ready.send(Ok(worker.report().clone()));
-                    worker.run(receiver);
+            .spawn(move || match DeviceThread::start(&options) {
+                Ok(device_thread) => {
+                    ready.send(Ok((
+                        device_thread.report().clone(),
+                        device_thread.default_checks(),
+                    )));
+                    device_thread.run(receiver);
                 }
                 Err(err) => ready.send(Err(err)),
             })
             .map_err(|err| GpuError::Spawn {
                 message: err.to_string(),
             })?;
-        let report = opened.wait()?;
+        let (report, default_checks) = opened.wait()?;
         tracing::info!(adapter = %report.name, kind = %report.kind, "opened a GPU device");
         Ok(GpuDevice {
             commands,
             report: Arc::new(report),
+            default_checks,
             thread: Arc::new(Mutex::new(Some(thread))),
         })
     }
 
-    /// Invocations per chain that kernels over `n_chains` chains of `program` get on this
-    /// device when a request leaves it open (see [`crate::wgsl::choose_lanes`] and
-    /// [`crate::wgsl::lanes_for_chains`]); 1 with a storage `placement`.
-    pub fn default_lanes(
+    /// The plan of kernels over `n_chains` chains of `program` in `precision` on this
+    /// device: what `overrides` fixes, else the defaults ([`KernelPlan`]). What
+    /// [`crate::sample_on_device_with`] runs with the same arguments.
+    ///
+    /// # Errors
+    ///
+    /// [`GpuError::SubgroupUnsupported`] for chains split across lanes on an adapter without
+    /// subgroup operations.
+    pub fn kernel_plan(
         &self,
         program: &sampler::Program,
-        placement: Option<TapePlacement>,
+        precision: Precision,
         n_chains: usize,
-    ) -> u32 {
-        default_lanes(&self.report, program, placement, n_chains)
+        overrides: &KernelOverrides,
+    ) -> Result<KernelPlan, GpuError> {
+        KernelPlan::resolve(
+            &self.report,
+            self.default_checks,
+            program,
+            precision,
+            n_chains,
+            overrides,
+        )
     }
 
     /// The adapter this device runs on.
@@ -341,9 +315,9 @@ impl GpuDevice {
     }
 
     /// How long a caller that sends dispatches back to back should poll for each reply
-    /// before sleeping: what the device thread itself polls ([`worker::spin_wait`]).
+    /// before sleeping: what the device thread itself polls ([`thread::spin_wait`]).
     pub(crate) fn spin_wait(&self) -> std::time::Duration {
-        worker::spin_wait(&self.report)
+        thread::spin_wait(&self.report)
     }
 
     /// Whether kernels of `precision` can run here.

@@ -131,10 +131,10 @@ pub enum GpuError {
         message: String,
     },
     /// The device thread is gone: it panicked or was shut down.
-    #[error("the GPU worker thread stopped (it panicked or was shut down)")]
+    #[error("the GPU device thread stopped (it panicked or was shut down)")]
     WorkerGone,
     /// The device thread could not be started.
-    #[error("cannot start the GPU worker thread: {message}")]
+    #[error("cannot start the GPU device thread: {message}")]
     Spawn {
         /// The OS error.
         message: String,
@@ -177,7 +177,7 @@ pub enum GpuError {
     },
     /// A reply did not arrive in time ([`crate::Pending::wait_timeout`]); the request may
     /// still complete.
-    #[error("no reply from the GPU worker within {waited:?}")]
+    #[error("no reply from the GPU device thread within {waited:?}")]
     ReplyTimeout {
         /// How long the caller waited.
         waited: Duration,

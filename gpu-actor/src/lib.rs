@@ -24,15 +24,14 @@ pub use actor::{
 pub use device::{
     AdapterChoice, AdapterFeatures, AdapterLimits, AdapterReport, CompileStage,
     DEFAULT_COMPILE_BUDGET, DeviceKind, DeviceMemory, DeviceOptions, DeviceStats, DrawsOutput,
-    F64BuiltinCheck, Fault, GpuDevice, LogpGradBatch, LogpGradRequest, ModelKey, PipelineKey,
-    RngSamples, enumerate_adapters,
+    F64BuiltinCheck, Fault, GpuDevice, KernelOverrides, KernelPlan, LogpGradBatch, LogpGradRequest,
+    ModelKey, PipelineKey, RngSamples, enumerate_adapters,
 };
 pub use error::{CheckedPoint, GpuError};
 pub use kernels::{normal_pair, philox4x32_10, uniform24, uniform53};
 pub use reply::Pending;
 pub use sampling::{
     DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DispatchStats, FusedLeapfrog, GpuRun,
-    GpuSamplingOptions, LeapfrogStart, LeapfrogSteps, LockstepTotals, Phase, sample_on_device,
-    sample_on_device_with,
+    LeapfrogStart, LeapfrogSteps, LockstepTotals, Phase, sample_on_device, sample_on_device_with,
 };
 pub use wgsl::{DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement};

@@ -44,9 +44,9 @@ use sampler::{
 
 pub use steps::{FusedLeapfrog, LeapfrogStart, LeapfrogSteps};
 
-use crate::device::{DrawsOutput, GpuDevice, ModelKey, Prepare, ShaderChoice};
+use crate::device::{GpuDevice, KernelOverrides, KernelPlan, ModelKey, Prepare};
 use crate::error::GpuError;
-use crate::wgsl::{DataPlacement, IndexChecks, KernelKind, LoopBudget, Precision, TapePlacement};
+use crate::wgsl::{KernelKind, LoopBudget, Precision};
 
 /// Which GPU kernel runs the chains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,46 +95,6 @@ pub struct GpuSampleRequest {
     pub kernel: GpuKernel,
     /// f32, or f64 on adapters with `SHADER_F64`.
     pub precision: Precision,
-}
-
-/// Knobs of [`sample_on_device_with`] beyond the request, for benchmarks and tests.
-#[derive(Clone, Copy, Debug, PartialEq, Default)]
-pub struct GpuSamplingOptions {
-    /// Where the model's tapes live; `None` for `TapePlacement::choose`.
-    pub placement: Option<TapePlacement>,
-    /// Invocations per workgroup; `None` for `wgsl::default_workgroup_size`.
-    pub workgroup_size: Option<u32>,
-    /// Where the kernels read the model's data; `None` for workgroup memory when it fits
-    /// the adapter (`DataPlacement::choose`).
-    pub data: Option<DataPlacement>,
-    /// Chains that execute in lockstep, for the lockstep statistics; `None` for the
-    /// adapter's largest subgroup size over the invocations per chain.
-    pub lockstep_width: Option<u32>,
-    /// Invocations per chain; `None` for the adapter's default (`wgsl::choose_lanes`) for
-    /// the request's chains (`wgsl::lanes_for_chains`).
-    pub lanes: Option<u32>,
-    /// Which array accesses the kernels check (`wgsl::IndexChecks`); `None` for the
-    /// backend's default.
-    pub checks: Option<IndexChecks>,
-    /// Run as on a device that stops loops after this many iterations per invocation (the
-    /// budgets of `wgsl::LoopBudget`, for tests of them on any device), where that is lower
-    /// than the device's own cap; `None` for the device's own.
-    pub loop_limit: Option<u64>,
-    /// Where the NUTS kernel writes the draws of sampling dispatches.
-    pub draws: DrawsOutput,
-}
-
-impl GpuSamplingOptions {
-    /// What these options ask of the kernels' shaders.
-    pub(crate) fn shader(&self) -> ShaderChoice {
-        ShaderChoice {
-            placement: self.placement,
-            workgroup_size: self.workgroup_size,
-            data: self.data,
-            lanes: self.lanes,
-            checks: self.checks,
-        }
-    }
 }
 
 /// Whether a dispatch belonged to warmup.
@@ -258,15 +218,17 @@ pub fn sample_on_device(
     request: &GpuSampleRequest,
     observer: &dyn Observer,
 ) -> Result<Vec<ChainTrace>, GpuError> {
-    sample_on_device_with(device, request, &GpuSamplingOptions::default(), observer)
+    sample_on_device_with(device, request, &KernelOverrides::default(), observer)
         .map(|run| run.traces)
 }
 
-/// [`sample_on_device`] with explicit options; also returns the dispatch statistics.
+/// [`sample_on_device`] with some of the kernels' plan fixed by `overrides` (the rest as
+/// [`GpuDevice::kernel_plan`] resolves it for the request's chains); also returns the dispatch
+/// statistics.
 pub fn sample_on_device_with(
     device: &GpuDevice,
     request: &GpuSampleRequest,
-    options: &GpuSamplingOptions,
+    overrides: &KernelOverrides,
     observer: &dyn Observer,
 ) -> Result<GpuRun, GpuError> {
     validate(request)?;
@@ -281,33 +243,13 @@ pub fn sample_on_device_with(
             queued_warmup_dispatches: 0,
         });
     }
+    let program = request.model.program();
+    let plan = device.kernel_plan(program, request.precision, request.chains.len(), overrides)?;
     // A model the device cannot run is refused before anything is compiled.
-    loop_budget(
-        device,
-        request.model.program(),
-        request.settings.max_depth,
-        options,
-    )?;
+    loop_budget(device, program, request.settings.max_depth, &plan)?;
     let key = device
         .upload_model(&request.model, request.precision)
         .wait()?;
-    let report = device.report();
-    let lanes = options.lanes.unwrap_or_else(|| {
-        crate::device::default_lanes(
-            report,
-            request.model.program(),
-            options.placement,
-            request.chains.len(),
-        )
-    });
-    let width = options
-        .lockstep_width
-        .unwrap_or(report.subgroup_sizes.1 / lanes.max(1))
-        .max(1);
-    let options = &GpuSamplingOptions {
-        lanes: Some(lanes),
-        ..*options
-    };
     match request.kernel {
         GpuKernel::Nuts {
             transitions_per_dispatch,
@@ -315,8 +257,7 @@ pub fn sample_on_device_with(
             device,
             key,
             request,
-            options,
-            width,
+            &plan,
             transitions_per_dispatch.max(1),
             observer,
         ),
@@ -324,7 +265,7 @@ pub fn sample_on_device_with(
             device,
             key,
             request,
-            options,
+            &plan,
             steps_per_dispatch.max(1),
             observer,
         ),
@@ -332,43 +273,39 @@ pub fn sample_on_device_with(
 }
 
 /// Starts building the pipelines of a run: the `logp_grad` kernel of its initial points and
-/// `kernels` (each with its number of chains) with the shader `options` ask for, each on a
-/// thread of its own, so that they compile side by side rather than one after another at
-/// their first requests.
+/// `kernels` (each with its number of chains) as `plan` shapes them, each on a thread of its
+/// own, so that they compile side by side rather than one after another at their first
+/// requests.
 pub(crate) fn prepare<const K: usize>(
     device: &GpuDevice,
     model: ModelKey,
     kernels: [(KernelKind, usize); K],
-    options: &GpuSamplingOptions,
+    plan: &KernelPlan,
 ) -> Result<(), GpuError> {
     let mut prepare = vec![Prepare {
         kernel: KernelKind::LogpGrad,
-        shader: ShaderChoice::logp_grad(None, None),
+        overrides: KernelOverrides::logp_grad(None, None),
         n_chains: 0,
     }];
     prepare.extend(kernels.into_iter().map(|(kernel, n_chains)| Prepare {
         kernel,
-        shader: options.shader(),
+        overrides: plan.pinned(),
         n_chains,
     }));
     device.prepare(model, prepare).wait()
 }
 
-/// What one dispatch may do on `device` for `program` (NUTS trees up to `max_depth`): `None`
-/// where the device does not cap loop iterations, the error where one leapfrog step of the
-/// model does not fit under the cap (`wgsl/cost.rs`).
+/// What one dispatch may do on `device` for `program` (NUTS trees up to `max_depth`) under
+/// `plan`'s loop limit: `None` where loop iterations are not capped, the error where one
+/// leapfrog step of the model does not fit under the cap (`wgsl/cost.rs`).
 pub(crate) fn loop_budget(
     device: &GpuDevice,
     program: &sampler::Program,
     max_depth: u32,
-    options: &GpuSamplingOptions,
+    plan: &KernelPlan,
 ) -> Result<Option<LoopBudget>, GpuError> {
-    let limit = match (device.report().loop_limit(), options.loop_limit) {
-        (Some(own), Some(asked)) => own.min(asked),
-        (own, asked) => match own.or(asked) {
-            Some(limit) => limit,
-            None => return Ok(None),
-        },
+    let Some(limit) = plan.loop_limit else {
+        return Ok(None);
     };
     LoopBudget::of(program, max_depth, limit)
         .map(Some)

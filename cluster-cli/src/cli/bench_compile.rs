@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use gpu_actor::wgsl::{self, ShaderOptions, TapePlacement};
 use gpu_actor::{
-    DeviceOptions, GpuDevice, GpuError, GpuKernel, GpuSampleRequest, KernelKind, Precision,
+    DeviceOptions, GpuDevice, GpuError, GpuKernel, GpuSampleRequest, KernelKind, KernelOverrides,
+    Precision,
 };
 use sampler::growing::Family;
 use sampler::{
@@ -187,10 +188,16 @@ fn measure(
     }
     // The shaders as the run's device chooses them (data placement aside, which changes a
     // few lines).
-    let lanes = device.default_lanes(program, None, args.chains as usize);
+    let plan = device.kernel_plan(
+        program,
+        precision,
+        args.chains as usize,
+        &KernelOverrides::default(),
+    )?;
+    let lanes = plan.shader.lanes;
     let shader = ShaderOptions {
         lanes,
-        placement: TapePlacement::choose_for_lanes(program, lanes),
+        placement: plan.shader.placement,
         ..ShaderOptions::new(program, precision)
     };
     let lines =

@@ -38,8 +38,8 @@ use clap::ValueEnum;
 use gpu_actor::wgsl::IndexChecks;
 use gpu_actor::{
     DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DataPlacement, DeviceOptions, DrawsOutput,
-    FusedLeapfrog, GpuDevice, GpuKernel, GpuSampleRequest, GpuSamplingOptions, LeapfrogStart,
-    LogpGradRequest, Precision, TapePlacement, sample_on_device_with,
+    FusedLeapfrog, GpuDevice, GpuKernel, GpuSampleRequest, KernelOverrides, KernelPlan,
+    LeapfrogStart, LogpGradRequest, Precision, TapePlacement, sample_on_device_with,
 };
 use sampler::{ChainId, ChainSpec, CheckedModel, NoObserver, SamplerSettings, Seed};
 use serde_json::json;
@@ -453,68 +453,40 @@ struct Bench<'a> {
     rows_skipped: bool,
 }
 
-/// The shaders' settings of each row of one model: the options given, else what the device
-/// chooses for the row's chains.
-struct Shapes<'a> {
-    args: &'a GpuBenchArgs,
-    device: &'a GpuDevice,
-    program: &'a sampler::Program,
-    precision: Precision,
+/// The kernel plan of each row of one model: the options given, else what the device
+/// chooses for the row's chains ([`GpuDevice::kernel_plan`]).
+struct Plans {
+    /// The plan of one chain: the first warm-up run's.
+    one: KernelPlan,
+    /// Each chain count's, in the order of the rows.
+    rows: Vec<(u32, KernelPlan)>,
 }
 
-impl Shapes<'_> {
-    fn lanes(&self, n_chains: usize) -> u32 {
-        self.args.lanes.unwrap_or_else(|| {
-            self.device
-                .default_lanes(self.program, self.args.tape(), n_chains)
-        })
-    }
-
-    fn workgroup_size(&self, n_chains: usize) -> u32 {
-        self.args.workgroup_size.unwrap_or_else(|| {
-            gpu_actor::wgsl::default_workgroup_size(
-                n_chains,
-                self.lanes(n_chains),
-                self.device
-                    .report()
-                    .limits
-                    .max_compute_invocations_per_workgroup,
-            )
-        })
-    }
-
-    fn data(&self, n_chains: usize) -> DataPlacement {
-        self.args.data().unwrap_or_else(|| {
-            DataPlacement::choose_for_lanes(
-                self.program,
-                self.precision,
-                self.device
-                    .report()
-                    .limits
-                    .max_compute_workgroup_storage_size,
-                self.lanes(n_chains),
-                self.workgroup_size(n_chains),
-            )
-        })
-    }
-
-    /// `options` with the lanes, workgroup size and data placement of `n_chains` chains.
-    fn options_for(&self, n_chains: usize, options: &GpuSamplingOptions) -> GpuSamplingOptions {
-        GpuSamplingOptions {
-            lanes: Some(self.lanes(n_chains)),
-            workgroup_size: Some(self.workgroup_size(n_chains)),
-            data: Some(self.data(n_chains)),
-            ..*options
-        }
-    }
-
-    /// The distinct values of `value` over the chain counts, as text.
-    fn distinct<T: Ord + std::fmt::Display>(
-        &self,
+impl Plans {
+    fn resolve(
+        device: &GpuDevice,
+        program: &sampler::Program,
+        precision: Precision,
         chain_counts: &[u32],
-        value: impl Fn(usize) -> T,
-    ) -> String {
-        let mut values: Vec<T> = chain_counts.iter().map(|&n| value(n as usize)).collect();
+        overrides: &KernelOverrides,
+    ) -> anyhow::Result<Plans> {
+        let plan = |n_chains: u32| {
+            device
+                .kernel_plan(program, precision, n_chains as usize, overrides)
+                .with_context(|| format!("no kernel plan for {n_chains} chains"))
+        };
+        Ok(Plans {
+            one: plan(1)?,
+            rows: chain_counts
+                .iter()
+                .map(|&n_chains| Ok((n_chains, plan(n_chains)?)))
+                .collect::<anyhow::Result<_>>()?,
+        })
+    }
+
+    /// The distinct values of `value` over the rows' plans, as text.
+    fn distinct<T: Ord + std::fmt::Display>(&self, value: impl Fn(&KernelPlan) -> T) -> String {
+        let mut values: Vec<T> = self.rows.iter().map(|(_, plan)| value(plan)).collect();
         values.sort();
         values.dedup();
         let text: Vec<String> = values.iter().map(T::to_string).collect();
@@ -562,25 +534,28 @@ impl Bench<'_> {
         let shape = runtime::JobShape::new(&model, &self.settings, u64::from(most_chains), 0);
         super::limits::check_fits_here(&shape, model.name())?;
         let program = model.program();
-        // Each row's lanes, workgroup size and data placement are set here (the defaults
-        // depend on the chains), so that its pipelines are compiled by a warm-up run, not in
-        // a timed one.
-        let shapes = Shapes {
-            args,
-            device: self.device,
-            program,
-            precision: self.precision,
-        };
-        let base = GpuSamplingOptions {
+        let overrides = KernelOverrides {
             placement: args.tape(),
+            workgroup_size: args.workgroup_size,
+            data: args.data(),
+            lanes: args.lanes,
             checks: args.index_checks.map(IndexChecksArg::checks),
             draws: args
                 .draws_output
                 .map_or_else(DrawsOutput::default, DrawsOutputArg::output),
-            ..GpuSamplingOptions::default()
+            ..KernelOverrides::default()
         };
-        let options = shapes.options_for(1, &base);
-        let mut warmed = vec![(options.lanes, options.workgroup_size, options.data)];
+        // Each row's plan is fixed here (the defaults depend on the chains), so that its
+        // pipelines are compiled by a warm-up run, not in a timed one.
+        let plans = Plans::resolve(
+            self.device,
+            program,
+            self.precision,
+            &self.chain_counts,
+            &overrides,
+        )
+        .with_context(|| model.name().to_owned())?;
+        let mut warmed = vec![plans.one.shader];
         let mut context = self.context.clone();
         context["index_checks"] = json!(
             args.index_checks
@@ -593,38 +568,35 @@ impl Bench<'_> {
         } else {
             Some(cpu_reference(&model, &self.settings)?)
         };
-        let setup = self.warm_up(&model, &options)?;
+        let setup = self.warm_up(&model, &plans.one.pinned())?;
         let reference_seconds = reference.as_ref().map(|(_, seconds)| *seconds);
-        self.model_header(&model, &shapes, &options, setup, reference_seconds);
+        self.model_header(&model, &plans, setup, reference_seconds);
         let reference = reference.as_ref().map(|(stats, _)| stats.as_slice());
-        for n_chains in self.chain_counts.clone() {
+        for &(n_chains, plan) in &plans.rows {
             if args
                 .time_limit
                 .is_some_and(|limit| self.started.elapsed().as_secs_f64() > limit)
             {
                 outln!("| {n_chains} | skipped: past --time-limit | | | | | | |");
-                let data = shapes.data(n_chains as usize);
+                let data = plan.shader.data;
                 let skipped = row_json(&context, model.name(), n_chains, data, setup, None);
                 self.json.write(&skipped)?;
                 self.rows_skipped = true;
                 continue;
             }
-            let options = shapes.options_for(n_chains as usize, &options);
-            let shaders = (options.lanes, options.workgroup_size, options.data);
-            if !warmed.contains(&shaders) {
-                self.warm_up(&model, &options)?;
-                warmed.push(shaders);
+            let pinned = plan.pinned();
+            if !warmed.contains(&plan.shader) {
+                self.warm_up(&model, &pinned)?;
+                warmed.push(plan.shader);
             }
-            let row = self.row(&model, n_chains, &options, reference)?;
+            let row = self.row(&model, n_chains, &pinned, reference)?;
             outln!("{}", table_line(&model, n_chains, &row));
             let mut context = context.clone();
-            let lanes = options.lanes.unwrap_or(1);
-            context["workgroup_size"] = json!(options.workgroup_size);
-            context["lanes"] = json!(lanes);
+            context["workgroup_size"] = json!(plan.shader.workgroup_size);
+            context["lanes"] = json!(plan.shader.lanes);
             // What the kernels did: mapped output needs the adapter's feature.
-            let mappable = self.device.report().features.mappable_primary_buffers;
-            context["draws_output"] = json!(options.draws.resolve(lanes, mappable).to_string());
-            let data = shapes.data(n_chains as usize);
+            context["draws_output"] = json!(plan.draws.to_string());
+            let data = plan.shader.data;
             let value = row_json(&context, model.name(), n_chains, data, setup, Some(&row));
             self.json.write(&value)?;
         }
@@ -637,8 +609,7 @@ impl Bench<'_> {
     fn model_header(
         &self,
         model: &CheckedModel,
-        shapes: &Shapes<'_>,
-        options: &GpuSamplingOptions,
+        plans: &Plans,
         setup: f64,
         reference_seconds: Option<f64>,
     ) {
@@ -648,11 +619,9 @@ impl Bench<'_> {
              {} tape, {} lanes per chain{}\n",
             model.name(),
             program.dim,
-            shapes.distinct(&self.chain_counts, |n| shapes.data(n)),
-            options
-                .placement
-                .unwrap_or_else(|| TapePlacement::choose_for_lanes(program, shapes.lanes(1))),
-            shapes.distinct(&self.chain_counts, |n| shapes.lanes(n)),
+            plans.distinct(|plan| plan.shader.data),
+            plans.one.shader.placement,
+            plans.distinct(|plan| plan.shader.lanes),
             reference_seconds
                 .map(|seconds| format!(
                     "; CPU f64 reference ({REFERENCE_CHAINS} chains x {REFERENCE_ITERATIONS} draws) in {seconds:.1} s"
@@ -667,7 +636,7 @@ impl Bench<'_> {
     }
 
     /// The warm-up run of `model` with `options`, and its seconds.
-    fn warm_up(&self, model: &CheckedModel, options: &GpuSamplingOptions) -> anyhow::Result<f64> {
+    fn warm_up(&self, model: &CheckedModel, options: &KernelOverrides) -> anyhow::Result<f64> {
         warm_up(
             self.device,
             model,
@@ -684,7 +653,7 @@ impl Bench<'_> {
         &self,
         model: &CheckedModel,
         n_chains: u32,
-        options: &GpuSamplingOptions,
+        options: &KernelOverrides,
         reference: Option<&[ColumnStats]>,
     ) -> anyhow::Result<Row> {
         let mut rows = Vec::new();
@@ -715,7 +684,7 @@ fn warm_up(
     settings: &SamplerSettings,
     kernel: GpuKernel,
     precision: Precision,
-    options: &GpuSamplingOptions,
+    options: &KernelOverrides,
 ) -> anyhow::Result<f64> {
     let started = Instant::now();
     let mut short = settings.clone();
@@ -768,7 +737,7 @@ fn measure(
     seed: Seed,
     n_chains: u32,
     (kernel, precision): (GpuKernel, Precision),
-    options: &GpuSamplingOptions,
+    options: &KernelOverrides,
     reference: Option<&[ColumnStats]>,
 ) -> anyhow::Result<Row> {
     let request = GpuSampleRequest {

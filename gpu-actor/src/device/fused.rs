@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use super::nuts::SessionId;
 use super::resources::{buffer, check_storage, encode, entry};
 use super::scope::scoped;
-use super::worker::Worker;
-use super::{ModelKey, ShaderChoice};
+use super::thread::DeviceThread;
+use super::{KernelOverrides, ModelKey};
 use crate::error::GpuError;
 use crate::kernels::layout::FuParams;
 use crate::wgsl::{KernelKind, Precision};
@@ -20,7 +20,7 @@ pub(crate) struct FusedOpen {
     pub n_chains: usize,
     /// Most steps a dispatch may run.
     pub max_steps: usize,
-    pub shader: ShaderChoice,
+    pub overrides: KernelOverrides,
 }
 
 /// One dispatch: every chain integrates `n_steps` steps from its point (chain after chain:
@@ -127,7 +127,7 @@ impl FusedSession {
     }
 }
 
-impl Worker {
+impl DeviceThread {
     pub(super) fn fused(&mut self, command: FusedCommand) -> Result<FusedReply, GpuError> {
         match command {
             FusedCommand::Open(open) => self.fused_open(&open).map(FusedReply::Opened),
@@ -142,7 +142,8 @@ impl Worker {
     }
 
     fn fused_open(&mut self, open: &FusedOpen) -> Result<SessionId, GpuError> {
-        let (program, options) = self.shader_options(open.model, &open.shader, open.n_chains)?;
+        let (program, plan) = self.plan(open.model, &open.overrides, open.n_chains)?;
+        let options = plan.shader;
         let precision = open.model.precision;
         let pipeline = self.pipeline(open.model, &program, KernelKind::Fused, options)?;
         let (n, dim, max_steps) = (open.n_chains, program.dim, open.max_steps.max(1));

@@ -11,14 +11,14 @@ use super::resources::{
     MappedBytes, StagingPool, buffer, check_storage, decode, decode_into, encode, entry,
 };
 use super::scope::scoped;
-use super::worker::Worker;
-use super::{DrawsOutput, ModelKey, ShaderChoice};
+use super::thread::DeviceThread;
+use super::{DrawsOutput, KernelOverrides, ModelKey};
 use crate::error::GpuError;
 use crate::kernels::layout::{
     NM_CHUNK, NS_O_COUNT, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_DIR,
     NS_U_SEARCH_EVALS, NS_V_GSAMP, NS_V_QSAMP, NmParams, NsParams, NsSizes,
 };
-use crate::wgsl::{KernelKind, Precision};
+use crate::wgsl::{KernelKind, Precision, ShaderOptions};
 
 /// A sampling session on one device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -34,9 +34,9 @@ pub(crate) struct NutsOpen {
     pub capacity: usize,
     /// Whether dispatches may record gradients with the draws.
     pub with_grad: bool,
-    pub shader: ShaderChoice,
-    /// Where sampling dispatches write their draws.
-    pub draws: DrawsOutput,
+    /// What the caller fixes of the kernels' plan, where sampling dispatches write their
+    /// draws included.
+    pub overrides: KernelOverrides,
 }
 
 /// The starting state of every chain, chain after chain (`q[c * dim + j]`).
@@ -588,7 +588,165 @@ fn encode_read_back(
     }
 }
 
-impl Worker {
+/// The pipelines of a session's kernels.
+struct NutsPipelines {
+    nuts: wgpu::ComputePipeline,
+    search: wgpu::ComputePipeline,
+    moments: wgpu::ComputePipeline,
+}
+
+/// Bytes of a session's buffers.
+#[derive(Clone, Copy, Debug)]
+struct SessionBytes {
+    consts: u64,
+    vec: u64,
+    ckpt: u64,
+    uint: u64,
+    out: u64,
+    moments: u64,
+    /// The chains' tapes (storage placement; else a placeholder's).
+    scratch: u64,
+    /// One read-back buffer: a dispatch's results or a snapshot, whichever is larger.
+    staging: u64,
+}
+
+impl SessionBytes {
+    /// The buffers of a session of `sizes` over `program`, built with `options`.
+    fn of(program: &sampler::Program, options: &ShaderOptions, sizes: &NsSizes) -> SessionBytes {
+        let size = options.precision.size_bytes();
+        let bytes = |values: usize| values as u64 * size;
+        let uint = sizes.uint() as u64 * 4;
+        let out = bytes(sizes.out());
+        let moments = bytes(sizes.moments());
+        let snapshot =
+            bytes((program.dim + NS_S_COUNT) * sizes.n) + NS_U_COUNT as u64 * 4 * sizes.n as u64;
+        SessionBytes {
+            consts: bytes(sizes.consts()),
+            vec: bytes(sizes.vec()),
+            ckpt: bytes(sizes.ckpt()),
+            uint,
+            out,
+            moments,
+            scratch: crate::wgsl::scratch_bytes(program, options, sizes.n),
+            staging: (moments + out + uint + TIMESTAMP_BYTES).max(snapshot),
+        }
+    }
+
+    /// An error for the first buffer larger than the device binds.
+    fn check(&self, limits: &wgpu::Limits) -> Result<(), GpuError> {
+        for (what, needed) in [
+            ("the chains' state", self.vec),
+            ("the chains' U-turn checkpoints", self.ckpt),
+            ("the output slots", self.out),
+            ("the chains' integer state", self.uint),
+            ("the warmup moments", self.moments),
+            ("the chains' tapes (storage placement)", self.scratch),
+        ] {
+            check_storage(what, needed, limits)?;
+        }
+        Ok(())
+    }
+}
+
+/// What a session is made of besides its device buffers.
+struct SessionParts {
+    model: ModelKey,
+    sizes: NsSizes,
+    bytes: SessionBytes,
+    pipelines: NutsPipelines,
+    staging: StagingPool,
+    grid: (u32, u32),
+    draws: DrawsOutput,
+}
+
+impl NutsSession {
+    /// Creates the buffers and bind groups of a session made of `parts`.
+    fn allocate(
+        device: &wgpu::Device,
+        queue: &wgpu::Queue,
+        layout: &wgpu::BindGroupLayout,
+        parts: SessionParts,
+    ) -> NutsSession {
+        use wgpu::BufferUsages as U;
+        let bytes = parts.bytes;
+        let rw = U::STORAGE | U::COPY_DST | U::COPY_SRC;
+        let params = buffer(device, "nuts params", 64, U::UNIFORM | U::COPY_DST);
+        let consts = buffer(
+            device,
+            "nuts consts",
+            bytes.consts,
+            U::STORAGE | U::COPY_DST,
+        );
+        let vec = buffer(device, "nuts chains", bytes.vec, rw);
+        let ckpt = buffer(device, "nuts checkpoints", bytes.ckpt, U::STORAGE);
+        let uint = buffer(device, "nuts integers", bytes.uint, rw);
+        let out = buffer(device, "nuts draws", bytes.out, rw);
+        let scratch = buffer(device, "nuts tapes", bytes.scratch, U::STORAGE);
+        let bind_group = chains_bind_group(
+            device,
+            layout,
+            [&scratch, &params, &consts, &vec, &ckpt, &uint],
+            out.as_entire_buffer_binding(),
+        );
+        let moments =
+            MomentsKernel::new(device, parts.pipelines.moments, &out, &uint, bytes.moments);
+        NutsSession {
+            model: parts.model,
+            sizes: parts.sizes,
+            precision: parts.model.precision,
+            nuts: parts.pipelines.nuts,
+            search: parts.pipelines.search,
+            moments,
+            staging: parts.staging,
+            timestamps: Timestamps::new(device, queue),
+            grid: parts.grid,
+            params,
+            consts,
+            vec,
+            uint,
+            out,
+            bind_group,
+            draws: parts.draws,
+            queued: None,
+            ckpt,
+            scratch,
+        }
+    }
+}
+
+impl MomentsKernel {
+    /// The moments kernel `pipeline` over a session's draws `out` and integers `uint`, with
+    /// an output of `bytes`.
+    fn new(
+        device: &wgpu::Device,
+        pipeline: wgpu::ComputePipeline,
+        out: &wgpu::Buffer,
+        uint: &wgpu::Buffer,
+        bytes: u64,
+    ) -> MomentsKernel {
+        use wgpu::BufferUsages as U;
+        let params = buffer(device, "nuts moments params", 32, U::UNIFORM | U::COPY_DST);
+        let moments = buffer(device, "nuts moments", bytes, U::STORAGE | U::COPY_SRC);
+        let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some("nuts moments"),
+            layout: &pipeline.get_bind_group_layout(0),
+            entries: &[
+                entry(0, &params),
+                entry(1, out),
+                entry(2, uint),
+                entry(3, &moments),
+            ],
+        });
+        MomentsKernel {
+            pipeline,
+            params,
+            out: moments,
+            bind_group,
+        }
+    }
+}
+
+impl DeviceThread {
     pub(super) fn nuts(&mut self, command: NutsCommand) -> Result<NutsReply, GpuError> {
         match command {
             NutsCommand::Open(open) => self.nuts_open(&open).map(NutsReply::Opened),
@@ -622,19 +780,12 @@ impl Worker {
         }
     }
 
+    /// Opens a session: its kernels' plan and pipelines, the sizes of its buffers checked
+    /// against the device's limits, then the buffers.
     fn nuts_open(&mut self, open: &NutsOpen) -> Result<SessionId, GpuError> {
-        let (program, options) = self.shader_options(open.model, &open.shader, open.n_chains)?;
-        let precision = open.model.precision;
-        let nuts = self.pipeline(open.model, &program, KernelKind::Nuts, options)?;
-        let search = self.pipeline(open.model, &program, KernelKind::NutsSearch, options)?;
-        let moments_pipeline = match self.moments_pipelines.get(&precision) {
-            Some(pipeline) => pipeline.clone(),
-            None => {
-                let pipeline = moments_pipeline(&self.device, precision)?;
-                self.moments_pipelines.insert(precision, pipeline.clone());
-                pipeline
-            }
-        };
+        let (program, plan) = self.plan(open.model, &open.overrides, open.n_chains)?;
+        let options = plan.shader;
+        let pipelines = self.nuts_pipelines(open.model, &program, options)?;
         let sizes = NsSizes {
             n: open.n_chains,
             dim: program.dim,
@@ -644,100 +795,53 @@ impl Worker {
             chain_major: options.lanes > 1,
         };
         let grid = self.chain_grid(open.n_chains, &options)?;
-        let size = precision.size_bytes();
-        let bytes = |values: usize| values as u64 * size;
-        let scratch_bytes = crate::wgsl::scratch_bytes(&program, &options, open.n_chains);
-        let uint_bytes = sizes.uint() as u64 * 4;
-        let out_bytes = bytes(sizes.out());
-        let moments_bytes = bytes(sizes.moments());
-        let snapshot_bytes =
-            bytes((program.dim + NS_S_COUNT) * sizes.n) + NS_U_COUNT as u64 * 4 * sizes.n as u64;
-        let staging_bytes =
-            (moments_bytes + out_bytes + uint_bytes + TIMESTAMP_BYTES).max(snapshot_bytes);
-        for (what, needed) in [
-            ("the chains' state", bytes(sizes.vec())),
-            ("the chains' U-turn checkpoints", bytes(sizes.ckpt())),
-            ("the output slots", out_bytes),
-            ("the chains' integer state", uint_bytes),
-            ("the warmup moments", moments_bytes),
-            ("the chains' tapes (storage placement)", scratch_bytes),
-        ] {
-            check_storage(what, needed, &self.limits)?;
-        }
-        let staging = self.staging_pool(staging_bytes);
-        let draws = open.draws.resolve(options.lanes, staging.storage());
-        let layout = &self.layouts.nuts;
-        let device = &self.device;
-        let queue = &self.queue;
+        let bytes = SessionBytes::of(&program, &options, &sizes);
+        bytes.check(&self.limits)?;
+        let staging = self.staging_pool(bytes.staging);
+        // The plan's, unless this pool's buffers cannot be bound as storage.
+        let draws = plan.draws.resolve(options.lanes, staging.storage());
+        let parts = SessionParts {
+            model: open.model,
+            sizes,
+            bytes,
+            pipelines,
+            staging,
+            grid,
+            draws,
+        };
+        let (device, queue, layout) = (&self.device, &self.queue, &self.layouts.nuts);
         let session = scoped(device, "nuts session allocation", || {
-            use wgpu::BufferUsages as U;
-            let rw = U::STORAGE | U::COPY_DST | U::COPY_SRC;
-            let params = buffer(device, "nuts params", 64, U::UNIFORM | U::COPY_DST);
-            let consts = buffer(
-                device,
-                "nuts consts",
-                bytes(sizes.consts()),
-                U::STORAGE | U::COPY_DST,
-            );
-            let vec = buffer(device, "nuts chains", bytes(sizes.vec()), rw);
-            let ckpt = buffer(device, "nuts checkpoints", bytes(sizes.ckpt()), U::STORAGE);
-            let uint = buffer(device, "nuts integers", uint_bytes, rw);
-            let out = buffer(device, "nuts draws", out_bytes, rw);
-            let scratch = buffer(device, "nuts tapes", scratch_bytes, U::STORAGE);
-            let bind_group = chains_bind_group(
-                device,
-                layout,
-                [&scratch, &params, &consts, &vec, &ckpt, &uint],
-                out.as_entire_buffer_binding(),
-            );
-            let moments_params =
-                buffer(device, "nuts moments params", 32, U::UNIFORM | U::COPY_DST);
-            let moments_out = buffer(
-                device,
-                "nuts moments",
-                moments_bytes,
-                U::STORAGE | U::COPY_SRC,
-            );
-            let moments_bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
-                label: Some("nuts moments"),
-                layout: &moments_pipeline.get_bind_group_layout(0),
-                entries: &[
-                    entry(0, &moments_params),
-                    entry(1, &out),
-                    entry(2, &uint),
-                    entry(3, &moments_out),
-                ],
-            });
-            NutsSession {
-                model: open.model,
-                sizes,
-                precision,
-                nuts,
-                search,
-                moments: MomentsKernel {
-                    pipeline: moments_pipeline,
-                    params: moments_params,
-                    out: moments_out,
-                    bind_group: moments_bind_group,
-                },
-                staging,
-                timestamps: Timestamps::new(device, queue),
-                grid,
-                params,
-                consts,
-                vec,
-                uint,
-                out,
-                bind_group,
-                draws,
-                queued: None,
-                ckpt,
-                scratch,
-            }
+            NutsSession::allocate(device, queue, layout, parts)
         })?;
         let id = self.new_session_id();
         self.nuts_sessions.insert(id, session);
         Ok(id)
+    }
+
+    /// The pipelines of a session's kernels over `program` built with `options`: the
+    /// transitions, the step-size search, and the warmup moments kernel of their precision.
+    fn nuts_pipelines(
+        &mut self,
+        model: ModelKey,
+        program: &sampler::Program,
+        options: ShaderOptions,
+    ) -> Result<NutsPipelines, GpuError> {
+        let precision = model.precision;
+        let nuts = self.pipeline(model, program, KernelKind::Nuts, options)?;
+        let search = self.pipeline(model, program, KernelKind::NutsSearch, options)?;
+        let moments = match self.moments_pipelines.get(&precision) {
+            Some(pipeline) => pipeline.clone(),
+            None => {
+                let pipeline = moments_pipeline(&self.device, precision)?;
+                self.moments_pipelines.insert(precision, pipeline.clone());
+                pipeline
+            }
+        };
+        Ok(NutsPipelines {
+            nuts,
+            search,
+            moments,
+        })
     }
 
     fn nuts_session(&self, id: SessionId) -> Result<&NutsSession, GpuError> {

@@ -10,7 +10,7 @@
 //! build is not abandoned: it goes on and its result is kept for the next request of the
 //! same pipeline, which waits for it again within its own budget instead of compiling twice.
 //! Drivers that compile at a pipeline's first dispatch instead (lavapipe) are caught by the
-//! worker's first dispatch of every new pipeline (`Worker::pipeline`), which has what is
+//! device thread's first dispatch of every new pipeline (`DeviceThread::pipeline`), which has what is
 //! left of the budget ([`CompileStage`]). Not all of it: lavapipe also specialises a kernel on
 //! the values of its uniform parameters at a dispatch, and where that does not pay it
 //! compiles the kernel as it is, again, at its first dispatch with real parameters (the NUTS
@@ -398,7 +398,7 @@ pub(crate) fn probe_group(
     })
 }
 
-/// The warmup moments kernel in `precision` (`shaders/nuts_moments.wgsl`): one per worker and
+/// The warmup moments kernel in `precision` (`shaders/nuts_moments.wgsl`): one per device thread and
 /// precision, whatever the model. Its bindings are its own (group 0).
 pub(crate) fn moments_pipeline(
     device: &wgpu::Device,

@@ -1,6 +1,6 @@
 //! Unit tests of the device layer that need no GPU.
 
-use super::worker::dispatch_grid;
+use super::thread::dispatch_grid;
 use crate::error::GpuError;
 
 #[test]

@@ -23,12 +23,10 @@ use super::dual::DualAverage;
 use super::init::{InitialPoints, initial_points};
 use super::outputs::OutputWriter;
 use super::records::{Draw, RecordSettings, Room, empty_traces, record};
-use super::{
-    DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Iterations, Phase, max_log_step,
-};
+use super::{DispatchStats, GpuRun, GpuSampleRequest, Iterations, Phase, max_log_step};
 use crate::device::fused::{FusedBatch, FusedCommand, FusedOpen, FusedReply, FusedRun, StepRole};
 use crate::device::nuts::SessionId;
-use crate::device::{GpuDevice, ModelKey};
+use crate::device::{GpuDevice, KernelPlan, ModelKey};
 use crate::error::{CheckedPoint, GpuError};
 use crate::kernels::philox::{ChainStream, Purpose};
 use crate::kernels::tree::{Leaf, Tree};
@@ -758,11 +756,11 @@ fn open_session(
     device: &GpuDevice,
     key: ModelKey,
     request: &GpuSampleRequest,
-    options: &GpuSamplingOptions,
+    plan: &KernelPlan,
     k: usize,
 ) -> Result<(InitialPoints, SessionId), GpuError> {
     let n = request.chains.len();
-    super::prepare(device, key, [(KernelKind::Fused, n)], options)?;
+    super::prepare(device, key, [(KernelKind::Fused, n)], plan)?;
     let init = initial_points(
         device,
         key,
@@ -775,7 +773,7 @@ fn open_session(
         model: key,
         n_chains: n,
         max_steps: k,
-        shader: options.shader(),
+        overrides: plan.pinned(),
     };
     let session = match device.fused(FusedCommand::Open(open)).wait()? {
         FusedReply::Opened(id) => id,
@@ -817,7 +815,7 @@ pub(super) fn run(
     device: &GpuDevice,
     key: ModelKey,
     request: &GpuSampleRequest,
-    options: &GpuSamplingOptions,
+    plan: &KernelPlan,
     steps_per_dispatch: u32,
     observer: &dyn Observer,
 ) -> Result<GpuRun, GpuError> {
@@ -829,12 +827,12 @@ pub(super) fn run(
         total,
     } = Iterations::of(request)?;
     // A device that caps loop iterations per invocation runs fewer steps per dispatch.
-    let k = match super::loop_budget(device, program, settings.max_depth, options)? {
+    let k = match super::loop_budget(device, program, settings.max_depth, plan)? {
         Some(budget) => (steps_per_dispatch as usize).min(budget.fused_steps as usize),
         None => steps_per_dispatch as usize,
     };
     let warmup_started = Instant::now();
-    let (init, session) = open_session(device, key, request, options, k)?;
+    let (init, session) = open_session(device, key, request, plan, k)?;
     let _guard = SessionGuard {
         device,
         id: session,

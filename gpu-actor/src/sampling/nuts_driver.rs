@@ -25,14 +25,12 @@ use super::adapt::{IterationMoments, Search, Warmup, start_warmup};
 use super::init::{InitialPoints, initial_points};
 use super::outputs::OutputWriter;
 use super::records::{Draw, RecordSettings, Room, empty_traces, record};
-use super::{
-    DispatchStats, GpuRun, GpuSampleRequest, GpuSamplingOptions, Iterations, Phase, max_log_step,
-};
+use super::{DispatchStats, GpuRun, GpuSampleRequest, Iterations, Phase, max_log_step};
 use crate::device::nuts::{
     MomentsRequest, NutsBatch, NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsSnapshot,
     NutsStart, SessionId,
 };
-use crate::device::{GpuDevice, ModelKey};
+use crate::device::{GpuDevice, KernelPlan, ModelKey};
 use crate::error::{CheckedPoint, GpuError};
 use crate::kernels::layout::{
     NS_C_COUNT, NS_C_DA_GAMMA, NS_C_DA_KAPPA, NS_C_DA_MAX_LOG_STEP, NS_C_DA_T0, NS_C_DA_TARGET,
@@ -902,7 +900,7 @@ fn open_session(
     device: &GpuDevice,
     key: ModelKey,
     request: &GpuSampleRequest,
-    options: &GpuSamplingOptions,
+    plan: &KernelPlan,
     capacity: u64,
     with_grad: bool,
 ) -> Result<(InitialPoints, SessionId), GpuError> {
@@ -914,7 +912,7 @@ fn open_session(
         device,
         key,
         [(KernelKind::Nuts, n), (KernelKind::NutsSearch, n)],
-        options,
+        plan,
     )?;
     let init = initial_points(
         device,
@@ -936,8 +934,7 @@ fn open_session(
         max_depth: settings.max_depth,
         capacity: capacity as usize,
         with_grad,
-        shader: options.shader(),
-        draws: options.draws,
+        overrides: plan.pinned(),
     };
     let session = match device.nuts(NutsCommand::Open(open)).wait()? {
         NutsReply::Opened(id) => id,
@@ -950,8 +947,7 @@ pub(super) fn run(
     device: &GpuDevice,
     key: ModelKey,
     request: &GpuSampleRequest,
-    options: &GpuSamplingOptions,
-    width: u32,
+    plan: &KernelPlan,
     transitions: u32,
     observer: &dyn Observer,
 ) -> Result<GpuRun, GpuError> {
@@ -966,7 +962,7 @@ pub(super) fn run(
 
     let warmup_started = Instant::now();
     let capacity = m.max(sample_capacity);
-    let (init, session) = open_session(device, key, request, options, capacity, with_grad)?;
+    let (init, session) = open_session(device, key, request, plan, capacity, with_grad)?;
     let _guard = SessionGuard {
         device,
         id: session,
@@ -977,14 +973,14 @@ pub(super) fn run(
     let record = RecordSettings::new(settings, observer);
     let room = Room::make(n, writer.n_columns(), record.draws);
     // On a device that caps loop iterations a dispatch may only run so many steps and tries.
-    let budget = super::loop_budget(device, program, settings.max_depth, options)?;
+    let budget = super::loop_budget(device, program, settings.max_depth, plan)?;
     let run = Run {
         device,
         request,
         observer,
         session,
         dim: program.dim,
-        width: width as usize,
+        width: plan.lockstep_width as usize,
         params: NsParams {
             n_chains: n as u32,
             max_depth: settings.max_depth,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::device::fused::{FusedCommand, FusedOpen, FusedReply, FusedRun, StepRole};
 use crate::device::nuts::SessionId;
-use crate::device::{GpuDevice, ModelKey, ShaderChoice};
+use crate::device::{GpuDevice, KernelOverrides, ModelKey};
 use crate::error::GpuError;
 
 /// Where each chain starts and how it steps.
@@ -72,7 +72,7 @@ impl<'a> FusedLeapfrog<'a> {
                 model,
                 n_chains,
                 max_steps,
-                shader: ShaderChoice::default(),
+                overrides: KernelOverrides::default(),
             }))
             .wait()?;
         match reply {

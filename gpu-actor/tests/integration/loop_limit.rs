@@ -10,7 +10,7 @@
 
 use gpu_actor::wgsl::{LoopBudget, LoopLimitExceeded};
 use gpu_actor::{
-    GpuError, GpuKernel, GpuSampleRequest, GpuSamplingOptions, GpuSupervisor, GpuSupervisorArgs,
+    GpuError, GpuKernel, GpuSampleRequest, GpuSupervisor, GpuSupervisorArgs, KernelOverrides,
     LogpGradRequest, Precision, RanOn, SampleJob, sample_on_device_with,
 };
 use ractor::Actor;
@@ -196,9 +196,9 @@ fn loop_limit_budgets_do_not_change_the_search() {
             "{budget:?}"
         );
         let run = |loop_limit| {
-            let options = GpuSamplingOptions {
+            let options = KernelOverrides {
                 loop_limit,
-                ..GpuSamplingOptions::default()
+                ..KernelOverrides::default()
             };
             sample_on_device_with(&device, &request, &options, &NoObserver)
                 .expect("sampling")

@@ -13,7 +13,7 @@
 
 use gpu_actor::wgsl::IndexChecks;
 use gpu_actor::{
-    DataPlacement, DrawsOutput, GpuKernel, GpuSampleRequest, GpuSamplingOptions, Precision,
+    DataPlacement, DrawsOutput, GpuKernel, GpuSampleRequest, KernelOverrides, Precision,
     sample_on_device_with,
 };
 use sampler::diagnostics::known::{self, Known};
@@ -140,7 +140,7 @@ fn bit_run(
     model: &CheckedModel,
     seed: u64,
     draws: u64,
-    options: &GpuSamplingOptions,
+    options: &KernelOverrides,
     adjust: impl FnOnce(&mut GpuSampleRequest),
 ) -> Result<Vec<ChainTrace>, gpu_actor::GpuError> {
     let mut request = request(model, NUTS_F32, Seed(seed));
@@ -190,9 +190,9 @@ fn check_configs(model: &CheckedModel, seed: u64, truths: &[Truth], configs: &[C
             );
             continue;
         }
-        let options = GpuSamplingOptions {
+        let options = KernelOverrides {
             lanes: Some(lanes.filter(|_| config.split).unwrap_or(1)),
-            ..GpuSamplingOptions::default()
+            ..KernelOverrides::default()
         };
         let seed = Seed(seed + k as u64);
         let started = std::time::Instant::now();
@@ -404,10 +404,9 @@ fn gpu_save_warmup_keeps_warmup_draws_and_changes_nothing_else() {
         request.settings.save_warmup = save_warmup;
         request.chains.truncate(chains);
         let events = WarmupEvents::default();
-        let traces =
-            sample_on_device_with(&device, &request, &GpuSamplingOptions::default(), &events)
-                .expect("samples")
-                .traces;
+        let traces = sample_on_device_with(&device, &request, &KernelOverrides::default(), &events)
+            .expect("samples")
+            .traces;
         (traces, events)
     };
     let (saved, saved_events) = run(true);
@@ -456,22 +455,22 @@ fn index_checks_change_no_draw() {
             continue;
         }
         let program = model.model.program();
-        let mut runs = vec![("nuts", nuts, GpuSamplingOptions::default())];
+        let mut runs = vec![("nuts", nuts, KernelOverrides::default())];
         if let Some(lanes) = split_lanes(&device, program) {
             runs.push((
                 "nuts split, workgroup data",
                 nuts,
-                GpuSamplingOptions {
+                KernelOverrides {
                     lanes: Some(lanes),
                     data: (!program.data.is_empty()).then_some(DataPlacement::Workgroup),
-                    ..GpuSamplingOptions::default()
+                    ..KernelOverrides::default()
                 },
             ));
         }
-        runs.push(("fused", fused, GpuSamplingOptions::default()));
+        runs.push(("fused", fused, KernelOverrides::default()));
         for (label, kernel, options) in runs {
             let draws = |checks: IndexChecks| {
-                let options = GpuSamplingOptions {
+                let options = KernelOverrides {
                     checks: Some(checks),
                     ..options
                 };
@@ -507,20 +506,20 @@ fn mapped_draws_equal_copied_draws() {
             continue;
         }
         let program = model.model.program();
-        let mut runs = vec![("nuts", GpuSamplingOptions::default())];
+        let mut runs = vec![("nuts", KernelOverrides::default())];
         if let Some(lanes) = split_lanes(&device, program) {
             runs.push((
                 "nuts split",
-                GpuSamplingOptions {
+                KernelOverrides {
                     lanes: Some(lanes),
-                    ..GpuSamplingOptions::default()
+                    ..KernelOverrides::default()
                 },
             ));
         }
         for (label, options) in runs {
             for save_warmup in [false, true] {
                 let traces = |draws: DrawsOutput| {
-                    let options = GpuSamplingOptions { draws, ..options };
+                    let options = KernelOverrides { draws, ..options };
                     bit_run(&device, &model.model, 33, 50, &options, |request| {
                         request.settings.save_warmup = save_warmup
                     })
@@ -579,10 +578,10 @@ fn workgroup_rows_as_quads_draw_what_storage_draws() {
     let Some(lanes) = split_lanes(&device, program) else {
         return;
     };
-    let options = |data| GpuSamplingOptions {
+    let options = |data| KernelOverrides {
         lanes: Some(lanes),
         data: Some(data),
-        ..GpuSamplingOptions::default()
+        ..KernelOverrides::default()
     };
     // The kernel really loads the rows as vec4s.
     let shader = gpu_actor::wgsl::ShaderOptions {

@@ -137,8 +137,7 @@ fn open_session(
         max_depth: 6,
         capacity: capacity as usize,
         with_grad: true,
-        shader: Default::default(),
-        draws: crate::DrawsOutput::default(),
+        overrides: Default::default(),
     };
     let NutsReply::Opened(session) = device.nuts(NutsCommand::Open(open)).wait().expect("opens")
     else {

@@ -15,14 +15,12 @@ use super::resources::{LogpGradWorkspace, ModelResources, StagingPool, decode, e
 use super::rng_check::{self, RngSamples};
 use super::scope::scoped;
 use super::{
-    AdapterChoice, DeviceOptions, DeviceStats, Fault, LogpGradBatch, LogpGradRequest, ModelKey,
-    Prepare, ShaderChoice,
+    AdapterChoice, DeviceOptions, DeviceStats, Fault, KernelOverrides, KernelPlan, LogpGradBatch,
+    LogpGradRequest, ModelKey, Prepare,
 };
 use crate::error::GpuError;
 use crate::reply::{Replier, spin_for};
-use crate::wgsl::{
-    DataPlacement, IndexChecks, KernelKind, Precision, ShaderOptions, TapePlacement,
-};
+use crate::wgsl::{IndexChecks, KernelKind, Precision, ShaderOptions};
 
 /// A request to the device thread, with its reply end.
 pub(crate) enum Command {
@@ -79,12 +77,12 @@ enum DeviceEvent {
     Lost(String),
 }
 
-pub(crate) struct Worker {
+pub(crate) struct DeviceThread {
     // Field order is drop order: resources before the device, the device before the instance.
     pub(super) nuts_sessions: HashMap<SessionId, NutsSession>,
     pub(super) fused_sessions: HashMap<SessionId, FusedSession>,
     /// NUTS sessions' read-back buffers by size, kept after a session closes for the next
-    /// one of the same size (see [`Worker::staging_pool`]).
+    /// one of the same size (see [`DeviceThread::staging_pool`]).
     staging_pools: HashMap<u64, StagingPool>,
     pub(super) models: HashMap<ModelKey, ModelResources>,
     workspaces: HashMap<PipelineKey, LogpGradWorkspace>,
@@ -120,62 +118,30 @@ fn wanted_features() -> wgpu::Features {
         | wgpu::Features::MAPPABLE_PRIMARY_BUFFERS
 }
 
-impl Worker {
-    /// A loaded model's program and the shader options of a kernel over it: the tape and data
-    /// placements asked for, or by default [`TapePlacement::choose`] and workgroup memory when
-    /// the data fits this adapter's limit ([`DataPlacement::choose`]).
-    pub(super) fn shader_options(
+impl DeviceThread {
+    /// A loaded model's program and the plan of kernels over `n_chains` of its chains with
+    /// `overrides` ([`KernelPlan::resolve`] on this adapter).
+    pub(super) fn plan(
         &self,
         model: ModelKey,
-        choice: &ShaderChoice,
+        overrides: &KernelOverrides,
         n_chains: usize,
-    ) -> Result<(Arc<sampler::Program>, ShaderOptions), GpuError> {
-        let ShaderChoice {
-            placement,
-            workgroup_size,
-            data,
-            lanes,
-            checks,
-        } = *choice;
+    ) -> Result<(Arc<sampler::Program>, KernelPlan), GpuError> {
         let program = self
             .models
             .get(&model)
             .ok_or(GpuError::ModelNotLoaded { model })?
             .program
             .clone();
-        let precision = model.precision;
-        let lanes = lanes
-            .unwrap_or_else(|| super::default_lanes(&self.report, &program, placement, n_chains));
-        if lanes > 1 && !self.report.features.subgroup {
-            return Err(GpuError::SubgroupUnsupported {
-                adapter: self.report.name.clone(),
-            });
-        }
-        let workgroup_size = workgroup_size.unwrap_or_else(|| {
-            crate::wgsl::default_workgroup_size(
-                n_chains,
-                lanes,
-                self.limits.max_compute_invocations_per_workgroup,
-            )
-        });
-        let options = ShaderOptions {
-            precision,
-            lanes,
-            placement: placement
-                .unwrap_or_else(|| TapePlacement::choose_for_lanes(&program, lanes)),
-            workgroup_size,
-            data: data.unwrap_or_else(|| {
-                DataPlacement::choose_for_lanes(
-                    &program,
-                    precision,
-                    self.limits.max_compute_workgroup_storage_size,
-                    lanes,
-                    workgroup_size,
-                )
-            }),
-            checks: checks.unwrap_or(self.default_checks),
-        };
-        Ok((program, options))
+        let plan = KernelPlan::resolve(
+            &self.report,
+            self.default_checks,
+            &program,
+            model.precision,
+            n_chains,
+            overrides,
+        )?;
+        Ok((program, plan))
     }
 
     /// The cached pipeline of `kernel` over a loaded model's `program`, built on first use
@@ -294,7 +260,7 @@ impl Worker {
     }
 
     /// Opens the chosen adapter. Runs on the device thread.
-    pub(crate) fn start(options: &DeviceOptions) -> Result<Worker, GpuError> {
+    pub(crate) fn start(options: &DeviceOptions) -> Result<DeviceThread, GpuError> {
         let instance = vulkan_instance();
         let adapters = sorted_adapters(&instance);
         let count = adapters.len();
@@ -339,7 +305,7 @@ impl Worker {
             let _ = events_tx.send(DeviceEvent::Lost(format!("{reason:?}: {message}")));
         });
         let layouts = Layouts::new(&device);
-        Ok(Worker {
+        Ok(DeviceThread {
             nuts_sessions: HashMap::new(),
             staging_pools: HashMap::new(),
             fused_sessions: HashMap::new(),
@@ -374,6 +340,11 @@ impl Worker {
         &self.report
     }
 
+    /// The index checks of kernels whose request leaves them open.
+    pub(crate) fn default_checks(&self) -> IndexChecks {
+        self.default_checks
+    }
+
     /// Serves commands until shutdown or until every handle is gone.
     pub(crate) fn run(mut self, commands: mpsc::Receiver<Command>) {
         while let Some(command) = self.next_command(&commands) {
@@ -382,37 +353,37 @@ impl Worker {
                     model,
                     precision,
                     reply,
-                } => reply.send(self.guarded(|w| w.upload(&model, precision))),
+                } => reply.send(self.guarded(|t| t.upload(&model, precision))),
                 Command::Unload { model, reply } => {
-                    reply.send(self.guarded(|w| Ok(w.unload(model))))
+                    reply.send(self.guarded(|t| Ok(t.unload(model))))
                 }
                 Command::Prepare {
                     model,
                     kernels,
                     reply,
-                } => reply.send(self.guarded(|w| w.prepare(model, &kernels))),
+                } => reply.send(self.guarded(|t| t.prepare(model, &kernels))),
                 Command::LogpGrad { request, reply } => {
-                    reply.send(self.guarded(|w| w.logp_grad(&request)))
+                    reply.send(self.guarded(|t| t.logp_grad(&request)))
                 }
                 Command::Stats { reply } => reply.send(Ok(self.stats())),
-                Command::CheckF64Builtins { reply } => reply.send(self.guarded(|w| {
-                    w.check_precision(Precision::F64)?;
-                    probe::check_f64_builtins(&w.device, &w.queue, w.poll_timeout)
+                Command::CheckF64Builtins { reply } => reply.send(self.guarded(|t| {
+                    t.check_precision(Precision::F64)?;
+                    probe::check_f64_builtins(&t.device, &t.queue, t.poll_timeout)
                 })),
-                Command::Fault { fault, reply } => reply.send(self.guarded(|w| w.fault(fault))),
-                Command::Nuts { command, reply } => reply.send(self.guarded(|w| w.nuts(command))),
-                Command::Fused { command, reply } => reply.send(self.guarded(|w| w.fused(command))),
+                Command::Fault { fault, reply } => reply.send(self.guarded(|t| t.fault(fault))),
+                Command::Nuts { command, reply } => reply.send(self.guarded(|t| t.nuts(command))),
+                Command::Fused { command, reply } => reply.send(self.guarded(|t| t.fused(command))),
                 Command::CheckRng {
                     precision,
                     key,
                     counters,
                     reply,
-                } => reply.send(self.guarded(|w| {
-                    w.check_precision(precision)?;
+                } => reply.send(self.guarded(|t| {
+                    t.check_precision(precision)?;
                     rng_check::check_rng(
-                        &w.device,
-                        &w.queue,
-                        w.poll_timeout,
+                        &t.device,
+                        &t.queue,
+                        t.poll_timeout,
                         precision,
                         key,
                         &counters,
@@ -456,7 +427,7 @@ impl Worker {
     /// Runs `work` and turns device events seen meanwhile into its error.
     fn guarded<R>(
         &mut self,
-        work: impl FnOnce(&mut Worker) -> Result<R, GpuError>,
+        work: impl FnOnce(&mut DeviceThread) -> Result<R, GpuError>,
     ) -> Result<R, GpuError> {
         for message in self.drain_events() {
             tracing::warn!(%message, "GPU error outside any request");
@@ -565,12 +536,11 @@ impl Worker {
     /// ([`super::GpuDevice::prepare`]).
     fn prepare(&mut self, model: ModelKey, kernels: &[Prepare]) -> Result<(), GpuError> {
         for prepare in kernels {
-            let (program, options) =
-                self.shader_options(model, &prepare.shader, prepare.n_chains)?;
+            let (program, plan) = self.plan(model, &prepare.overrides, prepare.n_chains)?;
             let key = PipelineKey {
                 model: model.hash,
                 kernel: prepare.kernel,
-                options,
+                options: plan.shader,
             };
             self.pipelines
                 .start_build(&self.device, &self.layouts, &program, key)?;
@@ -578,16 +548,61 @@ impl Worker {
         Ok(())
     }
 
+    /// Log densities and gradients of a batch of points: the plan of the request's kernel,
+    /// its pipeline and workspace, one dispatch, and its results read back.
     fn logp_grad(&mut self, request: &LogpGradRequest) -> Result<LogpGradBatch, GpuError> {
-        let choice = ShaderChoice::logp_grad(request.placement, request.lanes);
-        let (program, options) = self.shader_options(request.model, &choice, 0)?;
+        let (program, plan) = self.logp_grad_plan(request)?;
+        let options = plan.shader;
+        let batch = LogpGradShape {
+            n_chains: request.points.len() / program.dim,
+            dim: program.dim,
+            precision: request.model.precision,
+        };
+        let key = PipelineKey {
+            model: request.model.hash,
+            kernel: KernelKind::LogpGrad,
+            options,
+        };
+        let grid = self.chain_grid(batch.n_chains, &options)?;
+        let pipeline = self.pipeline(request.model, &program, KernelKind::LogpGrad, options)?;
+        self.reserve_workspace(key, &program, batch.n_chains)?;
+        // Dim-major on the device: coordinate j of chain c at j * n_chains + c.
+        let points = encode(
+            crate::kernels::layout::transposed(&request.points, batch.n_chains, batch.dim)
+                .into_iter(),
+            batch.precision,
+        );
+        let started = Instant::now();
+        let (submission, staging) =
+            self.submit_logp_grad(request.model, key, &pipeline, grid, &points, batch)?;
+        self.stats.batches += 1;
+        let values = self.read_logp_grad(key, &staging, batch, submission)?;
+        let elapsed = started.elapsed();
+        let (logp, grad) = batch.chain_major(&values);
+        Ok(LogpGradBatch {
+            n_chains: batch.n_chains,
+            dim: batch.dim,
+            logp,
+            grad,
+            placement: options.placement,
+            elapsed,
+        })
+    }
+
+    /// The program and kernel plan of `request`; an error for points that are not whole
+    /// chains, or a model whose gradient does not fit under the loop limit.
+    fn logp_grad_plan(
+        &self,
+        request: &LogpGradRequest,
+    ) -> Result<(Arc<sampler::Program>, KernelPlan), GpuError> {
+        let overrides = KernelOverrides::logp_grad(request.placement, request.lanes);
+        let (program, plan) = self.plan(request.model, &overrides, 0)?;
         let dim = program.dim;
         let len = request.points.len();
         if dim == 0 || len == 0 || !len.is_multiple_of(dim) {
             return Err(GpuError::BadPoints { len, dim });
         }
-        let n_chains = len / dim;
-        if let Some(limit) = self.report.loop_limit() {
+        if let Some(limit) = plan.loop_limit {
             crate::wgsl::LoopBudget::check_logp_grad(&program, limit).map_err(|exceeded| {
                 GpuError::LoopLimit {
                     adapter: self.report.name.clone(),
@@ -595,57 +610,61 @@ impl Worker {
                 }
             })?;
         }
-        let precision = request.model.precision;
-        let key = PipelineKey {
-            model: request.model.hash,
-            kernel: KernelKind::LogpGrad,
-            options,
-        };
-        let grid = self.chain_grid(n_chains, &options)?;
-        let pipeline = self.pipeline(request.model, &program, KernelKind::LogpGrad, options)?;
+        Ok((program, plan))
+    }
 
+    /// Makes the workspace of pipeline `key` hold at least `n_chains` chains.
+    fn reserve_workspace(
+        &mut self,
+        key: PipelineKey,
+        program: &sampler::Program,
+        n_chains: usize,
+    ) -> Result<(), GpuError> {
         if self
             .workspaces
             .get(&key)
-            .is_none_or(|workspace| workspace.capacity < n_chains)
+            .is_some_and(|workspace| workspace.capacity >= n_chains)
         {
-            // Grow geometrically, so that a sweep over batch sizes allocates a few times.
-            let capacity = n_chains.next_power_of_two().max(64);
-            self.workspaces.remove(&key);
-            let workspace = LogpGradWorkspace::new(
-                &self.device,
-                &self.layouts,
-                &self.limits,
-                &program,
-                &options,
-                capacity,
-            )?;
-            self.workspaces.insert(key, workspace);
+            return Ok(());
         }
-        let (Some(workspace), Some(model)) =
-            (self.workspaces.get(&key), self.models.get(&request.model))
+        // Grow geometrically, so that a sweep over batch sizes allocates a few times.
+        let capacity = n_chains.next_power_of_two().max(64);
+        self.workspaces.remove(&key);
+        let workspace = LogpGradWorkspace::new(
+            &self.device,
+            &self.layouts,
+            &self.limits,
+            program,
+            &key.options,
+            capacity,
+        )?;
+        self.workspaces.insert(key, workspace);
+        Ok(())
+    }
+
+    /// Writes the encoded `points` into the workspace of pipeline `key`, dispatches the
+    /// kernel over `grid` and copies its results into the workspace's read-back buffer,
+    /// which it returns with the submission.
+    fn submit_logp_grad(
+        &self,
+        model: ModelKey,
+        key: PipelineKey,
+        pipeline: &wgpu::ComputePipeline,
+        grid: (u32, u32),
+        points: &[u8],
+        batch: LogpGradShape,
+    ) -> Result<(wgpu::SubmissionIndex, wgpu::Buffer), GpuError> {
+        let (Some(workspace), Some(resources)) =
+            (self.workspaces.get(&key), self.models.get(&model))
         else {
-            return Err(GpuError::ModelNotLoaded {
-                model: request.model,
-            });
+            return Err(GpuError::ModelNotLoaded { model });
         };
-
-        // Dim-major on the device: coordinate j of chain c at j * n_chains + c.
-        let points = encode(
-            crate::kernels::layout::transposed(&request.points, n_chains, dim).into_iter(),
-            precision,
-        );
-        let size = precision.size_bytes();
-        let logp_bytes = n_chains as u64 * size;
-        let grad_bytes = logp_bytes * dim as u64;
         let mut params = [0u32; 4];
-        params[0] = n_chains as u32;
-
-        let started = Instant::now();
+        params[0] = batch.n_chains as u32;
         let submission = scoped(&self.device, "logp_grad dispatch", || {
             self.queue
                 .write_buffer(&workspace.params, 0, bytemuck::cast_slice(&params));
-            self.queue.write_buffer(&workspace.theta, 0, &points);
+            self.queue.write_buffer(&workspace.theta, 0, points);
             let mut encoder = self
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor {
@@ -656,53 +675,38 @@ impl Worker {
                     label: Some("logp_grad"),
                     timestamp_writes: None,
                 });
-                pass.set_pipeline(&pipeline);
-                pass.set_bind_group(0, &model.bind_group, &[]);
+                pass.set_pipeline(pipeline);
+                pass.set_bind_group(0, &resources.bind_group, &[]);
                 pass.set_bind_group(1, &workspace.bind_group, &[]);
                 pass.dispatch_workgroups(grid.0, grid.1, 1);
             }
-            encoder.copy_buffer_to_buffer(&workspace.logp, 0, &workspace.staging, 0, logp_bytes);
-            encoder.copy_buffer_to_buffer(
-                &workspace.grad,
-                0,
-                &workspace.staging,
-                logp_bytes,
-                grad_bytes,
-            );
+            let (logp_bytes, grad_bytes) = (batch.logp_bytes(), batch.grad_bytes());
+            let staging = &workspace.staging;
+            encoder.copy_buffer_to_buffer(&workspace.logp, 0, staging, 0, logp_bytes);
+            encoder.copy_buffer_to_buffer(&workspace.grad, 0, staging, logp_bytes, grad_bytes);
             self.queue.submit([encoder.finish()])
         })?;
-        self.stats.batches += 1;
+        Ok((submission, workspace.staging.clone()))
+    }
 
-        let total = logp_bytes + grad_bytes;
-        let staging = workspace.staging.clone();
-        let values = match self.read_back(&staging, total, submission) {
-            Ok(values) => values,
+    /// The bytes of a batch's results in `staging`, the read-back buffer of pipeline `key`'s
+    /// workspace, after `submission`.
+    fn read_logp_grad(
+        &mut self,
+        key: PipelineKey,
+        staging: &wgpu::Buffer,
+        batch: LogpGradShape,
+        submission: wgpu::SubmissionIndex,
+    ) -> Result<Vec<u8>, GpuError> {
+        let total = batch.logp_bytes() + batch.grad_bytes();
+        match self.read_back(staging, total, submission) {
+            Ok(values) => Ok(values),
             Err(err) => {
                 // A timed-out batch may still write its buffers: never reuse them.
                 self.workspaces.remove(&key);
-                return Err(err);
-            }
-        };
-        let elapsed = started.elapsed();
-        let values = decode(&values, precision);
-        let (logp, grad_dim_major) = values.split_at(n_chains);
-        // Read in order, written a chain's coordinates apart: faster this way round than in
-        // blocks (0.12 against 0.56 ms for 8192 chains of 21 coordinates on the 2-core
-        // development machine).
-        let mut grad = vec![0.0; n_chains * dim];
-        for (j, column) in grad_dim_major.chunks_exact(n_chains).enumerate() {
-            for (c, &g) in column.iter().enumerate() {
-                grad[c * dim + j] = g;
+                Err(err)
             }
         }
-        Ok(LogpGradBatch {
-            n_chains,
-            dim,
-            logp: logp.to_vec(),
-            grad,
-            placement: options.placement,
-            elapsed,
-        })
     }
 
     /// Waits for `submission` with the watchdog.
@@ -725,7 +729,7 @@ impl Worker {
     /// The read-back buffers of `bytes` bytes each, shared with earlier sessions of that size:
     /// allocating tens of megabytes of mappable memory took 30 ms on the H100's host, as long
     /// as a few dispatches. Pools that no open session uses and of another size are dropped,
-    /// so that a worker keeps at most one idle size.
+    /// so that the device thread keeps at most one idle size.
     ///
     /// Where the device has `MAPPABLE_PRIMARY_BUFFERS`, the buffers are also storage, so that a
     /// kernel can write its draws straight into one ([`crate::DrawsOutput::Mapped`]).
@@ -811,6 +815,43 @@ impl Worker {
         staging
             .get_mapped_range(0..bytes)
             .map_err(|err| map_error(err.to_string()))
+    }
+}
+
+/// The shape of one batch of the log-density kernel.
+#[derive(Clone, Copy, Debug)]
+struct LogpGradShape {
+    n_chains: usize,
+    dim: usize,
+    precision: Precision,
+}
+
+impl LogpGradShape {
+    /// Bytes of the log densities, first in the read-back buffer.
+    fn logp_bytes(&self) -> u64 {
+        self.n_chains as u64 * self.precision.size_bytes()
+    }
+
+    /// Bytes of the gradients, after the log densities, coordinate after coordinate.
+    fn grad_bytes(&self) -> u64 {
+        self.logp_bytes() * self.dim as u64
+    }
+
+    /// The log densities and the gradients, chain after chain, from the read-back bytes.
+    fn chain_major(&self, bytes: &[u8]) -> (Vec<f64>, Vec<f64>) {
+        let (n_chains, dim) = (self.n_chains, self.dim);
+        let values = decode(bytes, self.precision);
+        let (logp, grad_dim_major) = values.split_at(n_chains);
+        // Read in order, written a chain's coordinates apart: faster this way round than in
+        // blocks (0.12 against 0.56 ms for 8192 chains of 21 coordinates on the 2-core
+        // development machine).
+        let mut grad = vec![0.0; n_chains * dim];
+        for (j, column) in grad_dim_major.chunks_exact(n_chains).enumerate() {
+            for (c, &g) in column.iter().enumerate() {
+                grad[c * dim + j] = g;
+            }
+        }
+        (logp.to_vec(), grad)
     }
 }
 
