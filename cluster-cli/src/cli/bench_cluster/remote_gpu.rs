@@ -323,7 +323,9 @@ async fn local_job(
     let wall = start.elapsed();
     let adapter = match &output.ran_on {
         RanOn::Gpu { .. } => output.ran_on.to_string(),
-        RanOn::Cpu { reason, .. } => bail!("the local job ran on the CPU: {reason}"),
+        RanOn::Cpu { reason, .. } | RanOn::Split { reason, .. } => {
+            bail!("the local job ran on the CPU: {reason}")
+        }
     };
     anyhow::ensure!(output.traces.len() == chains as usize);
     Ok((
