@@ -13,6 +13,8 @@ fn unmeasured_workers_share_evenly_and_the_first_get_the_remainder() {
 
 #[test]
 fn shares_follow_measured_speed() {
+    // Within 10%: equal shares.
+    assert_eq!(plan(8000, &[Some(1.05), Some(1.0)], 100), [4000, 4000]);
     // Three times as fast: three quarters of the chains.
     assert_eq!(plan(8000, &[Some(3.0), Some(1.0)], 100), [6000, 2000]);
     // An unmeasured worker counts as the mean of the measured ones.
@@ -54,9 +56,12 @@ fn every_chain_is_given_exactly_once() {
 }
 
 #[test]
-fn rates_smooth_new_measurements_and_ignore_empty_ones() {
+fn rates_skip_the_compiling_share_smooth_the_others_and_ignore_empty_ones() {
     let model = ModelHash([1; 16]);
     let mut rates = Rates::default();
+    assert_eq!(rates.get(model), None);
+    // The first share compiled the kernels: not a measurement.
+    rates.record(model, 100, 10, 9.0);
     assert_eq!(rates.get(model), None);
     rates.record(model, 100, 10, 1.0);
     assert_eq!(rates.get(model), Some(1000.0));
