@@ -380,8 +380,9 @@ impl Node {
                 .call(MembershipMsg::Leave, Some(self.shutdown_timeout))
                 .await;
         }
-        // Each child has its own timeout; the tree as a whole gets all of them plus slack.
-        let timeout = self.shutdown_timeout * 4;
+        // Each child has its own timeout; the tree as a whole gets all of them plus slack,
+        // and the GPU supervisor's own.
+        let timeout = self.shutdown_timeout * 4 + GpuSupervisor::STOP_TIMEOUT;
         self.root
             .stop_and_wait(Some("shutdown".to_owned()), Some(timeout))
             .await
@@ -555,8 +556,11 @@ fn children(settings: &NodeSettings, transport: &Transport) -> Vec<ChildSpec> {
         .chain(gpu_pool)
         .chain(cpu_pool)
         .chain([coordinator(settings), coordinator_endpoint(settings)])
-        .chain(gpu_supervisor(settings))
         .map(|child| child.with_shutdown_timeout(settings.shutdown_timeout))
+        // Its workers may wait for kernels still compiling before they release their devices.
+        .chain(gpu_supervisor(settings).map(|child| {
+            child.with_shutdown_timeout(settings.shutdown_timeout.max(GpuSupervisor::STOP_TIMEOUT))
+        }))
         .collect()
 }
 

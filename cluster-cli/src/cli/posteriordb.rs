@@ -34,7 +34,7 @@ use stan::posteriordb::{self, Comparison, FirstDraw, Reference, RunError};
 /// How long one GPU job may take: a bound on the call, not an expected duration.
 const GPU_JOB_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// How long the GPU supervisor may take to report and to stop.
-const SUPERVISOR_TIMEOUT: Duration = Duration::from_secs(60);
+const SUPERVISOR_TIMEOUT: Duration = GpuSupervisor::STOP_TIMEOUT;
 
 /// Arguments of `posteriordb`.
 #[derive(Debug, clap::Args)]

@@ -35,7 +35,7 @@ const MAX_CHAIN_LINES: usize = 16;
 /// The longest local run: a bound on the call, not an expected duration (Ctrl-C cancels).
 const RUN_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 /// How long the GPU supervisor may take to report and to stop.
-const SUPERVISOR_TIMEOUT: Duration = Duration::from_secs(60);
+const SUPERVISOR_TIMEOUT: Duration = GpuSupervisor::STOP_TIMEOUT;
 
 /// Arguments of `sample`.
 #[derive(Debug, clap::Args)]

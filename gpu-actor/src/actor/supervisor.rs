@@ -27,9 +27,9 @@ use crate::error::GpuError;
 
 /// How long the supervisor waits for a worker's report.
 const WORKER_REPORT_TIMEOUT: Duration = Duration::from_millis(500);
-/// How long a worker may take to stop (abort its job, release its device) before it is
-/// killed.
-const WORKER_STOP_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a worker may take to stop (abort its job, release its device, after kernels
+/// still compiling: see `worker.rs`) before it is killed. Workers stop together.
+const WORKER_STOP_TIMEOUT: Duration = Duration::from_secs(55);
 
 /// The supervisor behaviour.
 #[derive(Debug, Clone, Copy, Default)]
@@ -101,6 +101,12 @@ pub struct WorkerLoad {
     pub chains: usize,
     /// Parts of jobs it finished (over its restarts).
     pub jobs_completed: u64,
+}
+
+impl GpuSupervisor {
+    /// The longest the supervisor takes to stop: its workers stop together, each within
+    /// its own timeout, then the CPU parts' threads. A parent should give it this long.
+    pub const STOP_TIMEOUT: Duration = Duration::from_secs(60);
 }
 
 impl GpuSupervisorArgs {
@@ -1089,16 +1095,20 @@ async fn stop_everything(state: &mut GpuSupervisorState, reason: &str) {
         active.stop(reason);
         threads.extend(active.cpu_threads());
     }
+    let mut stopping = tokio::task::JoinSet::new();
     for slot in state.workers.iter_mut().rev() {
         match std::mem::replace(&mut slot.state, SlotState::Restarting { timer: None }) {
             SlotState::Running { worker, .. } => {
-                let stopped = worker
-                    .stop_and_wait(Some(reason.to_owned()), Some(WORKER_STOP_TIMEOUT))
-                    .await;
-                if stopped.is_err() {
-                    tracing::warn!(worker = %slot.id, "GPU worker did not stop within {WORKER_STOP_TIMEOUT:?}; killing it");
-                    worker.kill();
-                }
+                let (id, reason) = (slot.id, reason.to_owned());
+                stopping.spawn(async move {
+                    let stopped = worker
+                        .stop_and_wait(Some(reason), Some(WORKER_STOP_TIMEOUT))
+                        .await;
+                    if stopped.is_err() {
+                        tracing::warn!(worker = %id, "GPU worker did not stop within {WORKER_STOP_TIMEOUT:?}; killing it");
+                        worker.kill();
+                    }
+                });
             }
             SlotState::Restarting { timer } => {
                 if let Some(timer) = timer {
@@ -1107,8 +1117,10 @@ async fn stop_everything(state: &mut GpuSupervisorState, reason: &str) {
             }
         }
     }
+    let deadline = Instant::now() + GpuSupervisor::STOP_TIMEOUT;
+    let _ = tokio::time::timeout_at(deadline, stopping.join_all()).await;
     for thread in threads {
         // The chains stop at their next iteration.
-        let _ = tokio::time::timeout(WORKER_STOP_TIMEOUT, thread).await;
+        let _ = tokio::time::timeout_at(deadline, thread).await;
     }
 }
