@@ -29,7 +29,7 @@
 //! supervisor tells its [`LoadListener`] (a node gossips it, and `status` shows it).
 //!
 //! **Supervision.** One-for-one: a worker whose device thread panicked or whose device was
-//! lost (any [`crate::GpuError::WorkerGone`] or [`crate::GpuError::DeviceLost`] it sees), or
+//! lost (any [`crate::GpuError::DeviceThreadGone`] or [`crate::GpuError::DeviceLost`] it sees), or
 //! whose own code panicked, fails; the caller of its job at that moment gets
 //! [`GpuActorError::WorkerFailed`], and the worker is started again, with a new device, after
 //! an exponential backoff ([`GpuSupervisorArgs::backoff`]). Queued jobs wait for it. The

@@ -12,7 +12,7 @@
 //! scopes; wgpu's uncaptured-error handler and device-lost callback are turned into
 //! [`GpuError::Uncaptured`] and [`GpuError::DeviceLost`] for the request that saw them (after
 //! a loss every request gets `DeviceLost`); a panic of the device thread drops its reply ends,
-//! so every caller waiting then, or sending later, gets [`GpuError::WorkerGone`], never a hang.
+//! so every caller waiting then, or sending later, gets [`GpuError::DeviceThreadGone`], never a hang.
 //! A supervisor restarts the device by opening a new [`GpuDevice`].
 //!
 //! A model's data is uploaded once per precision ([`GpuDevice::upload_model`], keyed by
@@ -333,7 +333,7 @@ impl GpuDevice {
         match self.commands.send(make(replier)) {
             Ok(()) => pending,
             // The command (and its replier) came back: the thread is gone.
-            Err(_) => Pending::ready(Err(GpuError::WorkerGone)),
+            Err(_) => Pending::ready(Err(GpuError::DeviceThreadGone)),
         }
     }
 
@@ -418,7 +418,7 @@ impl GpuDevice {
     }
 
     /// Stops the device thread after the requests already sent, releases the device, and
-    /// waits for the thread to end. Other handles then get [`GpuError::WorkerGone`].
+    /// waits for the thread to end. Other handles then get [`GpuError::DeviceThreadGone`].
     /// Blocks: call it from `spawn_blocking` in async code.
     pub fn shutdown(&self) -> Result<(), GpuError> {
         let stopped = self.send(|reply| Command::Shutdown { reply }).wait();
@@ -428,11 +428,11 @@ impl GpuDevice {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(thread) = thread {
-            // A panic of the thread has already been reported as WorkerGone.
+            // A panic of the thread has already been reported as DeviceThreadGone.
             let _ = thread.join();
         }
         match stopped {
-            Ok(()) | Err(GpuError::WorkerGone) => Ok(()),
+            Ok(()) | Err(GpuError::DeviceThreadGone) => Ok(()),
             Err(err) => Err(err),
         }
     }

@@ -132,7 +132,7 @@ pub enum GpuError {
     },
     /// The device thread is gone: it panicked or was shut down.
     #[error("the GPU device thread stopped (it panicked or was shut down)")]
-    WorkerGone,
+    DeviceThreadGone,
     /// The device thread could not be started.
     #[error("cannot start the GPU device thread: {message}")]
     Spawn {

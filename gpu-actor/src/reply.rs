@@ -3,7 +3,7 @@
 //!
 //! A one-shot channel with a `Mutex` + `Condvar` for blocking waits and a `Waker` for
 //! futures. If the device thread drops the reply end without answering (it panicked or shut
-//! down), the caller gets [`GpuError::WorkerGone`] instead of hanging.
+//! down), the caller gets [`GpuError::DeviceThreadGone`] instead of hanging.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -99,7 +99,7 @@ impl<T> Pending<T> {
     fn take(state: &mut State<T>) -> Option<Result<T, GpuError>> {
         match state.value.take() {
             Some(value) => Some(value),
-            None if state.closed => Some(Err(GpuError::WorkerGone)),
+            None if state.closed => Some(Err(GpuError::DeviceThreadGone)),
             None => None,
         }
     }
@@ -196,7 +196,7 @@ mod tests {
     fn a_dropped_replier_means_the_worker_is_gone() {
         let (replier, pending) = reply_channel::<u32>();
         std::thread::spawn(move || drop(replier));
-        assert!(matches!(pending.wait(), Err(GpuError::WorkerGone)));
+        assert!(matches!(pending.wait(), Err(GpuError::DeviceThreadGone)));
     }
 
     #[test]

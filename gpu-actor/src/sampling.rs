@@ -211,7 +211,7 @@ impl GpuRun {
 ///
 /// [`GpuError::Sampler`] for invalid settings, a dense metric, chains without a finite
 /// starting point, a failed step-size search or a stop asked by `observer`; device errors
-/// ([`GpuError::DeviceLost`], [`GpuError::WorkerGone`], [`GpuError::F64Unsupported`], ...)
+/// ([`GpuError::DeviceLost`], [`GpuError::DeviceThreadGone`], [`GpuError::F64Unsupported`], ...)
 /// as they happen.
 pub fn sample_on_device(
     device: &GpuDevice,

@@ -3,6 +3,9 @@
 //! gradients of the models at random points, in f32 and f64); with `--f64-builtins` a
 //! measurement of the driver's own f64 `exp` and `log`, which our kernels avoid.
 //!
+//! With `--cluster HOST:PORT`, the GPUs of the node at that address instead, as it uses them
+//! now: each adapter, whether its GPU supervisor runs a worker on it, and the chains it runs.
+//!
 //! Exit codes: 0 when at least one adapter is listed (and, with `--check`, every check
 //! passed); 1 with the one line "no GPU adapter: ..." when Vulkan lists none, or when a check
 //! fails. Scripts can therefore test `cluster-cli devices` for a usable GPU.
@@ -17,7 +20,11 @@ use gpu_actor::{
 };
 use sampler::{ChainId, ChainRng, CheckedModel, LogDensity, Seed};
 
+use runtime::{ClientSettings, ClusterClient, MemberState};
+
+use super::cluster::{TlsOptions, block_on, resolve};
 use super::{default_models_dir, load_model};
+use crate::cookie::{CookieArgs, Missing};
 
 /// Arguments of `devices`.
 #[derive(Debug, clap::Args)]
@@ -35,6 +42,14 @@ pub struct DevicesArgs {
     /// device over them (NVIDIA 580), so this runs last, on a device of its own.
     #[arg(long)]
     f64_builtins: bool,
+    /// List the GPUs of the node at this address (HOST:PORT) and the chains each runs now,
+    /// instead of this machine's adapters.
+    #[arg(long, value_name = "HOST:PORT", conflicts_with_all = ["check", "f64_builtins"])]
+    cluster: Option<String>,
+    #[command(flatten)]
+    cookie: CookieArgs,
+    #[command(flatten)]
+    tls: TlsOptions,
 }
 
 /// Relative tolerances of `--check`: errors are relative to `max(1, |log density|)` and, for
@@ -48,6 +63,9 @@ fn tolerance(precision: Precision) -> f64 {
 
 /// Runs the command.
 pub fn run(args: DevicesArgs) -> anyhow::Result<()> {
+    if let Some(cluster) = &args.cluster {
+        return node_gpus(cluster, &args);
+    }
     let adapters = enumerate_adapters()?;
     let noun = if adapters.len() == 1 {
         "adapter"
@@ -81,6 +99,42 @@ pub fn run(args: DevicesArgs) -> anyhow::Result<()> {
     }
     if args.check {
         outln!("every check passed");
+    }
+    Ok(())
+}
+
+/// `devices --cluster`: the GPUs of the node at `cluster` and their load, as it reports them.
+fn node_gpus(cluster: &str, args: &DevicesArgs) -> anyhow::Result<()> {
+    crate::logging::init(crate::logging::CLIENT_DEFAULT);
+    let address = resolve(cluster)?;
+    let mut settings = ClientSettings::new(args.cookie.resolve(Missing::Fail)?);
+    settings.tls = args.tls.identity()?;
+    let members = block_on(async move {
+        let mut client = ClusterClient::connect(address, settings).await?;
+        let members = client.members().await;
+        client.close().await;
+        Ok::<_, anyhow::Error>(members?)
+    })??;
+    let Some(node) = members.iter().find(|m| m.state == MemberState::Local) else {
+        bail!("the node at {cluster} did not describe itself");
+    };
+    let gpus = node
+        .resources
+        .as_ref()
+        .map(|r| r.gpus.as_slice())
+        .unwrap_or_default();
+    if gpus.is_empty() {
+        bail!("no GPU adapter: node {} has none", node.name);
+    }
+    outln!("node {}: {} GPU adapter(s)", node.name, gpus.len());
+    for (index, gpu) in gpus.iter().enumerate() {
+        let load = match (gpu.in_use, gpu.chains) {
+            (false, _) => "not used".to_owned(),
+            (true, 0) => "idle".to_owned(),
+            (true, chains) => format!("running {chains} chains"),
+        };
+        let kind = if gpu.software { ", software" } else { "" };
+        outln!("[{index}] {} ({}{kind}): {load}", gpu.adapter, gpu.backend);
     }
     Ok(())
 }

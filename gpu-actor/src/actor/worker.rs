@@ -2,7 +2,7 @@
 //! a time on a blocking thread so that it keeps answering messages meanwhile.
 //!
 //! A worker fails (and its supervisor restarts it with a new device) when it sees that its
-//! device is unusable: [`GpuError::WorkerGone`] (the device thread panicked),
+//! device is unusable: [`GpuError::DeviceThreadGone`] (the device thread panicked),
 //! [`GpuError::DeviceLost`], or a [`GpuError::CompileBudget`] spent in a first dispatch (the
 //! device's queue is busy compiling until the driver is done: see [`CompileStage`]), from a
 //! job or from an injected fault, or when the driver panics on the job's thread. Any other
@@ -133,7 +133,7 @@ impl WorkerFailure {
 fn is_fatal(error: &GpuError) -> bool {
     matches!(
         error,
-        GpuError::WorkerGone
+        GpuError::DeviceThreadGone
             | GpuError::DeviceLost { .. }
             | GpuError::CompileBudget {
                 stage: CompileStage::FirstDispatch,
@@ -218,7 +218,7 @@ async fn open_device(options: DeviceOptions, timeout: Duration) -> Result<GpuDev
     match tokio::time::timeout(timeout, opening).await {
         Ok(Ok(opened)) => opened,
         // A panic while opening: the device thread is gone.
-        Ok(Err(_)) => Err(GpuError::WorkerGone),
+        Ok(Err(_)) => Err(GpuError::DeviceThreadGone),
         // The thread is left to finish; the device it may still open is then dropped.
         Err(_) => Err(GpuError::ReplyTimeout { waited: timeout }),
     }

@@ -169,11 +169,17 @@ fn device_panic_gives_errors_never_a_hang() {
     let fault = device
         .inject_fault(Fault::Panic)
         .wait_timeout(Duration::from_secs(30));
-    assert!(matches!(fault, Err(GpuError::WorkerGone)), "{fault:?}");
+    assert!(
+        matches!(fault, Err(GpuError::DeviceThreadGone)),
+        "{fault:?}"
+    );
     let after = clone
         .logp_grad(points(key, vec![0.1; 10]))
         .wait_timeout(Duration::from_secs(30));
-    assert!(matches!(after, Err(GpuError::WorkerGone)), "{after:?}");
+    assert!(
+        matches!(after, Err(GpuError::DeviceThreadGone)),
+        "{after:?}"
+    );
     assert!(device.shutdown().is_ok());
     // A new device is the supervisor's restart: it works.
     let Some(restarted) = support::open_device() else {
@@ -218,7 +224,10 @@ fn device_shutdown_stops_the_thread() {
     let other = device.clone();
     device.shutdown().expect("shutdown");
     let result = other.stats().wait_timeout(Duration::from_secs(30));
-    assert!(matches!(result, Err(GpuError::WorkerGone)), "{result:?}");
+    assert!(
+        matches!(result, Err(GpuError::DeviceThreadGone)),
+        "{result:?}"
+    );
 }
 
 /// The driver's own f64 `exp`/`log` are measured, or refused, without a panic or a hang. On

@@ -3,7 +3,7 @@
 //! `--software-gpu` on a machine that has only such an adapter runs no GPU pool, says so, and `status` shows the adapter as not
 //! used, so `sample --cluster` runs on CPU slots; a node started with the flag runs its GPU
 //! pool there and `--device gpu` jobs go to it, its `status` row showing the chains the
-//! adapter runs. The nodes see lavapipe alone
+//! adapter runs (and `devices --cluster` the same). The nodes see lavapipe alone
 //! (`VK_ICD_FILENAMES`), whatever else the machine has.
 
 use std::path::PathBuf;
@@ -210,6 +210,13 @@ fn software_gpu_is_used_only_by_a_node_started_with_the_flag() {
             .then_some(())
             .ok_or(row)
     });
+    let devices = cluster.cli(&["devices", "--cluster", &h.address.to_string()]);
+    assert!(devices.status.success(), "{devices:?}");
+    assert!(
+        devices.stdout.contains("software): running 8 chains"),
+        "{}",
+        devices.stdout
+    );
     long.signal("INT");
     wait_until(JOB_LIMIT, "h's GPU idle again", || {
         let row = gpu_row(&cluster, &h);
