@@ -139,6 +139,7 @@ impl SampleRequest {
                 WarmupMode::Broadcast { burn_in } => WireWarmup::Broadcast { burn_in },
             },
             chains: None,
+            blocks: true,
         }
     }
 }
@@ -489,6 +490,34 @@ impl Assembler {
                     iteration,
                     total,
                 }])
+            }
+            WireJobEvent::Block { attempts, block } => {
+                let entries = block.entries().map_err(bad)?;
+                if attempts.len() != entries.len() {
+                    return Err(AssembleError::Protocol(bad(format!(
+                        "a block of {} entries with {} attempts",
+                        entries.len(),
+                        attempts.len()
+                    ))));
+                }
+                let mut updates = Vec::with_capacity(entries.len());
+                for (entry, attempt) in entries.iter().zip(attempts) {
+                    let chain = entry.chain;
+                    let partial = self.partial(chain)?;
+                    if attempt != partial.attempt {
+                        continue;
+                    }
+                    if !entry.is_empty() {
+                        append(partial, block.draws(entry))
+                            .map_err(|reason| bad(format!("chain {chain}: {reason}")))?;
+                    }
+                    updates.push(JobUpdate::Progress {
+                        chain: ChainId(chain),
+                        iteration: entry.iteration,
+                        total: block.total,
+                    });
+                }
+                Ok(updates)
             }
             WireJobEvent::ChainDone {
                 attempt,

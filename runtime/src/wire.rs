@@ -32,6 +32,7 @@
 //! internal types ([`crate::NodeName`], [`crate::NodeInfo`]) happens at the edge, in the
 //! actors that receive them.
 
+mod block;
 mod job;
 mod membership;
 mod pool;
@@ -46,6 +47,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{JobId, NodeName, RequestId};
+pub use block::{BlockEntry, WireDrawBlock};
 pub use job::{
     JobReply, JobRequest, JobWire, WireDevice, WireJobEvent, WireRetry, WireSampleRequest,
     WireWarmup,

@@ -130,7 +130,7 @@ async fn a_gpu_task_is_one_job_of_the_gpu_supervisor_and_survives_a_lost_device(
         assert!(Instant::now() < deadline, "chains failed: {failed:?}");
         for event in poll_once(&pool, 2, &mut ack).await {
             match event {
-                WireTaskEvent::Progress { draws: Some(_), .. } if !injected => {
+                WireTaskEvent::Block(block) if !injected && block.n_draws() > 0 => {
                     GpuSupervisor::inject_fault(
                         &supervisor,
                         WorkerId(0),
@@ -151,7 +151,7 @@ async fn a_gpu_task_is_one_job_of_the_gpu_supervisor_and_survives_a_lost_device(
                     failed.push(chain);
                 }
                 WireTaskEvent::ChainDone(done) => panic!("chain {} finished", done.chain),
-                WireTaskEvent::Progress { .. } => {}
+                WireTaskEvent::Progress { .. } | WireTaskEvent::Block(_) => {}
             }
         }
     }
