@@ -1,7 +1,8 @@
 //! One run on a thread of its own: a single chain on a CPU core (`sample_chains`), or every
 //! chain of one task as one job of the node's GPU supervisor (`gpu_actor::GpuSupervisor`,
 //! whose worker streams each draw to this run's observer as it comes); either way what the
-//! chains produce streams to the pool actor in chunks, chain by chain.
+//! chains produce streams to the pool actor: a CPU chain's in chunks ([`Streamer`]), a GPU
+//! run's all chains together, in blocks ([`block`]).
 //!
 //! Runs use dedicated OS threads, never the async executor: a busy executor would delay
 //! heartbeats, and peers would take this node for dead (a GPU run's thread only waits for
@@ -11,7 +12,7 @@
 //! GPU), and a GPU run through its job's token as well, which also drops a job still
 //! waiting in the supervisor's queue.
 //!
-//! A run keeps no draws: the samplers hand each to its chain's [`Streamer`] and forget it
+//! A run keeps no draws: the samplers hand each to its streamer and forget it
 //! (`Observer::keeps_draws`), so a running chain holds one chunk, however long it runs. The
 //! streamer counts what it sent, and the chain's report takes its counts from there. When
 //! the task's events that the coordinator has not acknowledged pass [`TASK_BACKLOG_BYTES`],

@@ -34,6 +34,8 @@ pub(crate) const GPU_TASK_BACKLOG_BYTES: usize = 16 * BLOCK_BYTES;
 struct Segment {
     warmup: bool,
     first: u64,
+    /// What its draws added to `BlockStreamer::buffered`.
+    bytes: usize,
     values: Vec<f64>,
     stats: Vec<DrawStats>,
 }
@@ -145,10 +147,7 @@ impl BlockStreamer {
             }
             buffer.sent_iteration = buffer.iteration;
             let segments = std::mem::take(&mut buffer.segments);
-            bytes += segments
-                .iter()
-                .map(|s| s.stats.len() * draw_bytes(s.values.len() / s.stats.len().max(1)))
-                .sum::<usize>();
+            bytes += segments.iter().map(|s| s.bytes).sum::<usize>();
             taken.push((*chain, buffer.iteration, buffer.kept_count, segments));
         }
         self.last_flush.store(self.since_start(), Ordering::Relaxed);
@@ -248,16 +247,18 @@ impl Observer for BlockStreamer {
                     buffer.segments.push(Segment {
                         warmup,
                         first,
+                        bytes: 0,
                         values: Vec::new(),
                         stats: Vec::new(),
                     });
                 }
+                let bytes = draw_bytes(event.values.len());
                 if let Some(segment) = buffer.segments.last_mut() {
                     segment.values.extend_from_slice(event.values);
                     segment.stats.push(*event.stats);
+                    segment.bytes += bytes;
                 }
-                self.buffered
-                    .fetch_add(draw_bytes(event.values.len()), Ordering::Relaxed);
+                self.buffered.fetch_add(bytes, Ordering::Relaxed);
             }
         }
         self.maybe_flush();
