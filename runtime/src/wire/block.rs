@@ -268,6 +268,31 @@ impl WireDrawBlock {
         }
     }
 
+    /// The values of `entry`'s draws (one of [`WireDrawBlock::entries`]), row-major.
+    pub fn values_of(&self, entry: &BlockEntry) -> impl Iterator<Item = f64> + '_ {
+        let width = 8 * self.n_columns as usize;
+        self.values[entry.draws.start * width..entry.draws.end * width]
+            .chunks_exact(8)
+            .map(|word| {
+                let mut array = [0; 8];
+                array.copy_from_slice(word);
+                f64::from_le_bytes(array)
+            })
+    }
+
+    /// The statistics of `entry`'s draws (one of [`WireDrawBlock::entries`]).
+    pub fn stats_of(&self, entry: &BlockEntry) -> impl Iterator<Item = DrawStats> + '_ {
+        entry.draws.clone().map(|i| DrawStats {
+            lp: f64_at(&self.lp, i),
+            accept_stat: f64_at(&self.accept_stat, i),
+            step_size: f64_at(&self.step_size, i),
+            tree_depth: u32_at(&self.tree_depth, i),
+            n_leapfrog: u32_at(&self.n_leapfrog, i),
+            divergent: self.divergent[i] == 1,
+            energy: f64_at(&self.energy, i),
+        })
+    }
+
     /// A block of the entries `keep` (indices into `entries`, the checked entries of this
     /// block, in increasing order), their draws copied.
     pub fn select(&self, entries: &[BlockEntry], keep: &[usize]) -> Self {
@@ -315,6 +340,10 @@ fn u64_at(bytes: &[u8], i: usize) -> u64 {
     let mut word = [0; 8];
     word.copy_from_slice(&bytes[8 * i..8 * i + 8]);
     u64::from_le_bytes(word)
+}
+
+fn f64_at(bytes: &[u8], i: usize) -> f64 {
+    f64::from_bits(u64_at(bytes, i))
 }
 
 fn f64s(bytes: &[u8], range: Range<usize>) -> Vec<f64> {

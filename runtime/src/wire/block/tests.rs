@@ -73,6 +73,11 @@ fn a_block_round_trips_through_an_envelope_and_gives_each_entry_its_draws() {
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&draws.values), bits(values));
         assert_eq!(draws.stats.rows().collect::<Vec<_>>(), *stats);
+        assert_eq!(
+            bits(&decoded.values_of(entry).collect::<Vec<_>>()),
+            bits(values)
+        );
+        assert_eq!(decoded.stats_of(entry).collect::<Vec<_>>(), *stats);
     }
     // Raw bytes: a few bytes of framing per column, not one MessagePack value per number.
     assert!(
