@@ -586,10 +586,10 @@ fn poll(
         return;
     };
     task.last_poll = Instant::now();
-    // Only progress events count in the backlog: the chains' threads made them.
+    // Only progress events and blocks count in the backlog: the runs' threads made them.
     let mut acknowledged = 0;
     task.outbox.ack_each(ack, |event| {
-        if let WireTaskEvent::Progress { .. } = event {
+        if let WireTaskEvent::Progress { .. } | WireTaskEvent::Block(_) = event {
             acknowledged += event.estimated_bytes();
         }
     });

@@ -29,8 +29,8 @@ use sampler::{
 use crate::ids::{JobId, NodeName};
 use crate::limits::{Holder, JobLimits, JobShape, LimitExceeded};
 use crate::wire::{
-    WireChainDone, WireDevice, WireDraws, WireError, WireJobEvent, WireRetry, WireSampleRequest,
-    WireSettings, WireWarmup, WireWorkerKind,
+    BlockEntry, WireChainDone, WireDevice, WireDrawBlock, WireDraws, WireError, WireJobEvent,
+    WireRetry, WireSampleRequest, WireSettings, WireWarmup, WireWorkerKind,
 };
 
 /// The chain number of the warmup chain of [`WarmupMode::Broadcast`]: its own random stream,
@@ -139,6 +139,7 @@ impl SampleRequest {
                 WarmupMode::Broadcast { burn_in } => WireWarmup::Broadcast { burn_in },
             },
             chains: None,
+            blocks: true,
         }
     }
 }
@@ -330,8 +331,15 @@ struct Partial {
     stats: Vec<DrawStats>,
     warmup_draws: Vec<f64>,
     warmup_stats: Vec<DrawStats>,
+    /// The iteration of its last `Progress` update from a block.
+    reported: u64,
     done: Option<(WireChainDone, NodeName)>,
 }
+
+/// A chain's `Progress` updates from blocks come at most every this share of its iterations
+/// (and at its last one): a block has an entry per chain, often with a single draw, and one
+/// update per draw would cost the client more than the draws.
+const BLOCK_PROGRESS_STEPS: u64 = 20;
 
 /// Builds a job's outcome from its events, checking that every chain's draws arrived whole
 /// and in order; across failovers, from the events of each job in turn.
@@ -489,6 +497,38 @@ impl Assembler {
                     iteration,
                     total,
                 }])
+            }
+            WireJobEvent::Block { attempts, block } => {
+                let entries = block.entries().map_err(bad)?;
+                if attempts.len() != entries.len() {
+                    return Err(AssembleError::Protocol(bad(format!(
+                        "a block of {} entries with {} attempts",
+                        entries.len(),
+                        attempts.len()
+                    ))));
+                }
+                let mut updates = Vec::with_capacity(entries.len());
+                for (entry, attempt) in entries.iter().zip(attempts) {
+                    let chain = entry.chain;
+                    let partial = self.partial(chain)?;
+                    if attempt != partial.attempt {
+                        continue;
+                    }
+                    append_entry(partial, &block, entry)
+                        .map_err(|reason| bad(format!("chain {chain}: {reason}")))?;
+                    let step = (block.total / BLOCK_PROGRESS_STEPS).max(1);
+                    let due = entry.iteration >= partial.reported.saturating_add(step)
+                        || entry.iteration >= block.total;
+                    if due && entry.iteration > partial.reported {
+                        partial.reported = entry.iteration;
+                        updates.push(JobUpdate::Progress {
+                            chain: ChainId(chain),
+                            iteration: entry.iteration,
+                            total: block.total,
+                        });
+                    }
+                }
+                Ok(updates)
             }
             WireJobEvent::ChainDone {
                 attempt,
@@ -664,6 +704,29 @@ fn append(partial: &mut Partial, draws: WireDraws) -> Result<(), String> {
     }
     values.extend_from_slice(&draws.values);
     stats.extend(draws.stats.rows());
+    Ok(())
+}
+
+/// Appends the draws of a block's entry, read from the block's columns in place.
+fn append_entry(
+    partial: &mut Partial,
+    block: &WireDrawBlock,
+    entry: &BlockEntry,
+) -> Result<(), String> {
+    let (values, stats) = if entry.warmup {
+        (&mut partial.warmup_draws, &mut partial.warmup_stats)
+    } else {
+        (&mut partial.draws, &mut partial.stats)
+    };
+    if entry.first != stats.len() as u64 {
+        return Err(format!(
+            "draws from {} arrived after {} draws",
+            entry.first,
+            stats.len()
+        ));
+    }
+    values.extend(block.values_of(entry));
+    stats.extend(block.stats_of(entry));
     Ok(())
 }
 

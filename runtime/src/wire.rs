@@ -19,9 +19,12 @@
 //! Sampling results never travel in one piece: workers and coordinators keep them in an
 //! outbox of numbered events and callers fetch them with long polls (`Poll { ack, wait_ms }`)
 //! that acknowledge what they received. Each event holds at most [`CHUNK_VALUES`] draws'
-//! values (about half a MiB) and a poll answer at most [`MAX_POLL_REPLY_BYTES`]: far below the
-//! frame limit, and the consumer's pace bounds what is in flight (ractor_cluster's writer
-//! queue is unbounded, notes §7.7). A poll repeated after a timeout gets the same events.
+//! values (about half a MiB), or, from a GPU run, a block of every chain's draws of a few
+//! MiB ([`WireDrawBlock`]: raw columns, and one entry of a few dozen bytes per chain, well
+//! within the limit even at `sampling::MAX_CHAINS` chains); a poll answer holds at most
+//! [`MAX_POLL_REPLY_BYTES`] (or one larger event): far below the frame limit, and the
+//! consumer's pace bounds what is in flight (ractor_cluster's writer queue is unbounded,
+//! notes §7.7). A poll repeated after a timeout gets the same events.
 //!
 //! Decoding happens in the receiving actor's handler: bounded in size
 //! ([`MAX_ENVELOPE_BYTES`]) and nesting depth, fallible, and answered with a typed
@@ -32,6 +35,7 @@
 //! internal types ([`crate::NodeName`], [`crate::NodeInfo`]) happens at the edge, in the
 //! actors that receive them.
 
+mod block;
 mod job;
 mod membership;
 mod pool;
@@ -46,6 +50,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{JobId, NodeName, RequestId};
+pub use block::{BlockEntry, WireDrawBlock};
 pub use job::{
     JobReply, JobRequest, JobWire, WireDevice, WireJobEvent, WireRetry, WireSampleRequest,
     WireWarmup,

@@ -170,6 +170,7 @@ fn job(client: &ClusterClient, model: Vec<u8>) -> Envelope<JobRequest> {
         device: WireDevice::Cpu,
         warmup: WireWarmup::Independent,
         chains: None,
+        blocks: false,
     };
     Envelope::new(RequestId(1), client.name(), JobRequest::Submit(request))
 }

@@ -160,6 +160,7 @@ pub(super) fn check(
         },
         warmup,
         chains: request.chains,
+        blocks: request.blocks,
         fingerprint,
         model_hash,
     })

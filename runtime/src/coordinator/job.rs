@@ -41,8 +41,8 @@ use crate::ids::{JobId, NodeName, RequestId, TaskId};
 use crate::outbox::{Outbox, Waiter};
 use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
 use crate::wire::{
-    JobReply, JobWire, MAX_POLL_REPLY_BYTES, Responder, WireChainSpec, WireFailure, WireJobEvent,
-    WireRetry, WireSettings, WireTask, WireTaskEvent, WireTuning, WireWorkerKind,
+    JobReply, JobWire, MAX_POLL_REPLY_BYTES, Responder, WireChainSpec, WireDrawBlock, WireFailure,
+    WireJobEvent, WireRetry, WireSettings, WireTask, WireTaskEvent, WireTuning, WireWorkerKind,
 };
 
 /// Attempts a chain gets in all: a chain whose attempts ended this many times without a
@@ -67,6 +67,9 @@ pub(crate) struct JobSpec {
     /// Only these chains of `0..n_chains` (increasing, checked by the endpoint); `None`:
     /// every chain. A client that lost its coordinator resubmits its unfinished chains so.
     pub(crate) chains: Option<Vec<u32>>,
+    /// The client reads blocks of draws (`WireJobEvent::Block`); otherwise the job splits
+    /// its tasks' blocks into per-chain `Progress` events.
+    pub(crate) blocks: bool,
     /// A hash of the submitted request's bytes: a submission retried with the same request
     /// id must be the same request (see `Coordinator`'s `submit`).
     pub(crate) fingerprint: u64,
@@ -152,7 +155,7 @@ pub(crate) struct TaskRecord {
     pub(crate) node: NodeName,
     /// The chains, [`WARMUP_CHAIN`] included.
     pub(crate) chains: Vec<u32>,
-    /// Per chain: kept and warmup draws received.
+    /// Per chain of the task: kept and warmup draws received.
     received: HashMap<u32, (u64, u64)>,
     /// Its chains are quarantined (they were lost with a task before).
     pub(crate) quarantined: bool,
@@ -408,8 +411,8 @@ impl Job {
             TaskRecord {
                 worker,
                 node,
+                received: numbers.iter().map(|&chain| (chain, (0, 0))).collect(),
                 chains: numbers,
-                received: HashMap::new(),
                 quarantined,
             },
         );
@@ -422,6 +425,7 @@ impl Job {
             seed: self.spec.seed,
             chains,
             burn_in,
+            blocks: true,
         }
     }
 
@@ -467,6 +471,12 @@ impl Job {
                             total,
                             draws,
                         });
+                    }
+                }
+                WireTaskEvent::Block(block) => {
+                    if let Err(reason) = self.apply_block(task, block) {
+                        applied.broken = Some(reason);
+                        return applied;
                     }
                 }
                 WireTaskEvent::ChainDone(done) => {
@@ -827,6 +837,62 @@ impl Job {
     }
 
     /// The attempt of chain `number` if it is running as part of `task`.
+    /// Takes in a block of draws of task `task` as the `Progress` events of its entries:
+    /// the same checks (each chain's draws join up), the entries of chains no longer running
+    /// there dropped, the warmup chain's not forwarded. An error breaks the task: a block
+    /// that does not check, or names a chain not in the task.
+    fn apply_block(&mut self, task: TaskId, block: WireDrawBlock) -> Result<(), String> {
+        let entries = block.entries()?;
+        let mut keep = Vec::with_capacity(entries.len());
+        let mut attempts = Vec::with_capacity(entries.len());
+        for (index, entry) in entries.iter().enumerate() {
+            let chain = entry.chain;
+            let attempt = self.running_attempt(chain, task);
+            let Some(record) = self.tasks.get_mut(&task) else {
+                return Ok(());
+            };
+            let Some((kept, warmup)) = record.received.get_mut(&chain) else {
+                return Err(format!("a block names chain {chain}, not in the task"));
+            };
+            let Some(attempt) = attempt else { continue };
+            let count = if entry.warmup { warmup } else { kept };
+            if entry.first != *count {
+                return Err(format!(
+                    "chain {chain}: draws from {} arrived after {count}",
+                    entry.first
+                ));
+            }
+            *count += entry.len() as u64;
+            if ChainId(chain) != WARMUP_CHAIN {
+                keep.push(index);
+                attempts.push(attempt);
+            }
+        }
+        if keep.is_empty() {
+            return Ok(());
+        }
+        if !self.spec.blocks {
+            for (&index, attempt) in keep.iter().zip(attempts) {
+                let entry = &entries[index];
+                self.outbox.push(WireJobEvent::Progress {
+                    chain: entry.chain,
+                    attempt,
+                    iteration: entry.iteration,
+                    total: block.total,
+                    draws: (!entry.is_empty()).then(|| block.draws(entry)),
+                });
+            }
+            return Ok(());
+        }
+        let block = if keep.len() == entries.len() {
+            block
+        } else {
+            block.select(&entries, &keep)
+        };
+        self.outbox.push(WireJobEvent::Block { attempts, block });
+        Ok(())
+    }
+
     fn running_attempt(&self, number: u32, task: TaskId) -> Option<u32> {
         let chain = self.chain(number)?;
         (chain.state == ChainState::Running(task)).then_some(chain.attempt)

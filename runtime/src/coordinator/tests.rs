@@ -12,8 +12,8 @@ use super::placement::{Capacity, PendingGroup, place, place_groups};
 use crate::ids::{JobId, NodeName, RequestId, TaskId};
 use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
 use crate::wire::{
-    WireChainDone, WireDraws, WireFailure, WireJobEvent, WireSettings, WireStats, WireTaskEvent,
-    WireTuning,
+    WireChainDone, WireDrawBlock, WireDraws, WireFailure, WireJobEvent, WireSettings, WireStats,
+    WireTaskEvent, WireTuning,
 };
 
 fn cpu(slots: u32, busy: u32) -> Capacity {
@@ -203,6 +203,7 @@ fn spec(n_chains: u32, warmup: WarmupMode) -> JobSpec {
         device: DevicePreference::Any,
         warmup,
         chains: None,
+        blocks: true,
     }
 }
 
@@ -414,6 +415,144 @@ fn draws_that_do_not_join_up_or_do_not_add_up_break_the_task() {
             .broken
             .unwrap()
             .contains("10 draws announced, 4 received")
+    );
+}
+
+/// A block of the draws `(chain, first, n)`: the same draws as `progress` makes.
+fn block(entries: &[(u32, u64, usize)]) -> WireTaskEvent {
+    let mut block = WireDrawBlock::new(2, 100);
+    for &(chain, first, n) in entries {
+        let draws = draws(first, n, 2);
+        let stats: Vec<_> = draws.stats.rows().collect();
+        block.push(chain, false, first, first + n as u64, &draws.values, &stats);
+    }
+    WireTaskEvent::Block(block)
+}
+
+/// One GPU task of every chain of a job of 3, which takes `events`; the job's events.
+fn gpu_job_events(blocks: bool, events_of_task: Vec<WireTaskEvent>) -> Vec<WireJobEvent> {
+    let mut job = new_job(3, WarmupMode::Independent);
+    job.spec.blocks = blocks;
+    let pending = job.pending();
+    job.dispatch(
+        TaskId(1),
+        ActorId::Local(1),
+        node("g"),
+        WorkerKind::Gpu,
+        pending,
+    );
+    let applied = job.apply(TaskId(1), events_of_task);
+    assert_eq!(applied.broken, None);
+    assert!(!job.is_running());
+    events(&mut job)
+}
+
+#[test]
+fn a_block_updates_chains_as_their_progress_events_do() {
+    let done_all = || (0..3).map(|c| WireTaskEvent::ChainDone(done(c, 10)));
+    let per_chain: Vec<_> = [
+        (0, 0, 4),
+        (1, 0, 4),
+        (2, 0, 4),
+        (0, 4, 6),
+        (1, 4, 6),
+        (2, 4, 6),
+    ]
+    .into_iter()
+    .map(|(chain, first, n)| progress(chain, first, n))
+    .chain(done_all())
+    .collect();
+    let blocks: Vec<_> = [
+        block(&[(0, 0, 4), (1, 0, 4), (2, 0, 4)]),
+        block(&[(0, 4, 6), (1, 4, 6), (2, 4, 6)]),
+    ]
+    .into_iter()
+    .chain(done_all())
+    .collect();
+    // A client that does not read blocks gets exactly the per-chain events.
+    let reference = gpu_job_events(false, per_chain);
+    assert_eq!(gpu_job_events(false, blocks.clone()), reference);
+    // One that does gets the blocks, each entry with its chain's attempt, and the same
+    // events besides.
+    let forwarded = gpu_job_events(true, blocks.clone());
+    let mut sent_blocks = blocks.into_iter().filter_map(|e| match e {
+        WireTaskEvent::Block(block) => Some(block),
+        _ => None,
+    });
+    let mut split = Vec::new();
+    for event in forwarded {
+        match event {
+            WireJobEvent::Block { attempts, block } => {
+                assert_eq!(Some(&block), sent_blocks.next().as_ref());
+                let entries = block.entries().unwrap();
+                assert_eq!(attempts, vec![1; entries.len()]);
+                split.extend(entries.iter().map(|entry| WireJobEvent::Progress {
+                    chain: entry.chain,
+                    attempt: 1,
+                    iteration: entry.iteration,
+                    total: block.total,
+                    draws: Some(block.draws(entry)),
+                }));
+            }
+            event => split.push(event),
+        }
+    }
+    assert_eq!(split, reference);
+}
+
+#[test]
+fn a_block_drops_chains_no_longer_running_in_its_task() {
+    let mut job = new_job(3, WarmupMode::Independent);
+    let pending = job.pending();
+    let gpu = TaskId(1);
+    job.dispatch(gpu, ActorId::Local(1), node("g"), WorkerKind::Gpu, pending);
+    job.apply(
+        gpu,
+        vec![block(&[(0, 0, 2), (1, 0, 2), (2, 0, 2)]), device_lost(1)],
+    );
+    events(&mut job);
+    // Chain 1 runs again elsewhere: its late draws from this task are void.
+    let applied = job.apply(gpu, vec![block(&[(0, 2, 3), (1, 2, 3), (2, 2, 3)])]);
+    assert_eq!(applied.broken, None);
+    let events = events(&mut job);
+    let WireTaskEvent::Block(expected) = block(&[(0, 2, 3), (2, 2, 3)]) else {
+        unreachable!()
+    };
+    let [WireJobEvent::Block { attempts, block }] = &events[..] else {
+        panic!("{events:?}");
+    };
+    let chains: Vec<_> = block.entries().unwrap().iter().map(|e| e.chain).collect();
+    assert_eq!((chains, attempts.clone()), (vec![0, 2], vec![1, 1]));
+    assert_eq!(block, &expected);
+}
+
+#[test]
+fn a_block_that_does_not_check_or_join_up_breaks_the_task() {
+    let check = |events: Vec<WireTaskEvent>, reason: &str| {
+        let mut job = job_with_one_task();
+        let broken = job.apply(TaskId(1), events).broken.unwrap();
+        assert!(broken.contains(reason), "{broken}");
+    };
+    check(
+        vec![block(&[(0, 0, 4)]), block(&[(0, 5, 4)])],
+        "draws from 5 arrived after 4",
+    );
+    check(
+        vec![progress(0, 0, 4), block(&[(0, 3, 4)])],
+        "draws from 3 arrived after 4",
+    );
+    check(
+        vec![block(&[(0, 0, 4), (7, 0, 1)])],
+        "chain 7, not in the task",
+    );
+    let mut malformed = block(&[(0, 0, 4)]);
+    if let WireTaskEvent::Block(block) = &mut malformed {
+        block.lp.truncate(8);
+    }
+    check(vec![malformed], "block column lp");
+    check(
+        vec![block(&[(0, 0, 4)]), WireTaskEvent::ChainDone(done(0, 10))],
+        "10 draws announced, 4 received",
     );
 }
 

@@ -1,7 +1,8 @@
 //! One run on a thread of its own: a single chain on a CPU core (`sample_chains`), or every
 //! chain of one task as one job of the node's GPU supervisor (`gpu_actor::GpuSupervisor`,
 //! whose worker streams each draw to this run's observer as it comes); either way what the
-//! chains produce streams to the pool actor in chunks, chain by chain.
+//! chains produce streams to the pool actor: a CPU chain's in chunks ([`Streamer`]), a GPU
+//! run's all chains together, in blocks ([`block`]).
 //!
 //! Runs use dedicated OS threads, never the async executor: a busy executor would delay
 //! heartbeats, and peers would take this node for dead (a GPU run's thread only waits for
@@ -11,7 +12,7 @@
 //! GPU), and a GPU run through its job's token as well, which also drops a job still
 //! waiting in the supervisor's queue.
 //!
-//! A run keeps no draws: the samplers hand each to its chain's [`Streamer`] and forget it
+//! A run keeps no draws: the samplers hand each to its streamer and forget it
 //! (`Observer::keeps_draws`), so a running chain holds one chunk, however long it runs. The
 //! streamer counts what it sent, and the chain's report takes its counts from there. When
 //! the task's events that the coordinator has not acknowledged pass [`TASK_BACKLOG_BYTES`],
@@ -35,6 +36,10 @@ use sampler::{
     ChainId, ChainSpec, ChainTrace, CheckedModel, DrawEvent, Observer, SampleError,
     SamplerSettings, Seed, sample_chains,
 };
+
+mod block;
+
+use block::BlockStreamer;
 
 use super::{GPU_SUPERVISOR_NAME, PoolMsg, RunId};
 use crate::outbox::Backlog;
@@ -132,30 +137,42 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
     } else {
         settings.num_warmup.saturating_add(settings.num_draws)
     };
-    let streamers = Arc::new(Streamers {
-        cancel: Arc::clone(&run.cancel),
-        index: run
-            .specs
-            .iter()
-            .enumerate()
-            .map(|(index, spec)| (spec.chain, index))
-            .collect(),
-        streamers: run
-            .specs
-            .iter()
-            .map(|spec| Streamer {
-                run: run.run,
-                chain: spec.chain.0,
-                pool: pool.clone(),
-                burn_in,
-                save_warmup: settings.save_warmup,
-                total,
-                cancel: Arc::clone(&run.cancel),
-                backlog: Arc::clone(&run.backlog),
-                buffer: Mutex::new(Buffer::new()),
-            })
-            .collect(),
-    });
+    let chain_ids: Vec<ChainId> = run.specs.iter().map(|spec| spec.chain).collect();
+    let stream = match run.gpu {
+        Some(_) => Stream::Block(Arc::new(BlockStreamer::new(
+            run.run,
+            pool.clone(),
+            &chain_ids,
+            burn_in,
+            settings.save_warmup,
+            total,
+            Arc::clone(&run.cancel),
+            Arc::clone(&run.backlog),
+        ))),
+        None => Stream::Chains(Arc::new(Streamers {
+            cancel: Arc::clone(&run.cancel),
+            index: chain_ids
+                .iter()
+                .enumerate()
+                .map(|(index, &chain)| (chain, index))
+                .collect(),
+            streamers: run
+                .specs
+                .iter()
+                .map(|spec| Streamer {
+                    run: run.run,
+                    chain: spec.chain.0,
+                    pool: pool.clone(),
+                    burn_in,
+                    save_warmup: settings.save_warmup,
+                    total,
+                    cancel: Arc::clone(&run.cancel),
+                    backlog: Arc::clone(&run.backlog),
+                    buffer: Mutex::new(Buffer::new()),
+                })
+                .collect(),
+        })),
+    };
     let model = &run.model;
     let result = catch_unwind(AssertUnwindSafe(|| match &run.gpu {
         None => sample_chains(
@@ -163,7 +180,7 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
             &settings,
             run.seed,
             &run.specs,
-            &*streamers,
+            stream.observer().as_ref(),
         )
         .map_err(|error| match error {
             SampleError::Cancelled => None,
@@ -178,11 +195,11 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
                 kernel: GpuKernel::default(),
                 precision: Precision::F32,
             };
-            sample_on_gpu(gpu, request, Arc::clone(&streamers))
+            sample_on_gpu(gpu, request, stream.observer())
         }
     }));
-    let outcome = |chain: ChainId, trace: Option<ChainTrace>, streamer: &Streamer| match trace {
-        Some(trace) => RunOutcome::Done(Box::new(report(&trace, &streamer.counts()))),
+    let outcome = |chain: ChainId, trace: Option<ChainTrace>, index: usize| match trace {
+        Some(trace) => RunOutcome::Done(Box::new(report(&trace, &stream.counts(index)))),
         None => RunOutcome::WorkerFailed {
             error: format!("the sampler returned no trace for chain {chain}"),
         },
@@ -193,13 +210,22 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
                 .into_iter()
                 .map(|trace| (trace.chain, trace))
                 .collect();
+            // A GPU run's last block goes with its first finished chain: before every
+            // finished chain's report.
+            let mut block = match &stream {
+                Stream::Block(streamer) => streamer.last_event(),
+                Stream::Chains(_) => None,
+            };
             run.specs
                 .iter()
-                .zip(&streamers.streamers)
-                .map(|(spec, streamer)| {
-                    let outcome = outcome(spec.chain, traces.remove(&spec.chain), streamer);
-                    let last = match outcome {
-                        RunOutcome::Done(_) => streamer.last_event(),
+                .enumerate()
+                .map(|(index, spec)| {
+                    let outcome = outcome(spec.chain, traces.remove(&spec.chain), index);
+                    let last = match (&outcome, &stream) {
+                        (RunOutcome::Done(_), Stream::Chains(streamers)) => {
+                            streamers.streamers[index].last_event()
+                        }
+                        (RunOutcome::Done(_), Stream::Block(_)) => block.take(),
                         _ => None,
                     };
                     ChainEnd {
@@ -232,7 +258,7 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
 fn sample_on_gpu(
     gpu: &GpuTarget,
     request: GpuSampleRequest,
-    observer: Arc<Streamers>,
+    observer: Arc<dyn Observer + Send + Sync>,
 ) -> Result<Vec<ChainTrace>, Option<RunOutcome>> {
     let Some(supervisor) = ActorRef::<GpuSupervisorMsg>::where_is(GPU_SUPERVISOR_NAME) else {
         return Err(Some(RunOutcome::WorkerFailed {
@@ -371,7 +397,35 @@ impl Buffer {
     }
 }
 
-/// The observer of a run: hands each draw to its chain's [`Streamer`].
+/// How a run streams: chain by chain (a CPU run), or in blocks of all its chains (a GPU
+/// run, `block`).
+enum Stream {
+    Chains(Arc<Streamers>),
+    Block(Arc<BlockStreamer>),
+}
+
+impl Stream {
+    fn observer(&self) -> Arc<dyn Observer + Send + Sync> {
+        match self {
+            Stream::Chains(streamers) => Arc::clone(streamers) as _,
+            Stream::Block(streamer) => Arc::clone(streamer) as _,
+        }
+    }
+
+    /// What the run's chain at `index` of its specs streamed.
+    fn counts(&self, index: usize) -> Counts {
+        match self {
+            Stream::Chains(streamers) => streamers
+                .streamers
+                .get(index)
+                .map(Streamer::counts)
+                .unwrap_or_default(),
+            Stream::Block(streamer) => streamer.counts(index),
+        }
+    }
+}
+
+/// The observer of a CPU run: hands each draw to its chain's [`Streamer`].
 struct Streamers {
     cancel: Arc<AtomicBool>,
     index: HashMap<ChainId, usize>,

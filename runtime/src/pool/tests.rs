@@ -114,6 +114,16 @@ async fn collect(
                     lp.extend(chunk.stats.lp);
                 }
                 WireTaskEvent::Progress { .. } => {}
+                WireTaskEvent::Block(block) => {
+                    for entry in block.entries().expect("a block that checks") {
+                        let chunk = block.draws(&entry);
+                        let (values, lp) = &mut draws[entry.chain as usize];
+                        assert!(!chunk.warmup);
+                        assert_eq!(chunk.first as usize, lp.len(), "blocks join up");
+                        values.extend(chunk.values);
+                        lp.extend(chunk.stats.lp);
+                    }
+                }
                 WireTaskEvent::ChainDone(report) => {
                     let chain = report.chain as usize;
                     done[chain] = Some(report);

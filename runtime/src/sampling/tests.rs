@@ -109,6 +109,93 @@ fn chunks_and_retries_make_whole_traces() {
     assert_eq!(outcome.retried.len(), 1);
 }
 
+/// A block of `(chain, attempt, first, values)` entries (one value per draw), the same
+/// draws as `progress` makes.
+fn block(entries: &[(u32, u32, u64, &[f64])]) -> WireJobEvent {
+    let mut block = WireDrawBlock::new(1, 3);
+    for &(chain, _, first, values) in entries {
+        let stats: Vec<_> = draws(first, values).stats.rows().collect();
+        block.push(
+            chain,
+            false,
+            first,
+            first + values.len() as u64,
+            values,
+            &stats,
+        );
+    }
+    WireJobEvent::Block {
+        attempts: entries.iter().map(|e| e.1).collect(),
+        block,
+    }
+}
+
+#[test]
+fn blocks_make_the_traces_their_entries_would_as_progress_events() {
+    let mut assembler = Assembler::new(JobId(9), 2);
+    let events = vec![
+        block(&[(0, 1, 0, &[1.0, 2.0]), (1, 1, 0, &[9.0])]),
+        WireJobEvent::Retried {
+            chains: vec![1],
+            node: "a@h".into(),
+            reason: "a@h down".into(),
+            attempt: 2,
+        },
+        // The first attempt's entry is ignored, the second's taken.
+        block(&[(0, 1, 2, &[3.0]), (1, 1, 1, &[9.5]), (1, 2, 0, &[4.0, 5.0])]),
+        progress(1, 2, 2, &[6.0]),
+        done(0, 1, 3, "a@h"),
+        done(1, 2, 3, "b@h"),
+        WireJobEvent::Finished { retried: vec![] },
+    ];
+    let mut progress_updates = Vec::new();
+    for event in events {
+        for update in assembler.apply(event).unwrap() {
+            if let JobUpdate::Progress {
+                chain, iteration, ..
+            } = update
+            {
+                progress_updates.push((chain.0, iteration));
+            }
+        }
+    }
+    // Every entry of the chains' attempts says how far its chain got.
+    assert_eq!(progress_updates, [(0, 2), (1, 1), (0, 3), (1, 2), (1, 3)]);
+    let outcome = assembler.finish().unwrap();
+    assert_eq!(outcome.traces[0].draws, [1.0, 2.0, 3.0]);
+    assert_eq!(outcome.traces[1].draws, [4.0, 5.0, 6.0]);
+    let lp: Vec<f64> = outcome.traces[1].stats.iter().map(|s| s.lp).collect();
+    assert_eq!(lp, [4.0, 5.0, 6.0]);
+
+    // A block with a gap, one whose attempts do not match its entries, and one that does
+    // not check are errors.
+    let mut assembler = Assembler::new(JobId(9), 1);
+    assembler.apply(block(&[(0, 1, 0, &[1.0])])).unwrap();
+    let gap = assembler.apply(block(&[(0, 1, 2, &[1.0])]));
+    assert!(matches!(gap, Err(AssembleError::Protocol(_))), "{gap:?}");
+    let WireJobEvent::Block { block: one, .. } = block(&[(0, 1, 1, &[1.0])]) else {
+        unreachable!()
+    };
+    let attempts = assembler.apply(WireJobEvent::Block {
+        attempts: vec![1, 1],
+        block: one.clone(),
+    });
+    assert!(
+        matches!(attempts, Err(AssembleError::Protocol(_))),
+        "{attempts:?}"
+    );
+    let mut malformed = one;
+    malformed.values.pop();
+    let malformed = assembler.apply(WireJobEvent::Block {
+        attempts: vec![1],
+        block: malformed,
+    });
+    assert!(
+        matches!(malformed, Err(AssembleError::Protocol(_))),
+        "{malformed:?}"
+    );
+}
+
 #[test]
 fn gaps_missing_chains_and_failures_are_errors() {
     let mut assembler = Assembler::new(JobId(9), 1);

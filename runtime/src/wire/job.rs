@@ -6,6 +6,7 @@ use ractor::RpcReplyPort;
 use ractor_cluster::RactorClusterMessage;
 use serde::{Deserialize, Serialize};
 
+use super::block::WireDrawBlock;
 use super::pool::WireWorkerKind;
 use super::sampling::{WireChainDone, WireDraws, WireSettings, WireTuning};
 use super::{Service, WireEvent};
@@ -76,6 +77,15 @@ pub struct WireSampleRequest {
     /// chains it has not received. `None`: every chain. Absent from the bytes when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chains: Option<Vec<u32>>,
+    /// The client reads [`WireJobEvent::Block`]: the coordinator forwards blocks of draws as
+    /// they came (otherwise it splits them into `Progress` events). Absent from the bytes when
+    /// false, as older clients send it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub blocks: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// Where a job's chains may run.
@@ -163,6 +173,15 @@ pub enum WireJobEvent {
         /// New draws.
         draws: Option<WireDraws>,
     },
+    /// Draws and progress of many chains (only to a client that asked for blocks,
+    /// [`WireSampleRequest::blocks`]): each entry is to be read as a `Progress` of its chain,
+    /// of the attempt at the same index of `attempts`.
+    Block {
+        /// Per entry of the block: its chain's attempt.
+        attempts: Vec<u32>,
+        /// The draws.
+        block: WireDrawBlock,
+    },
     /// A chain finished; all its draws came before.
     ChainDone {
         /// Its attempt.
@@ -226,6 +245,7 @@ impl WireJobEvent {
                 64 + draws.as_ref().map_or(0, WireDraws::estimated_bytes)
             }
             WireJobEvent::ChainDone { done, .. } => 64 + done.estimated_bytes(),
+            WireJobEvent::Block { attempts, block } => 5 * attempts.len() + block.estimated_bytes(),
             WireJobEvent::WarmupDone { tuning, .. } => 128 + 9 * tuning.inv_metric.len(),
             WireJobEvent::Placed { chains, .. } | WireJobEvent::Retried { chains, .. } => {
                 128 + 5 * chains.len()

@@ -6,6 +6,7 @@ use ractor::RpcReplyPort;
 use ractor_cluster::RactorClusterMessage;
 use serde::{Deserialize, Serialize};
 
+use super::block::WireDrawBlock;
 use super::sampling::{WireChainDone, WireChainSpec, WireDraws, WireSettings};
 use super::{Service, WireEvent};
 use crate::ids::{JobId, TaskId};
@@ -134,6 +135,14 @@ pub struct WireTask {
     /// Draws dropped at the start of chains that come with a tuning (warm starts), before
     /// the `num_draws` kept ones.
     pub burn_in: u64,
+    /// The coordinator reads [`WireTaskEvent::Block`]: a GPU pool may stream the task's draws
+    /// as blocks. Absent from the bytes when false (older coordinators never get a block).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub blocks: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// What a running task reports.
@@ -153,6 +162,9 @@ pub enum WireTaskEvent {
     },
     /// A chain finished; all its draws were sent before.
     ChainDone(WireChainDone),
+    /// Draws and progress of many chains at once (only to a coordinator that asked for
+    /// blocks, [`WireTask::blocks`]): each entry is to be read as a `Progress` of its chain.
+    Block(WireDrawBlock),
     /// A chain failed: a sampler error, such as no finite starting point (running it again
     /// would fail again), or its worker's failure (`cause`).
     ChainFailed {
@@ -193,6 +205,7 @@ impl WireTaskEvent {
                 48 + draws.as_ref().map_or(0, WireDraws::estimated_bytes)
             }
             WireTaskEvent::ChainDone(done) => done.estimated_bytes(),
+            WireTaskEvent::Block(block) => block.estimated_bytes(),
             WireTaskEvent::ChainFailed { error, .. } => 48 + error.len(),
         }
     }

@@ -452,6 +452,7 @@ fn failover_and_drain_bodies_keep_older_peers_reading() {
         device: WireDevice::Cpu,
         warmup: WireWarmup::Independent,
         chains: None,
+        blocks: false,
     };
     let older_bytes = rmp_serde::to_vec_named(&older).unwrap();
     assert_eq!(rmp_serde::to_vec_named(&every).unwrap(), older_bytes);
@@ -463,7 +464,18 @@ fn failover_and_drain_bodies_keep_older_peers_reading() {
         chains: Some(vec![1, 5, 7]),
         ..every
     };
-    round_trip(JobRequest::Submit(subset));
+    round_trip(JobRequest::Submit(subset.clone()));
+    round_trip(JobRequest::Submit(WireSampleRequest {
+        blocks: true,
+        ..subset
+    }));
+    let mut block = crate::wire::WireDrawBlock::new(1, 20);
+    block.push(3, false, 5, 12, &[0.5], &[sampler::DrawStats::default()]);
+    round_trip(WireJobEvent::Block {
+        attempts: vec![2],
+        block: block.clone(),
+    });
+    round_trip(crate::wire::WireTaskEvent::Block(block));
     round_trip(WireJobEvent::Draining {
         node: "a@127.0.0.1".into(),
         grace_ms: 30_000,

@@ -130,7 +130,7 @@ async fn a_gpu_task_is_one_job_of_the_gpu_supervisor_and_survives_a_lost_device(
         assert!(Instant::now() < deadline, "chains failed: {failed:?}");
         for event in poll_once(&pool, 2, &mut ack).await {
             match event {
-                WireTaskEvent::Progress { draws: Some(_), .. } if !injected => {
+                WireTaskEvent::Block(block) if !injected && block.n_draws() > 0 => {
                     GpuSupervisor::inject_fault(
                         &supervisor,
                         WorkerId(0),
@@ -151,7 +151,7 @@ async fn a_gpu_task_is_one_job_of_the_gpu_supervisor_and_survives_a_lost_device(
                     failed.push(chain);
                 }
                 WireTaskEvent::ChainDone(done) => panic!("chain {} finished", done.chain),
-                WireTaskEvent::Progress { .. } => {}
+                WireTaskEvent::Progress { .. } | WireTaskEvent::Block(_) => {}
             }
         }
     }
@@ -174,6 +174,71 @@ async fn a_gpu_task_is_one_job_of_the_gpu_supervisor_and_survives_a_lost_device(
     let streamed = collect(&pool, 3, 1).await;
     assert_eq!(streamed[0].2.n_draws, 300);
     assert_eq!(report(&supervisor).await.workers[0].jobs_completed, 3);
+
+    // With the warmup saved, each chain's blocks switch from warmup to kept draws: both
+    // phases arrive whole, in order, as the supervisor gives them to a direct caller.
+    let saving = SamplerSettings {
+        save_warmup: true,
+        ..settings()
+    };
+    let specs: Vec<ChainSpec> = (0..3).map(|c| ChainSpec::new(ChainId(c))).collect();
+    run_task(
+        &pool,
+        PreparedTask {
+            settings: saving.clone(),
+            ..task(4, specs.clone(), 0)
+        },
+    )
+    .await;
+    let mut phases = vec![(Vec::new(), Vec::new()); 3];
+    let mut reports = vec![None; 3];
+    let mut ack = 0;
+    while reports.iter().any(Option::is_none) {
+        assert!(Instant::now() < deadline, "task 4 did not finish");
+        for event in poll_once(&pool, 4, &mut ack).await {
+            match event {
+                WireTaskEvent::Block(block) => {
+                    for entry in block.entries().expect("a block that checks") {
+                        let draws = block.draws(&entry);
+                        let (warmup, kept) = &mut phases[entry.chain as usize];
+                        let phase: &mut Vec<f64> = if draws.warmup { warmup } else { kept };
+                        let n_columns = block.n_columns as usize;
+                        assert_eq!(draws.first as usize * n_columns, phase.len(), "joins up");
+                        phase.extend(draws.values);
+                    }
+                }
+                WireTaskEvent::ChainDone(done) => {
+                    let chain = done.chain as usize;
+                    reports[chain] = Some(done);
+                }
+                event => panic!("{event:?}"),
+            }
+        }
+    }
+    let direct = GpuSupervisor::sample(
+        &supervisor,
+        SampleJob::new(GpuSampleRequest {
+            model: CheckedModel::clone(&model()),
+            settings: SamplerSettings {
+                threads: 0,
+                ..saving
+            },
+            seed: Seed(11),
+            chains: specs,
+            kernel: GpuKernel::default(),
+            precision: Precision::F32,
+        }),
+        DEADLINE,
+    )
+    .await
+    .expect("the same job, sent directly");
+    for ((warmup, kept), trace) in phases.iter().zip(&direct.traces) {
+        assert_eq!(warmup, &trace.warmup_draws, "chain {}", trace.chain);
+        assert_eq!(kept, &trace.draws, "chain {}", trace.chain);
+    }
+    for done in reports.into_iter().flatten() {
+        assert_eq!((done.n_warmup_draws, done.n_draws), (150, 300));
+    }
 
     pool.stop(None);
     handle.await.unwrap();

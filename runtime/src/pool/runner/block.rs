@@ -1,0 +1,274 @@
+//! A GPU run's stream: the draws of all its chains buffered together and cast to the pool
+//! as one [`WireDrawBlock`] per flush, when the buffer passes [`BLOCK_BYTES`] or every
+//! [`FLUSH_INTERVAL`], instead of one event per chain (thousands of chains in lockstep would
+//! each flush at every interval, and the per-event costs would bound the stream).
+//!
+//! The sampler calls `on_draw` from several threads (chains split into contiguous chunks):
+//! each chain's buffer has its own lock, never contended, and one thread at a time (the
+//! holder of the flush lock) takes every chain's buffered draws and sends them, in order. The
+//! others go on buffering while it waits for the coordinator's acknowledgements, up to twice
+//! [`BLOCK_BYTES`]; past that they wait for the flush lock too: memory stays bounded.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use ractor::ActorRef;
+use sampler::{ChainId, DrawEvent, DrawStats, Observer};
+
+use super::{Counts, FLUSH_INTERVAL};
+use crate::outbox::Backlog;
+use crate::pool::{PoolMsg, RunId};
+use crate::wire::{MAX_POLL_REPLY_BYTES, WireDrawBlock, WireTaskEvent};
+
+/// Buffered bytes of draws past which a block is sent (about two poll answers' worth).
+pub(crate) const BLOCK_BYTES: usize = 2 * MAX_POLL_REPLY_BYTES;
+
+/// Bytes of a GPU task's blocks not yet acknowledged past which its run waits: a constant
+/// cap, so that a node's memory for a task stays bounded however many chains it runs, and
+/// enough blocks that the GPU rarely waits for the coordinator.
+pub(crate) const GPU_TASK_BACKLOG_BYTES: usize = 16 * BLOCK_BYTES;
+
+/// Consecutive draws of one chain and one phase.
+struct Segment {
+    warmup: bool,
+    first: u64,
+    /// What its draws added to `BlockStreamer::buffered`.
+    bytes: usize,
+    values: Vec<f64>,
+    stats: Vec<DrawStats>,
+}
+
+/// One chain's buffered draws.
+#[derive(Default)]
+struct ChainBuffer {
+    segments: Vec<Segment>,
+    /// Iterations done, and as last sent.
+    iteration: u64,
+    sent_iteration: u64,
+    /// Draws of each phase so far (buffered or sent).
+    kept_count: u64,
+    warmup_count: u64,
+    counts: Counts,
+}
+
+/// The observer of a GPU run.
+pub(super) struct BlockStreamer {
+    run: RunId,
+    pool: ActorRef<PoolMsg>,
+    burn_in: u64,
+    save_warmup: bool,
+    total: u64,
+    cancel: Arc<AtomicBool>,
+    backlog: Arc<Backlog>,
+    index: HashMap<ChainId, usize>,
+    chains: Vec<(u32, Mutex<ChainBuffer>)>,
+    /// Bytes buffered, roughly (what the block will take).
+    buffered: AtomicUsize,
+    start: Instant,
+    /// Nanoseconds from `start` to the last flush.
+    last_flush: AtomicU64,
+    /// Held by the thread that flushes.
+    flush: Mutex<()>,
+}
+
+/// Bytes one draw of `n_values` values adds to a block.
+fn draw_bytes(n_values: usize) -> usize {
+    8 * n_values + 37
+}
+
+impl BlockStreamer {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        run: RunId,
+        pool: ActorRef<PoolMsg>,
+        chains: &[ChainId],
+        burn_in: u64,
+        save_warmup: bool,
+        total: u64,
+        cancel: Arc<AtomicBool>,
+        backlog: Arc<Backlog>,
+    ) -> Self {
+        Self {
+            run,
+            pool,
+            burn_in,
+            save_warmup,
+            total,
+            cancel,
+            backlog,
+            index: chains.iter().enumerate().map(|(i, &c)| (c, i)).collect(),
+            chains: chains
+                .iter()
+                .map(|c| (c.0, Mutex::new(ChainBuffer::default())))
+                .collect(),
+            buffered: AtomicUsize::new(0),
+            start: Instant::now(),
+            last_flush: AtomicU64::new(0),
+            flush: Mutex::new(()),
+        }
+    }
+
+    /// What chain `index`'s draws added up to.
+    pub(super) fn counts(&self, index: usize) -> Counts {
+        self.chains
+            .get(index)
+            .map(|(_, buffer)| buffer.lock().unwrap_or_else(|p| p.into_inner()).counts)
+            .unwrap_or_default()
+    }
+
+    /// Everything not sent yet, as the run's last event. Left out of the backlog, like a
+    /// chain's last progress event.
+    pub(super) fn last_event(&self) -> Option<WireTaskEvent> {
+        let _flushing = self.flush.lock().unwrap_or_else(|p| p.into_inner());
+        self.take_block().map(WireTaskEvent::Block)
+    }
+
+    fn since_start(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn due(&self) -> bool {
+        let last = self.last_flush.load(Ordering::Relaxed);
+        let interval = u64::try_from(FLUSH_INTERVAL.as_nanos()).unwrap_or(u64::MAX);
+        self.since_start().saturating_sub(last) >= interval
+    }
+
+    /// Every chain's buffered draws, and progress of chains that advanced, as one block;
+    /// `None` when there is nothing to say. The caller holds the flush lock.
+    fn take_block(&self) -> Option<WireDrawBlock> {
+        let mut taken = Vec::new();
+        let mut bytes = 0;
+        for (chain, buffer) in &self.chains {
+            let mut buffer = buffer.lock().unwrap_or_else(|p| p.into_inner());
+            if buffer.segments.is_empty() && buffer.iteration == buffer.sent_iteration {
+                continue;
+            }
+            buffer.sent_iteration = buffer.iteration;
+            let segments = std::mem::take(&mut buffer.segments);
+            bytes += segments.iter().map(|s| s.bytes).sum::<usize>();
+            taken.push((*chain, buffer.iteration, buffer.kept_count, segments));
+        }
+        self.last_flush.store(self.since_start(), Ordering::Relaxed);
+        self.buffered.fetch_sub(bytes, Ordering::Relaxed);
+        if taken.is_empty() {
+            return None;
+        }
+        let n_columns = taken
+            .iter()
+            .flat_map(|(_, _, _, segments)| segments)
+            .find(|s| !s.stats.is_empty())
+            .map_or(0, |s| s.values.len() / s.stats.len());
+        let mut block = WireDrawBlock::new(n_columns, self.total);
+        for (chain, iteration, kept, segments) in taken {
+            if segments.is_empty() {
+                // Progress only: no draws, at the end of the kept ones so far.
+                block.push(chain, false, kept, iteration, &[], &[]);
+            }
+            for segment in segments {
+                block.push(
+                    chain,
+                    segment.warmup,
+                    segment.first,
+                    iteration,
+                    &segment.values,
+                    &segment.stats,
+                );
+            }
+        }
+        Some(block)
+    }
+
+    /// Sends a block when one is due; waits for the flush lock only when the buffer is full.
+    fn maybe_flush(&self) {
+        let buffered = self.buffered.load(Ordering::Relaxed);
+        let guard = if buffered >= 2 * BLOCK_BYTES {
+            self.flush.lock().unwrap_or_else(|p| p.into_inner())
+        } else if buffered >= BLOCK_BYTES || self.due() {
+            match self.flush.try_lock() {
+                Ok(guard) => guard,
+                Err(_) => return,
+            }
+        } else {
+            return;
+        };
+        // Another thread may have flushed meanwhile.
+        if self.buffered.load(Ordering::Relaxed) < BLOCK_BYTES && !self.due() {
+            return;
+        }
+        self.backlog
+            .wait_below(GPU_TASK_BACKLOG_BYTES, &self.cancel);
+        if let Some(block) = self.take_block() {
+            let event = WireTaskEvent::Block(block);
+            self.backlog.add(event.estimated_bytes());
+            let _ = self.pool.cast(PoolMsg::ChainProgress {
+                run: self.run,
+                event,
+            });
+        }
+        drop(guard);
+    }
+}
+
+impl Observer for BlockStreamer {
+    fn on_draw(&self, event: &DrawEvent) {
+        let Some(&index) = self.index.get(&event.chain) else {
+            return;
+        };
+        {
+            let mut buffer = self.chains[index]
+                .1
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            buffer.iteration = event.iteration + 1;
+            let burned = !event.warmup && event.iteration < self.burn_in;
+            let warmup = event.warmup || burned;
+            let counts = &mut buffer.counts;
+            if burned {
+                counts.burned += 1;
+                counts.burned_grads += u64::from(event.stats.n_leapfrog);
+            }
+            if !warmup {
+                counts.kept += 1;
+            } else if self.save_warmup {
+                counts.warmup += 1;
+            }
+            if !warmup || self.save_warmup {
+                let count = if warmup {
+                    &mut buffer.warmup_count
+                } else {
+                    &mut buffer.kept_count
+                };
+                let first = *count;
+                *count += 1;
+                let joins = buffer.segments.last().is_some_and(|s| s.warmup == warmup);
+                if !joins {
+                    buffer.segments.push(Segment {
+                        warmup,
+                        first,
+                        bytes: 0,
+                        values: Vec::new(),
+                        stats: Vec::new(),
+                    });
+                }
+                let bytes = draw_bytes(event.values.len());
+                if let Some(segment) = buffer.segments.last_mut() {
+                    segment.values.extend_from_slice(event.values);
+                    segment.stats.push(*event.stats);
+                    segment.bytes += bytes;
+                }
+                self.buffered.fetch_add(bytes, Ordering::Relaxed);
+            }
+        }
+        self.maybe_flush();
+    }
+
+    fn should_stop(&self) -> bool {
+        self.cancel.load(Ordering::Relaxed)
+    }
+
+    fn keeps_draws(&self) -> bool {
+        false
+    }
+}
