@@ -103,6 +103,19 @@ impl ActiveJob {
         self.reply.is_none()
     }
 
+    /// Part `index`'s job, if the part waits for a runner, and the part, `Ended` until the
+    /// caller places it.
+    pub(super) fn take_waiting(&mut self, index: usize) -> Option<(&mut Part, Box<SampleJob>)> {
+        let part = self.parts.get_mut(index)?;
+        match std::mem::replace(part, Part::Ended) {
+            Part::Waiting(job) => Some((part, job)),
+            other => {
+                *part = other;
+                None
+            }
+        }
+    }
+
     /// Part `index` finished with `result`.
     pub(super) fn part_finished(
         &mut self,

@@ -722,10 +722,8 @@ fn send_part(state: &mut GpuSupervisorState, part_id: PartId, slot: usize) {
     let Some(active) = state.running.get_mut(&part_id.job) else {
         return;
     };
-    let Some(part) = active.parts.get_mut(part_id.index) else {
-        return;
-    };
-    let Part::Waiting(job) = std::mem::replace(part, Part::Ended) else {
+    let abort = active.abort.clone();
+    let Some((part, job)) = active.take_waiting(part_id.index) else {
         return;
     };
     let chains = job.request.chains.len();
@@ -739,7 +737,7 @@ fn send_part(state: &mut GpuSupervisorState, part_id: PartId, slot: usize) {
         *part = Part::Waiting(job);
         return;
     };
-    match worker.cast(GpuWorkerMsg::Run(part_id, job, active.abort.clone())) {
+    let lost = match worker.cast(GpuWorkerMsg::Run(part_id, job, abort)) {
         Ok(()) => {
             *running = Some((part_id, chains));
             *part = Part::OnGpu {
@@ -747,16 +745,23 @@ fn send_part(state: &mut GpuSupervisorState, part_id: PartId, slot: usize) {
                 adapter: slot.adapter.name.clone(),
                 chains,
             };
+            false
         }
         Err(error) => {
             *failing = true;
             match error {
-                MessagingErr::SendErr(GpuWorkerMsg::Run(_, job, _)) => *part = Part::Waiting(job),
-                _ => active.fail(GpuActorError::Unavailable {
-                    reason: "the GPU worker is gone".to_owned(),
-                }),
+                MessagingErr::SendErr(GpuWorkerMsg::Run(_, job, _)) => {
+                    *part = Part::Waiting(job);
+                    false
+                }
+                _ => true,
             }
         }
+    };
+    if lost {
+        active.fail(GpuActorError::Unavailable {
+            reason: "the GPU worker is gone".to_owned(),
+        });
     }
 }
 
@@ -771,15 +776,12 @@ fn start_on_cpu(
     let Some(active) = state.running.get_mut(&part_id.job) else {
         return;
     };
-    let Some(part) = active.parts.get_mut(part_id.index) else {
-        return;
-    };
-    let Part::Waiting(job) = std::mem::replace(part, Part::Ended) else {
+    let abort = active.abort.clone();
+    let Some((part, job)) = active.take_waiting(part_id.index) else {
         return;
     };
     let chains = job.request.chains.len();
     let supervisor = myself.clone();
-    let abort = active.abort.clone();
     let thread = tokio::task::spawn_blocking(move || {
         let result = cpu::sample(&job, &abort);
         let event = SupervisorEvent::CpuJobDone {

@@ -328,6 +328,26 @@ struct Counts {
     burned_grads: u64,
 }
 
+impl Counts {
+    /// Counts `event`'s draw of a chain whose first `burn_in` kept draws are dropped;
+    /// returns its phase (`true`: warmup, burn-in included) when the draw is sent, `None`
+    /// when it is not (warmup without `save_warmup`).
+    fn observe(&mut self, event: &DrawEvent, burn_in: u64, save_warmup: bool) -> Option<bool> {
+        let burned = !event.warmup && event.iteration < burn_in;
+        let warmup = event.warmup || burned;
+        if burned {
+            self.burned += 1;
+            self.burned_grads += u64::from(event.stats.n_leapfrog);
+        }
+        if !warmup {
+            self.kept += 1;
+        } else if save_warmup {
+            self.warmup += 1;
+        }
+        (!warmup || save_warmup).then_some(warmup)
+    }
+}
+
 /// A finished chain's report (its trace holds no draws: they were streamed): the draw counts
 /// are the streamer's, and the burn-in's gradient evaluations and share of the time move
 /// from sampling to warmup.
@@ -504,19 +524,8 @@ impl Streamer {
         // that holds its trace on the GPU): the lock is never contended.
         let mut buffer = self.buffer.lock().unwrap_or_else(|p| p.into_inner());
         buffer.iteration = event.iteration + 1;
-        let burned = !event.warmup && event.iteration < self.burn_in;
-        let warmup = event.warmup || burned;
-        let counts = &mut buffer.counts;
-        if burned {
-            counts.burned += 1;
-            counts.burned_grads += u64::from(event.stats.n_leapfrog);
-        }
-        if !warmup {
-            counts.kept += 1;
-        } else if self.save_warmup {
-            counts.warmup += 1;
-        }
-        if !warmup || self.save_warmup {
+        let sent = buffer.counts.observe(event, self.burn_in, self.save_warmup);
+        if let Some(warmup) = sent {
             if buffer.warmup != warmup && !buffer.stats.lp.is_empty() {
                 self.send(&mut buffer);
             }

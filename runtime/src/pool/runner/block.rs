@@ -222,19 +222,8 @@ impl Observer for BlockStreamer {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             buffer.iteration = event.iteration + 1;
-            let burned = !event.warmup && event.iteration < self.burn_in;
-            let warmup = event.warmup || burned;
-            let counts = &mut buffer.counts;
-            if burned {
-                counts.burned += 1;
-                counts.burned_grads += u64::from(event.stats.n_leapfrog);
-            }
-            if !warmup {
-                counts.kept += 1;
-            } else if self.save_warmup {
-                counts.warmup += 1;
-            }
-            if !warmup || self.save_warmup {
+            let sent = buffer.counts.observe(event, self.burn_in, self.save_warmup);
+            if let Some(warmup) = sent {
                 let count = if warmup {
                     &mut buffer.warmup_count
                 } else {
