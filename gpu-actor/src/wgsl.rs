@@ -148,7 +148,7 @@ mod unroll;
 pub use interp::{device_data, device_indices};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::fmt;
 

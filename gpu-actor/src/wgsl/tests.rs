@@ -635,7 +635,7 @@ fn split_plans_split_observation_vectors_and_keep_parameters_whole() {
 
 /// The stochastic-volatility model's shape: two positive scalars, a random walk of `n`
 /// log-volatilities from coordinate 2, Student-t returns scaled by their exponential.
-fn volatility(n: usize) -> Program {
+pub(crate) fn volatility(n: usize) -> Program {
     let mut m = ModelBuilder::new("volatility");
     let returns = m.data_vector("returns", (0..n).map(|k| (k as f64 * 0.7).sin()).collect());
     let sigma = m.param_constrained("sigma", sampler::Constraint::Positive);

@@ -1,13 +1,14 @@
 //! The kernel plan without a device: overrides are honoured, defaults follow the adapter,
 //! and a plan's pinned overrides give it back.
 
-use sampler::{CheckedModel, Dist, Limits, ModelBuilder, Program};
+use sampler::Program;
 
 use super::{KernelOverrides, KernelPlan};
 use crate::device::{
     AdapterFeatures, AdapterLimits, AdapterReport, DeviceKind, DeviceMemory, DrawsOutput,
 };
 use crate::error::GpuError;
+use crate::wgsl::tests::volatility;
 use crate::wgsl::{
     DEFAULT_WORKGROUP_SIZE, DataPlacement, IndexChecks, Precision, SOFTWARE_LOOP_LIMIT,
     TapePlacement,
@@ -47,21 +48,6 @@ fn adapters() -> [AdapterReport; 3] {
         adapter(DeviceKind::Software, Some((4, 8)), false),
         adapter(DeviceKind::Integrated, None, false),
     ]
-}
-
-/// The stochastic-volatility model's shape, whose `n` log-volatilities split across lanes.
-fn volatility(n: usize) -> Program {
-    let mut m = ModelBuilder::new("volatility");
-    let returns = m.data_vector("returns", (0..n).map(|k| (k as f64 * 0.7).sin()).collect());
-    let sigma = m.param_constrained("sigma", sampler::Constraint::Positive);
-    let nu = m.param_constrained("nu", sampler::Constraint::Positive);
-    let s = m.vector_param("s", n);
-    m.sample(&sigma, Dist::exponential(50.0));
-    m.sample(&nu, Dist::exponential(0.1));
-    m.sample(&s, Dist::gaussian_random_walk(&sigma));
-    m.sample(&returns, Dist::student_t(&nu, 0.0, s.exp()));
-    let checked = CheckedModel::new(m.build(), &Limits::default()).expect("the model checks");
-    (**checked.program()).clone()
 }
 
 fn resolve(
