@@ -3,12 +3,17 @@
 //! [`FLUSH_INTERVAL`], instead of one event per chain (thousands of chains in lockstep would
 //! each flush at every interval, and the per-event costs would bound the stream).
 //!
-//! The sampler calls `on_draw` from several threads (chains split into contiguous chunks):
-//! each chain's buffer has its own lock, never contended, and one thread at a time (the
-//! holder of the flush lock) takes every chain's buffered draws and sends them, in order. The
-//! others go on buffering while it waits for the coordinator's acknowledgements, up to twice
-//! [`BLOCK_BYTES`]; past that they wait for the flush lock too: memory stays bounded.
+//! The sampler calls `on_draw` from several threads (chains split into contiguous chunks),
+//! tens of millions of times in a large run, so a draw touches nothing shared: each chain's
+//! buffer has its own lock, never contended, and each thread counts the bytes it buffered
+//! locally and adds them to the shared count once per [`COUNT_BATCH`] (a shared counter
+//! written at every draw, from every core, cost more than the draws' copies). One thread at a
+//! time (the holder of the flush lock) takes every chain's buffered draws and sends them, in
+//! order. The others go on buffering while it waits for the coordinator's acknowledgements,
+//! up to twice [`BLOCK_BYTES`]; past that they wait for the flush lock too: memory stays
+//! bounded.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,15 +25,62 @@ use sampler::{ChainId, DrawEvent, DrawStats, Observer};
 use super::{Counts, FLUSH_INTERVAL};
 use crate::outbox::Backlog;
 use crate::pool::{PoolMsg, RunId};
-use crate::wire::{MAX_POLL_REPLY_BYTES, WireDrawBlock, WireTaskEvent};
+use crate::wire::{WireDrawBlock, WireTaskEvent};
 
-/// Buffered bytes of draws past which a block is sent (about two poll answers' worth).
-pub(crate) const BLOCK_BYTES: usize = 2 * MAX_POLL_REPLY_BYTES;
+/// Buffered bytes of draws past which a block is sent.
+pub(crate) const BLOCK_BYTES: usize = 8 * 1024 * 1024;
 
 /// Bytes of a GPU task's blocks not yet acknowledged past which its run waits: a constant
 /// cap, so that a node's memory for a task stays bounded however many chains it runs, and
 /// enough blocks that the GPU rarely waits for the coordinator.
 pub(crate) const GPU_TASK_BACKLOG_BYTES: usize = 16 * BLOCK_BYTES;
+
+/// Bytes a thread buffers before it adds them to the shared count (and looks at the clock):
+/// small against [`BLOCK_BYTES`] even summed over every core.
+const COUNT_BATCH: usize = 64 * 1024;
+
+/// Draws a thread buffers before it looks at the clock, however small they are (a slow
+/// stream of small draws still flushes every [`FLUSH_INTERVAL`]).
+const CLOCK_BATCH: u32 = 64;
+
+thread_local! {
+    /// This thread's bytes and draws not yet added to a streamer's shared count, and the
+    /// streamer they belong to (its address; another streamer's leftovers are dropped, the
+    /// shared count being an estimate).
+    static UNCOUNTED: Cell<(usize, usize, u32)> = const { Cell::new((0, 0, 0)) };
+}
+
+/// A chain's place among the run's: an offset when the chains are consecutive (the usual
+/// case), a map otherwise.
+enum ChainIndex {
+    Consecutive { first: u32, len: usize },
+    Map(HashMap<ChainId, usize>),
+}
+
+impl ChainIndex {
+    fn new(chains: &[ChainId]) -> Self {
+        let consecutive = chains
+            .windows(2)
+            .all(|w| w[0].0.checked_add(1) == Some(w[1].0));
+        match chains.first() {
+            Some(first) if consecutive => ChainIndex::Consecutive {
+                first: first.0,
+                len: chains.len(),
+            },
+            _ => ChainIndex::Map(chains.iter().enumerate().map(|(i, &c)| (c, i)).collect()),
+        }
+    }
+
+    fn get(&self, chain: ChainId) -> Option<usize> {
+        match self {
+            ChainIndex::Consecutive { first, len } => {
+                let index = chain.0.checked_sub(*first)? as usize;
+                (index < *len).then_some(index)
+            }
+            ChainIndex::Map(map) => map.get(&chain).copied(),
+        }
+    }
+}
 
 /// Consecutive draws of one chain and one phase.
 struct Segment {
@@ -62,7 +114,7 @@ pub(super) struct BlockStreamer {
     total: u64,
     cancel: Arc<AtomicBool>,
     backlog: Arc<Backlog>,
-    index: HashMap<ChainId, usize>,
+    index: ChainIndex,
     chains: Vec<(u32, Mutex<ChainBuffer>)>,
     /// Bytes buffered, roughly (what the block will take).
     buffered: AtomicUsize,
@@ -98,7 +150,7 @@ impl BlockStreamer {
             total,
             cancel,
             backlog,
-            index: chains.iter().enumerate().map(|(i, &c)| (c, i)).collect(),
+            index: ChainIndex::new(chains),
             chains: chains
                 .iter()
                 .map(|c| (c.0, Mutex::new(ChainBuffer::default())))
@@ -122,7 +174,8 @@ impl BlockStreamer {
     /// chain's last progress event.
     pub(super) fn last_event(&self) -> Option<WireTaskEvent> {
         let _flushing = self.flush.lock().unwrap_or_else(|p| p.into_inner());
-        self.take_block().map(WireTaskEvent::Block)
+        self.take_block()
+            .map(|block| WireTaskEvent::Block(Arc::new(block)))
     }
 
     fn since_start(&self) -> u64 {
@@ -151,7 +204,12 @@ impl BlockStreamer {
             taken.push((*chain, buffer.iteration, buffer.kept_count, segments));
         }
         self.last_flush.store(self.since_start(), Ordering::Relaxed);
-        self.buffered.fetch_sub(bytes, Ordering::Relaxed);
+        // Threads may not have counted all of what is taken yet.
+        let _ = self
+            .buffered
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some(b.saturating_sub(bytes))
+            });
         if taken.is_empty() {
             return None;
         }
@@ -180,6 +238,28 @@ impl BlockStreamer {
         Some(block)
     }
 
+    /// Counts `bytes` this thread just buffered; whether it is time to look at the shared
+    /// count and the clock (once per [`COUNT_BATCH`] bytes or [`CLOCK_BATCH`] draws).
+    fn count(&self, bytes: usize) -> bool {
+        let me = std::ptr::from_ref(self) as usize;
+        UNCOUNTED.with(|uncounted| {
+            let (owner, pending, draws) = uncounted.get();
+            let (pending, draws) = if owner == me {
+                (pending + bytes, draws + 1)
+            } else {
+                (bytes, 1)
+            };
+            if pending >= COUNT_BATCH || draws >= CLOCK_BATCH {
+                uncounted.set((me, 0, 0));
+                self.buffered.fetch_add(pending, Ordering::Relaxed);
+                true
+            } else {
+                uncounted.set((me, pending, draws));
+                false
+            }
+        })
+    }
+
     /// Sends a block when one is due; waits for the flush lock only when the buffer is full.
     fn maybe_flush(&self) {
         let buffered = self.buffered.load(Ordering::Relaxed);
@@ -200,7 +280,7 @@ impl BlockStreamer {
         self.backlog
             .wait_below(GPU_TASK_BACKLOG_BYTES, &self.cancel);
         if let Some(block) = self.take_block() {
-            let event = WireTaskEvent::Block(block);
+            let event = WireTaskEvent::Block(Arc::new(block));
             self.backlog.add(event.estimated_bytes());
             let _ = self.pool.cast(PoolMsg::ChainProgress {
                 run: self.run,
@@ -213,7 +293,8 @@ impl BlockStreamer {
 
 impl Observer for BlockStreamer {
     fn on_draw(&self, event: &DrawEvent) {
-        let Some(&index) = self.index.get(&event.chain) else {
+        let mut added = 0;
+        let Some(index) = self.index.get(event.chain) else {
             return;
         };
         {
@@ -247,10 +328,12 @@ impl Observer for BlockStreamer {
                     segment.stats.push(*event.stats);
                     segment.bytes += bytes;
                 }
-                self.buffered.fetch_add(bytes, Ordering::Relaxed);
+                added = bytes;
             }
         }
-        self.maybe_flush();
+        if self.count(added) {
+            self.maybe_flush();
+        }
     }
 
     fn should_stop(&self) -> bool {
