@@ -88,8 +88,9 @@ const MAX_DEPTH: usize = 64;
 pub const CHUNK_VALUES: usize = 64 * 1024;
 
 /// A poll answer stops adding events past this many (estimated) bytes; it always carries at
-/// least one event when one is ready.
-pub const MAX_POLL_REPLY_BYTES: usize = 2 * 1024 * 1024;
+/// least one event when one is ready. Large enough that a GPU run's stream of blocks takes
+/// few round trips, half the frame limit so that one event over it still fits.
+pub const MAX_POLL_REPLY_BYTES: usize = 32 * 1024 * 1024;
 
 /// The common wrapper of every request and reply body.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

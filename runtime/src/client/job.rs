@@ -21,7 +21,10 @@ use super::{ClientError, ClusterClient, Liveness};
 use crate::discovery::COORDINATOR;
 use crate::ids::{JobId, NodeName, job_span};
 use crate::sampling::{AssembleError, Assembler, JobOutcome, JobUpdate};
-use crate::wire::{self, CallError, Envelope, JobReply, JobRequest, WireError, WireSampleRequest};
+use crate::wire::{
+    self, CallError, Envelope, JobReply, JobRequest, WireError, WireEvent, WireJobEvent,
+    WireSampleRequest,
+};
 
 /// How long a poll waits at the coordinator for an event.
 const POLL_WAIT_MS: u32 = 1000;
@@ -45,6 +48,8 @@ pub struct ClusterJob<'a> {
     ack: u64,
     assembler: Assembler,
     updates: VecDeque<JobUpdate>,
+    /// Events fetched while the previous ones were applied.
+    ahead: Option<Vec<WireEvent<WireJobEvent>>>,
     released: bool,
     failovers: u32,
     /// The nodes this job lost: not tried again.
@@ -76,6 +81,7 @@ impl<'a> ClusterJob<'a> {
             job,
             ack: 0,
             updates: VecDeque::new(),
+            ahead: None,
             released: false,
             failovers: 0,
             lost: Vec::new(),
@@ -135,103 +141,48 @@ impl<'a> ClusterJob<'a> {
             .map(|_| ())
     }
 
+    /// Fetches the next events (or takes the ones fetched ahead) and applies them. While a
+    /// batch is applied, the poll for the next one is already out, unless the batch ends the
+    /// job: a large job's stream then never waits for the client's assembly.
     async fn poll(&mut self) -> Result<(), ClientError> {
-        let events = match self.fetch().await {
+        let fetched = match self.ahead.take() {
+            Some(events) => Ok(events),
+            None => fetch(self.client, self.job, self.ack).await,
+        };
+        let events = match fetched {
             Ok(events) => events,
             Err(Interrupted::Lost(reason)) => return self.fail_over(reason).await,
             Err(Interrupted::Error(error)) => return Err(error),
         };
-        for event in events {
-            if event.seq <= self.ack {
-                continue;
-            }
-            self.ack = event.seq;
-            match self.assembler.apply(event.event) {
-                Ok(updates) => {
-                    for update in &updates {
-                        if matches!(update, JobUpdate::CoordinatorDraining { .. }) {
-                            self.coordinator_draining = true;
-                        }
-                        log_update(update);
-                    }
-                    self.updates.extend(updates);
-                }
-                Err(error) => {
-                    return Err(client_error(self.job, self.client.peer.clone(), error));
-                }
-            }
+        let last = events.last().map_or(self.ack, |e| e.seq.max(self.ack));
+        let ends = events.iter().any(|e| {
+            matches!(
+                e.event,
+                WireJobEvent::Finished { .. } | WireJobEvent::Failed { .. }
+            )
+        });
+        let job = self.job;
+        let peer = self.client.peer.clone();
+        let mut applied = Applied {
+            assembler: &mut self.assembler,
+            updates: &mut self.updates,
+            ack: &mut self.ack,
+            draining: &mut self.coordinator_draining,
+        };
+        if events.is_empty() || ends {
+            return applied.apply(job, &peer, events);
         }
-        Ok(())
-    }
-
-    /// The next events of the job, while watching its coordinator's node.
-    async fn fetch(&mut self) -> Result<Vec<wire::WireEvent<wire::WireJobEvent>>, Interrupted> {
-        let mut misses = 0;
-        loop {
-            let Some(coordinator) = COORDINATOR.remote_member(self.client.session) else {
-                let session = self.client.session;
-                return Err(Interrupted::Lost(
-                    if crate::discovery::MEMBERSHIP
-                        .remote_member(session)
-                        .is_none()
-                    {
-                        "connection lost".to_owned()
-                    } else {
-                        "its coordinator is gone".to_owned()
-                    },
-                ));
-            };
-            let request = JobRequest::Poll {
-                job: self.job,
-                ack: self.ack,
-                wait_ms: POLL_WAIT_MS,
-            };
-            let envelope = self.envelope(request);
-            let peer = self.client.peer.to_string();
-            let call = wire::call(&coordinator, &peer, &envelope, POLL_TIMEOUT);
-            let answer = tokio::select! {
-                answer = call => answer,
-                reason = self.client.watch() => return Err(Interrupted::Lost(reason)),
-            };
-            let reply = match answer {
-                Ok(reply) => reply.body,
-                Err(CallError::Timeout { .. }) if misses + 1 < POLL_MISSES => {
-                    misses += 1;
-                    continue;
-                }
-                Err(CallError::Timeout { .. }) => {
-                    return Err(Interrupted::Lost(format!(
-                        "{POLL_MISSES} polls in a row unanswered"
-                    )));
-                }
-                Err(CallError::Unreachable { reason, .. }) => {
-                    return Err(Interrupted::Lost(format!(
-                        "its coordinator is unreachable: {reason}"
-                    )));
-                }
-                Err(CallError::Refused {
-                    error: WireError::NotFound { .. } | WireError::Unavailable { .. },
-                    ..
-                }) => {
-                    return Err(Interrupted::Lost(
-                        "its coordinator restarted and lost the job".to_owned(),
-                    ));
-                }
-                Err(error) => return Err(Interrupted::Error(error.into())),
-            };
-            self.client.liveness.heard();
-            return match reply {
-                JobReply::Events { job, events } if job == self.job => Ok(events),
-                // Never apply another job's events to this one.
-                JobReply::Events { job, .. } => Err(Interrupted::Error(ClientError::Wire {
-                    peer: self.client.peer.clone(),
-                    error: WireError::Invalid {
-                        what: "poll answer".to_owned(),
-                        reason: format!("events of job {job} for a poll of job {}", self.job),
-                    },
-                })),
-                other => Err(Interrupted::Error(self.client.unexpected(other))),
-            };
+        let (ahead, result) = tokio::join!(fetch(self.client, job, last), async {
+            applied.apply(job, &peer, events)
+        });
+        result?;
+        match ahead {
+            Ok(events) => {
+                self.ahead = Some(events);
+                Ok(())
+            }
+            Err(Interrupted::Lost(reason)) => self.fail_over(reason).await,
+            Err(Interrupted::Error(error)) => Err(error),
         }
     }
 
@@ -307,12 +258,7 @@ impl<'a> ClusterJob<'a> {
     /// An envelope about the job. Polls are idempotent (the ack says what we have): each
     /// gets a fresh request id.
     fn envelope(&self, request: JobRequest) -> Envelope<JobRequest> {
-        let request_id = crate::ids::RequestId(crate::ids::fresh_u64());
-        let job = match &request {
-            JobRequest::Cancel { job } | JobRequest::Poll { job, .. } => *job,
-            JobRequest::Submit(_) => self.job,
-        };
-        Envelope::new(request_id, &self.client.settings.name, request).with_job(job)
+        envelope(self.client, self.job, request)
     }
 
     async fn call(&self, request: JobRequest, timeout: Duration) -> Result<JobReply, ClientError> {
@@ -321,6 +267,133 @@ impl<'a> ClusterJob<'a> {
         let envelope = self.envelope(request);
         let reply = wire::call(&endpoint, client.peer.as_str(), &envelope, timeout).await?;
         Ok(reply.body)
+    }
+}
+
+/// What applying a poll's events changes of a job, apart from its client (which the poll
+/// for the next events uses meanwhile).
+struct Applied<'j> {
+    assembler: &'j mut Assembler,
+    updates: &'j mut VecDeque<JobUpdate>,
+    ack: &'j mut u64,
+    draining: &'j mut bool,
+}
+
+impl Applied<'_> {
+    /// Applies the events not seen yet, in order.
+    fn apply(
+        &mut self,
+        job: JobId,
+        peer: &NodeName,
+        events: Vec<WireEvent<WireJobEvent>>,
+    ) -> Result<(), ClientError> {
+        for event in events {
+            if event.seq <= *self.ack {
+                continue;
+            }
+            *self.ack = event.seq;
+            match self.assembler.apply(event.event) {
+                Ok(updates) => {
+                    for update in &updates {
+                        if matches!(update, JobUpdate::CoordinatorDraining { .. }) {
+                            *self.draining = true;
+                        }
+                        log_update(update);
+                    }
+                    self.updates.extend(updates);
+                }
+                Err(error) => {
+                    return Err(client_error(job, peer.clone(), error));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An envelope about `job` (or the job a request names). Polls are idempotent (the ack says
+/// what we have): each gets a fresh request id.
+fn envelope(client: &ClusterClient, job: JobId, request: JobRequest) -> Envelope<JobRequest> {
+    let request_id = crate::ids::RequestId(crate::ids::fresh_u64());
+    let job = match &request {
+        JobRequest::Cancel { job } | JobRequest::Poll { job, .. } => *job,
+        JobRequest::Submit(_) => job,
+    };
+    Envelope::new(request_id, &client.settings.name, request).with_job(job)
+}
+
+/// The next events of `job` after `ack`, while watching its coordinator's node.
+async fn fetch(
+    client: &mut ClusterClient,
+    job: JobId,
+    ack: u64,
+) -> Result<Vec<WireEvent<WireJobEvent>>, Interrupted> {
+    let mut misses = 0;
+    loop {
+        let Some(coordinator) = COORDINATOR.remote_member(client.session) else {
+            let session = client.session;
+            return Err(Interrupted::Lost(
+                if crate::discovery::MEMBERSHIP
+                    .remote_member(session)
+                    .is_none()
+                {
+                    "connection lost".to_owned()
+                } else {
+                    "its coordinator is gone".to_owned()
+                },
+            ));
+        };
+        let request = JobRequest::Poll {
+            job,
+            ack,
+            wait_ms: POLL_WAIT_MS,
+        };
+        let envelope = envelope(client, job, request);
+        let peer = client.peer.to_string();
+        let call = wire::call(&coordinator, &peer, &envelope, POLL_TIMEOUT);
+        let answer = tokio::select! {
+            answer = call => answer,
+            reason = client.watch() => return Err(Interrupted::Lost(reason)),
+        };
+        let reply = match answer {
+            Ok(reply) => reply.body,
+            Err(CallError::Timeout { .. }) if misses + 1 < POLL_MISSES => {
+                misses += 1;
+                continue;
+            }
+            Err(CallError::Timeout { .. }) => {
+                return Err(Interrupted::Lost(format!(
+                    "{POLL_MISSES} polls in a row unanswered"
+                )));
+            }
+            Err(CallError::Unreachable { reason, .. }) => {
+                return Err(Interrupted::Lost(format!(
+                    "its coordinator is unreachable: {reason}"
+                )));
+            }
+            Err(CallError::Refused {
+                error: WireError::NotFound { .. } | WireError::Unavailable { .. },
+                ..
+            }) => {
+                return Err(Interrupted::Lost(
+                    "its coordinator restarted and lost the job".to_owned(),
+                ));
+            }
+            Err(error) => return Err(Interrupted::Error(error.into())),
+        };
+        client.liveness.heard();
+        return match reply {
+            JobReply::Events { job: of, events } if of == job => Ok(events),
+            // Never apply another job's events to this one.
+            JobReply::Events { job: of, .. } => Err(Interrupted::Error(ClientError::Wire {
+                peer: client.peer.clone(),
+                error: WireError::Invalid {
+                    what: "poll answer".to_owned(),
+                    reason: format!("events of job {of} for a poll of job {job}"),
+                },
+            })),
+            other => Err(Interrupted::Error(client.unexpected(other))),
+        };
     }
 }
 

@@ -31,6 +31,7 @@
 //! and count as finished. Chains keep their numbers, so their random streams.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use ractor::ActorId;
 use sampler::ChainId;
@@ -841,16 +842,21 @@ impl Job {
     /// the same checks (each chain's draws join up), the entries of chains no longer running
     /// there dropped, the warmup chain's not forwarded. An error breaks the task: a block
     /// that does not check, or names a chain not in the task.
-    fn apply_block(&mut self, task: TaskId, block: WireDrawBlock) -> Result<(), String> {
+    fn apply_block(&mut self, task: TaskId, block: Arc<WireDrawBlock>) -> Result<(), String> {
         let entries = block.entries()?;
+        // Each entry's attempt first (chains are read-only here), then one pass over the
+        // task's counts: a block has an entry per chain, thousands of them.
+        let running: Vec<Option<u32>> = entries
+            .iter()
+            .map(|entry| self.running_attempt(entry.chain, task))
+            .collect();
+        let Some(record) = self.tasks.get_mut(&task) else {
+            return Ok(());
+        };
         let mut keep = Vec::with_capacity(entries.len());
         let mut attempts = Vec::with_capacity(entries.len());
-        for (index, entry) in entries.iter().enumerate() {
+        for (index, (entry, attempt)) in entries.iter().zip(running).enumerate() {
             let chain = entry.chain;
-            let attempt = self.running_attempt(chain, task);
-            let Some(record) = self.tasks.get_mut(&task) else {
-                return Ok(());
-            };
             let Some((kept, warmup)) = record.received.get_mut(&chain) else {
                 return Err(format!("a block names chain {chain}, not in the task"));
             };
@@ -887,7 +893,7 @@ impl Job {
         let block = if keep.len() == entries.len() {
             block
         } else {
-            block.select(&entries, &keep)
+            Arc::new(block.select(&entries, &keep))
         };
         self.outbox.push(WireJobEvent::Block { attempts, block });
         Ok(())

@@ -426,7 +426,7 @@ fn block(entries: &[(u32, u64, usize)]) -> WireTaskEvent {
         let stats: Vec<_> = draws.stats.rows().collect();
         block.push(chain, false, first, first + n as u64, &draws.values, &stats);
     }
-    WireTaskEvent::Block(block)
+    WireTaskEvent::Block(block.into())
 }
 
 /// One GPU task of every chain of a job of 3, which takes `events`; the job's events.
@@ -547,7 +547,7 @@ fn a_block_that_does_not_check_or_join_up_breaks_the_task() {
     );
     let mut malformed = block(&[(0, 0, 4)]);
     if let WireTaskEvent::Block(block) = &mut malformed {
-        block.lp.truncate(8);
+        std::sync::Arc::make_mut(block).lp.truncate(8);
     }
     check(vec![malformed], "block column lp");
     check(

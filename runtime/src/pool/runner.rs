@@ -43,9 +43,7 @@ use block::BlockStreamer;
 
 use super::{GPU_SUPERVISOR_NAME, PoolMsg, RunId};
 use crate::outbox::Backlog;
-use crate::wire::{
-    CHUNK_VALUES, MAX_POLL_REPLY_BYTES, WireChainDone, WireDraws, WireStats, WireTaskEvent,
-};
+use crate::wire::{CHUNK_VALUES, WireChainDone, WireDraws, WireStats, WireTaskEvent};
 
 /// Longest time between two events of a running chain.
 const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
@@ -56,8 +54,9 @@ const FLUSH_INTERVAL: Duration = Duration::from_millis(200);
 const GPU_JOB_TIMEOUT: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// Bytes of a task's streamed events not yet acknowledged by its coordinator past which its
-/// chains wait: a few poll answers' worth, so that the next answer is always ready.
-pub(crate) const TASK_BACKLOG_BYTES: usize = 4 * MAX_POLL_REPLY_BYTES;
+/// chains wait: a few dozen streamed events (each at most [`CHUNK_VALUES`] values), so that
+/// the next answer is always ready while memory per CPU task stays small.
+pub(crate) const TASK_BACKLOG_BYTES: usize = 8 * 1024 * 1024;
 
 /// Everything a run's thread needs.
 pub(crate) struct ChainRun {

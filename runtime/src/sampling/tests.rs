@@ -126,7 +126,7 @@ fn block(entries: &[(u32, u32, u64, &[f64])]) -> WireJobEvent {
     }
     WireJobEvent::Block {
         attempts: entries.iter().map(|e| e.1).collect(),
-        block,
+        block: block.into(),
     }
 }
 
@@ -185,7 +185,7 @@ fn blocks_make_the_traces_their_entries_would_as_progress_events() {
         "{attempts:?}"
     );
     let mut malformed = one;
-    malformed.values.pop();
+    std::sync::Arc::make_mut(&mut malformed).values.pop();
     let malformed = assembler.apply(WireJobEvent::Block {
         attempts: vec![1],
         block: malformed,

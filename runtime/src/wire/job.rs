@@ -2,6 +2,8 @@
 //! coordinator and follows the job's events (placement, draws as chains progress, finished
 //! chains, retries) through long polls.
 
+use std::sync::Arc;
+
 use ractor::RpcReplyPort;
 use ractor_cluster::RactorClusterMessage;
 use serde::{Deserialize, Serialize};
@@ -179,8 +181,8 @@ pub enum WireJobEvent {
     Block {
         /// Per entry of the block: its chain's attempt.
         attempts: Vec<u32>,
-        /// The draws.
-        block: WireDrawBlock,
+        /// The draws (shared, as in [`super::WireTaskEvent::Block`]).
+        block: Arc<WireDrawBlock>,
     },
     /// A chain finished; all its draws came before.
     ChainDone {

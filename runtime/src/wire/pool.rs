@@ -2,6 +2,8 @@
 //! pool; GPU workers will speak the same protocol), and the events a running task streams
 //! back through long polls.
 
+use std::sync::Arc;
+
 use ractor::RpcReplyPort;
 use ractor_cluster::RactorClusterMessage;
 use serde::{Deserialize, Serialize};
@@ -164,7 +166,9 @@ pub enum WireTaskEvent {
     ChainDone(WireChainDone),
     /// Draws and progress of many chains at once (only to a coordinator that asked for
     /// blocks, [`WireTask::blocks`]): each entry is to be read as a `Progress` of its chain.
-    Block(WireDrawBlock),
+    /// Shared: an outbox answers every poll with copies of its events, and a block is
+    /// megabytes (it encodes as the block itself).
+    Block(Arc<WireDrawBlock>),
     /// A chain failed: a sampler error, such as no finite starting point (running it again
     /// would fail again), or its worker's failure (`cause`).
     ChainFailed {

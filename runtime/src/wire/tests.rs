@@ -473,9 +473,9 @@ fn failover_and_drain_bodies_keep_older_peers_reading() {
     block.push(3, false, 5, 12, &[0.5], &[sampler::DrawStats::default()]);
     round_trip(WireJobEvent::Block {
         attempts: vec![2],
-        block: block.clone(),
+        block: block.clone().into(),
     });
-    round_trip(crate::wire::WireTaskEvent::Block(block));
+    round_trip(crate::wire::WireTaskEvent::Block(block.into()));
     round_trip(WireJobEvent::Draining {
         node: "a@127.0.0.1".into(),
         grace_ms: 30_000,
