@@ -9,9 +9,7 @@ use crate::eval::LogDensity;
 use crate::metric::Metric;
 use crate::nuts::{self, NutsOptions, Point, TransitionInfo, Workspace};
 use crate::rng::{ChainRng, Seed};
-use crate::sample::{
-    ChainSpec, ChainTrace, DrawEvent, DrawStats, Observer, SamplerSettings, Tuning,
-};
+use crate::run::{ChainSpec, ChainTrace, DrawEvent, DrawStats, Observer, SamplerSettings, Tuning};
 
 /// Attempts at a finite initial point (Stan's default).
 const INIT_ATTEMPTS: u32 = 100;

@@ -23,6 +23,7 @@ pub mod nuts;
 mod program;
 pub mod reference;
 mod rng;
+mod run;
 mod sample;
 mod special;
 pub mod stan_csv;
@@ -45,10 +46,10 @@ pub use program::{
     Program, Slot, SlotId, StatementId, ThetaRef, Transform, ZipOp,
 };
 pub use rng::{ChainId, ChainRng, Seed};
-pub use sample::{
+pub use run::{
     ChainSpec, ChainTrace, DrawEvent, DrawStats, NoObserver, Observer, SamplerSettings, Tuning,
-    sample, sample_chains,
 };
+pub use sample::{sample, sample_chains};
 pub use special::{digamma, lgamma, log_sum_exp, logistic, softplus};
 pub use summary::RunSummary;
 pub use validate::{CheckedModel, LoadError, ModelHash};

@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use crate::adapt::{AdaptationKind, MetricKind};
 use crate::program::Column;
 use crate::rng::Seed;
-use crate::sample::{ChainTrace, DrawStats, SamplerSettings};
+use crate::run::{ChainTrace, DrawStats, SamplerSettings};
 
 /// What a Stan CSV file describes besides the trace.
 #[derive(Clone, Copy, Debug)]

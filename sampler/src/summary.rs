@@ -6,7 +6,7 @@ use std::fmt;
 
 use crate::diagnostics::{self, Summary};
 use crate::program::Column;
-use crate::sample::{ChainTrace, SamplerSettings};
+use crate::run::{ChainTrace, SamplerSettings};
 
 /// R-hat above this is reported (Vehtari et al. 2021).
 pub const RHAT_THRESHOLD: f64 = 1.01;

@@ -1,6 +1,6 @@
 use super::*;
 use crate::rng::ChainId;
-use crate::sample::Tuning;
+use crate::run::Tuning;
 
 #[test]
 fn file_names_follow_cmdstan() {
