@@ -11,12 +11,12 @@
 //! ├── membership-endpoint  MembershipEndpoint: membership's remotable face (pg "membership")
 //! ├── gpu-pool             only on a node with a GPU in use (`resources.gpus`: a software
 //! │                        adapter only if asked), like cpu-pool:
-//! │   ├── gpu-pool-worker  SamplerPool: each task's chains as one job of the `gpu` child
+//! │   ├── gpu-pool-sampler SamplerPool: each task's chains as one job of the `gpu` child
 //! │   │                    (reports `gpu_slots` of capacity; owns no device)
 //! │   └── gpu-pool-endpoint PoolEndpoint (pg "gpu-pool")
 //! ├── cpu-pool             Supervisor, rest-for-one, so that a failing pool restarts there
 //! │   │                    and not the coordinator below (none with `cpu_slots` 0):
-//! │   ├── cpu-pool-worker  SamplerPool: one chain per core (`cpu_slots`), on threads of its own
+//! │   ├── cpu-pool-sampler SamplerPool: one chain per core (`cpu_slots`), on threads of its own
 //! │   └── cpu-pool-endpoint PoolEndpoint: the pool's remotable face (pg "cpu-pool")
 //! ├── coordinator          Coordinator: placement over the cluster, streaming to clients,
 //! │                        re-runs the chains of a worker that fails (a membership Subscriber)
@@ -583,7 +583,7 @@ fn pool(settings: &NodeSettings, kind: WorkerKind) -> ChildSpec {
             task_lease: settings.job_lease,
         };
         ChildSpec::actor(
-            format!("{prefix}-worker"),
+            format!("{prefix}-sampler"),
             Restart::Permanent,
             Some(name),
             move || (SamplerPool, args.clone()),

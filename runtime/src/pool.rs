@@ -9,9 +9,9 @@
 //! ```text
 //! cpu-pool            Supervisor, rest-for-one (isolates the pool: a pool that fails
 //! │                   restarts here, not the node's coordinator)
-//! ├── cpu-pool-worker SamplerPool (CPU): tasks, the queue of chains, the chain threads
+//! ├── cpu-pool-sampler SamplerPool (CPU): tasks, the queue of chains, the chain threads
 //! └── cpu-pool-endpoint PoolEndpoint: pg "cpu-pool"; decodes requests and models
-//! gpu-pool            the same for the GPU: pg "gpu-pool"; its worker owns no device: each
+//! gpu-pool            the same for the GPU: pg "gpu-pool"; its sampler owns no device: each
 //!                     task is one job of the node's GPU supervisor (a sibling in the tree)
 //! ```
 //!
