@@ -33,7 +33,7 @@ pub use reply::Pending;
 pub use sampling::{
     DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DispatchStats, FusedLeapfrog, GRAD_TOLERANCE,
     GpuRun, LP_TOLERANCE, LeapfrogStart, LeapfrogSteps, LockstepTotals, PATH_WARMUP, Phase,
-    PrecisionCheck, PrecisionChoice, PrecisionMode, check_f32, sample_on_device,
+    PrecisionCheck, PrecisionChoice, PrecisionMode, STEP_COLLAPSE, check_f32, sample_on_device,
     sample_on_device_with,
 };
 pub use wgsl::{DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement};

@@ -45,7 +45,7 @@ use sampler::{
 
 pub use precision::{
     GRAD_TOLERANCE, LP_TOLERANCE, PATH_WARMUP, PrecisionCheck, PrecisionChoice, PrecisionMode,
-    check_f32,
+    STEP_COLLAPSE, check_f32,
 };
 pub use steps::{FusedLeapfrog, LeapfrogStart, LeapfrogSteps};
 
@@ -282,7 +282,7 @@ pub fn sample_on_device_with(
         overrides,
     )?;
     loop_budget(device, program, request.settings.max_depth, &plan)?;
-    let choice = precision::choose(device, request)?;
+    let (mut choice, cpu_step_size) = precision::choose(device, request)?;
     let resolved;
     let (request, plan) = if choice.precision == request.resolved_precision() {
         (request, plan)
@@ -318,6 +318,12 @@ pub fn sample_on_device_with(
             observer,
         ),
     }?;
+    precision::watch(
+        &mut choice,
+        &run.traces,
+        cpu_step_size,
+        request.settings.max_depth,
+    );
     Ok(GpuRun {
         precision: choice,
         ..run

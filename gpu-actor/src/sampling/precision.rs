@@ -9,9 +9,11 @@
 //! energy errors that are not small against 1 and gradients that point the wrong way, and
 //! samples a wrong posterior while its diagnostics only hint at it.
 //!
-//! So the check goes to the typical set first, on the CPU in f64: a short run of the CPU
-//! sampler (one or two chains, a warmup of [`PATH_WARMUP`] transitions at most, trees cut so
-//! that the run's gradient evaluations stay within [`PATH_WORK`] tape entries), then one
+//! So the check goes to the typical set first, on the CPU in f64: the CPU sampler's warmup
+//! of two chains (the run's own warmup length, between 150 and [`PATH_WARMUP`] transitions,
+//! trees cut so that its gradient evaluations stay within [`PATH_WORK`] tape entries; 150
+//! transitions stopped short of the typical set of a regression whose chains start far from
+//! it, where f32 looks fine), then one
 //! short leapfrog trajectory from each chain's last point with its adapted step size and
 //! metric. The device evaluates the log density and gradient in f32 at those points and at a
 //! few chains' initial points, in one dispatch; the CPU evaluator gives the f64 answers. f32
@@ -22,13 +24,14 @@
 //! f64 where the adapter has `SHADER_F64`, and where it has not, the run is refused with
 //! [`GpuError::NeedsF64`], which a supervisor answers by sampling on the CPU.
 //!
-//! The check costs one `logp_grad` dispatch in f32 and a CPU run of a fraction of a second;
-//! no f64 pipeline is built for it.
+//! The check costs one `logp_grad` dispatch in f32 and the CPU warmup of two chains (a
+//! fraction of a second to a second for models of a few thousand tape entries, bounded for
+//! larger ones); no f64 pipeline is built for it.
 
 use std::fmt;
 
 use sampler::nuts::{self, Point};
-use sampler::{ChainRng, ChainSpec, LogDensity, Metric, NoObserver, SamplerSettings};
+use sampler::{ChainRng, ChainSpec, ChainTrace, LogDensity, Metric, NoObserver, SamplerSettings};
 
 use super::GpuSampleRequest;
 use crate::device::{GpuDevice, LogpGradRequest};
@@ -89,7 +92,46 @@ impl PrecisionChoice {
             reason: "asked".to_owned(),
         }
     }
+
+    /// After an f32 run that auto chose: warmup's symptoms of a precision that is too low,
+    /// step sizes collapsed far below the CPU path's (by [`STEP_COLLAPSE`]), added to the
+    /// reason as a warning with how many transitions hit `max_depth`. The run cannot switch
+    /// precision then (its draws are out); the warning says what to do.
+    fn watch(&mut self, traces: &[ChainTrace], cpu_step_size: Option<f64>, max_depth: u32) {
+        let Some(cpu_step_size) = cpu_step_size else {
+            return;
+        };
+        let mut step_sizes: Vec<f64> = traces.iter().map(|t| t.tuning.step_size).collect();
+        if self.precision != Precision::F32 || step_sizes.is_empty() {
+            return;
+        }
+        step_sizes.sort_by(f64::total_cmp);
+        let median = step_sizes[step_sizes.len() / 2];
+        if median * STEP_COLLAPSE >= cpu_step_size {
+            return;
+        }
+        let transitions: usize = traces.iter().map(|t| t.stats.len()).sum();
+        let saturated = traces
+            .iter()
+            .flat_map(|t| &t.stats)
+            .filter(|s| s.tree_depth >= max_depth)
+            .count();
+        let depth = if transitions > 0 {
+            format!(", {saturated} of {transitions} transitions at the maximum tree depth")
+        } else {
+            String::new()
+        };
+        let warning = format!(
+            "warning: f32 warmup's step size {median:.2e} is below 1/{STEP_COLLAPSE} of the CPU's {cpu_step_size:.2e}{depth}: \
+             the posterior may be wrong; run again with --precision f64"
+        );
+        tracing::warn!("{warning}");
+        self.reason = format!("{}; {warning}", self.reason);
+    }
 }
+
+/// How far below the CPU path's step size an f32 run's may fall before auto warns.
+pub const STEP_COLLAPSE: f64 = 30.0;
 
 /// The largest error of a log-density difference within one trajectory, in units of energy.
 pub const LP_TOLERANCE: f64 = 0.1;
@@ -97,7 +139,9 @@ pub const LP_TOLERANCE: f64 = 0.1;
 /// scale.
 pub const GRAD_TOLERANCE: f64 = 0.05;
 /// Warmup transitions of the CPU path to the typical set, at most.
-pub const PATH_WARMUP: u64 = 150;
+pub const PATH_WARMUP: u64 = 1000;
+/// Warmup transitions of the CPU path, at least (a run's own warmup may be shorter).
+const PATH_MIN_WARMUP: u64 = 150;
 /// Chains of the CPU path.
 const PATH_CHAINS: usize = 2;
 /// Leapfrog steps of the trajectory checked from each path chain's last point.
@@ -118,6 +162,9 @@ pub struct PrecisionCheck {
     pub points: usize,
     /// Whether a log density or gradient was finite in f64 and not in f32.
     pub not_finite: bool,
+    /// The smallest step size the CPU path's warmup chose (`None` without a CPU path): what
+    /// an f32 run's warmup is compared with afterwards ([`PrecisionChoice::watch`]).
+    pub cpu_step_size: Option<f64>,
 }
 
 impl PrecisionCheck {
@@ -164,25 +211,28 @@ impl PrecisionCheck {
 pub(crate) fn choose(
     device: &GpuDevice,
     request: &GpuSampleRequest,
-) -> Result<PrecisionChoice, GpuError> {
+) -> Result<(PrecisionChoice, Option<f64>), GpuError> {
     match request.precision {
-        PrecisionMode::F32 => Ok(PrecisionChoice::asked(Precision::F32)),
-        PrecisionMode::F64 => Ok(PrecisionChoice::asked(Precision::F64)),
+        PrecisionMode::F32 => Ok((PrecisionChoice::asked(Precision::F32), None)),
+        PrecisionMode::F64 => Ok((PrecisionChoice::asked(Precision::F64), None)),
         PrecisionMode::Auto => {
             let check = check_f32(device, request)?;
+            let cpu_step_size = check.cpu_step_size;
             let found = check.describe();
             if check.f32_agrees() {
                 tracing::info!(%found, "auto precision: f32");
-                Ok(PrecisionChoice {
+                let choice = PrecisionChoice {
                     precision: Precision::F32,
                     reason: format!("auto: {found}"),
-                })
+                };
+                Ok((choice, cpu_step_size))
             } else if device.supports(Precision::F64) {
                 tracing::info!(%found, "auto precision: f64");
-                Ok(PrecisionChoice {
+                let choice = PrecisionChoice {
                     precision: Precision::F64,
                     reason: format!("auto: {found}"),
-                })
+                };
+                Ok((choice, None))
             } else {
                 Err(GpuError::NeedsF64 {
                     adapter: device.report().name.clone(),
@@ -222,7 +272,12 @@ pub fn check_f32(
         })
         .collect();
     let mut scales = Vec::new();
-    for (start, step_size, inv_metric) in typical_points(request) {
+    let typical = typical_points(request);
+    let cpu_step_size = typical
+        .iter()
+        .map(|(_, step_size, _)| *step_size)
+        .reduce(f64::min);
+    for (start, step_size, inv_metric) in typical {
         let trajectory = scales.len();
         let metric = Metric::Diag(inv_metric.clone());
         scales.push(inv_metric.iter().map(|v| v.sqrt()).collect::<Vec<f64>>());
@@ -259,6 +314,7 @@ pub fn check_f32(
         .wait()?;
     let mut check = PrecisionCheck {
         points: points.len(),
+        cpu_step_size,
         ..PrecisionCheck::default()
     };
     let mut density = model.evaluator();
@@ -355,6 +411,7 @@ fn typical_points(request: &GpuSampleRequest) -> Vec<(Vec<f64>, f64, Vec<f64>)> 
         return tuned;
     }
     let (num_warmup, max_depth) = path_budget(program, request.settings.max_depth);
+    let num_warmup = num_warmup.min(request.settings.num_warmup.max(PATH_MIN_WARMUP));
     let settings = SamplerSettings {
         num_warmup,
         num_draws: 1,
@@ -409,5 +466,17 @@ fn path_budget(program: &sampler::Program, max_depth: u32) -> (u64, u32) {
         depth -= 1;
     }
     let warmup = (evaluations / f64::from(1u32 << depth)).clamp(20.0, PATH_WARMUP as f64);
+    // Only the largest models get fewer than the usual minimum: a weaker check, in bounded
+    // time.
     (warmup as u64, depth)
+}
+
+/// [`PrecisionChoice::watch`] for a finished run.
+pub(crate) fn watch(
+    choice: &mut PrecisionChoice,
+    traces: &[ChainTrace],
+    cpu_step_size: Option<f64>,
+    max_depth: u32,
+) {
+    choice.watch(traces, cpu_step_size, max_depth);
 }
