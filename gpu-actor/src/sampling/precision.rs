@@ -480,3 +480,6 @@ pub(crate) fn watch(
 ) {
     choice.watch(traces, cpu_step_size, max_depth);
 }
+
+#[cfg(test)]
+mod tests;
