@@ -82,6 +82,10 @@ pub struct DeviceOptions {
     /// [`GpuError::CompileBudget`]. Generated code is bounded in size, so this only catches
     /// a driver that is slow beyond reason; `Duration::MAX` waits for ever.
     pub compile_budget: Duration,
+    /// A test and diagnostic hook, not a tuning knob: open the adapter as if it had no
+    /// `SHADER_F64` (lavapipe has it), to exercise what f32-only adapters do.
+    #[doc(hidden)]
+    pub hide_shader_f64: bool,
 }
 
 /// [`DeviceOptions::compile_budget`] by default.
@@ -94,6 +98,7 @@ impl Default for DeviceOptions {
             allow_software: true,
             poll_timeout: Duration::from_secs(60),
             compile_budget: DEFAULT_COMPILE_BUDGET,
+            hide_shader_f64: false,
         }
     }
 }

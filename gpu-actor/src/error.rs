@@ -44,6 +44,17 @@ pub enum GpuError {
         /// The adapter's name.
         adapter: String,
     },
+    /// `PrecisionMode::Auto` found that f32 does not compute the model well enough for NUTS,
+    /// and the adapter has no f64: a supervisor samples on the CPU instead, saying why.
+    #[error(
+        "the model needs f64 on the GPU ({found}) and GPU adapter {adapter} has no f64 support (SHADER_F64); use the CPU, or --precision f32 to sample in f32 anyway"
+    )]
+    NeedsF64 {
+        /// The adapter's name.
+        adapter: String,
+        /// What the check found.
+        found: String,
+    },
     /// A chain split across invocations was asked of an adapter without subgroup operations.
     #[error("GPU adapter {adapter} has no subgroup operations (SUBGROUP); use 1 lane per chain")]
     SubgroupUnsupported {
@@ -209,7 +220,7 @@ impl GpuError {
     pub fn model_unsupported(&self) -> bool {
         matches!(
             self,
-            GpuError::LoopLimit { .. } | GpuError::CompileBudget { .. }
+            GpuError::LoopLimit { .. } | GpuError::CompileBudget { .. } | GpuError::NeedsF64 { .. }
         )
     }
 }

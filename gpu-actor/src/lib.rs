@@ -31,7 +31,9 @@ pub use error::{CheckedPoint, GpuError};
 pub use kernels::{normal_pair, philox4x32_10, uniform24, uniform53};
 pub use reply::Pending;
 pub use sampling::{
-    DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DispatchStats, FusedLeapfrog, GpuRun,
-    LeapfrogStart, LeapfrogSteps, LockstepTotals, Phase, sample_on_device, sample_on_device_with,
+    DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DispatchStats, FusedLeapfrog, GRAD_TOLERANCE,
+    GpuRun, LP_TOLERANCE, LeapfrogStart, LeapfrogSteps, LockstepTotals, PATH_WARMUP, Phase,
+    PrecisionCheck, PrecisionChoice, PrecisionMode, STEP_COLLAPSE, check_f32, sample_on_device,
+    sample_on_device_with,
 };
 pub use wgsl::{DataPlacement, KernelKind, Precision, ShaderOptions, TapePlacement};

@@ -29,6 +29,7 @@ mod fused_driver;
 mod init;
 mod nuts_driver;
 mod outputs;
+mod precision;
 mod records;
 mod steps;
 
@@ -42,6 +43,10 @@ use sampler::{
     SamplerSettings, Seed,
 };
 
+pub use precision::{
+    GRAD_TOLERANCE, LP_TOLERANCE, PATH_WARMUP, PrecisionCheck, PrecisionChoice, PrecisionMode,
+    STEP_COLLAPSE, check_f32,
+};
 pub use steps::{FusedLeapfrog, LeapfrogStart, LeapfrogSteps};
 
 use crate::device::{GpuDevice, KernelOverrides, KernelPlan, ModelKey, Prepare};
@@ -93,8 +98,20 @@ pub struct GpuSampleRequest {
     pub chains: Vec<ChainSpec>,
     /// The kernel.
     pub kernel: GpuKernel,
-    /// f32, or f64 on adapters with `SHADER_F64`.
-    pub precision: Precision,
+    /// f32, f64 on adapters with `SHADER_F64`, or auto: f32 where a check before warmup
+    /// finds it good enough for the model (`precision.rs`).
+    pub precision: PrecisionMode,
+}
+
+impl GpuSampleRequest {
+    /// The precision the drivers run: [`sample_on_device_with`] resolves
+    /// [`PrecisionMode::Auto`] before any driver sees the request.
+    pub(crate) fn resolved_precision(&self) -> Precision {
+        match self.precision {
+            PrecisionMode::F64 => Precision::F64,
+            PrecisionMode::F32 | PrecisionMode::Auto => Precision::F32,
+        }
+    }
 }
 
 /// Whether a dispatch belonged to warmup.
@@ -146,6 +163,8 @@ pub struct GpuRun {
     /// Warmup dispatches sent while the one before was still on the device (the NUTS
     /// kernel without a step budget: see `nuts_driver`).
     pub queued_warmup_dispatches: usize,
+    /// The precision the chains ran in, and why.
+    pub precision: PrecisionChoice,
 }
 
 /// Lockstep statistics summed over dispatches ([`GpuRun::lockstep`]).
@@ -210,9 +229,10 @@ impl GpuRun {
 /// # Errors
 ///
 /// [`GpuError::Sampler`] for invalid settings, a dense metric, chains without a finite
-/// starting point, a failed step-size search or a stop asked by `observer`; device errors
-/// ([`GpuError::DeviceLost`], [`GpuError::DeviceThreadGone`], [`GpuError::F64Unsupported`], ...)
-/// as they happen.
+/// starting point, a failed step-size search or a stop asked by `observer`;
+/// [`GpuError::NeedsF64`] when [`PrecisionMode::Auto`] finds that the model needs f64 and the
+/// adapter has none; device errors ([`GpuError::DeviceLost`], [`GpuError::DeviceThreadGone`],
+/// [`GpuError::F64Unsupported`], ...) as they happen.
 pub fn sample_on_device(
     device: &GpuDevice,
     request: &GpuSampleRequest,
@@ -241,16 +261,44 @@ pub fn sample_on_device_with(
             search_time: Duration::ZERO,
             sampling_time: Duration::ZERO,
             queued_warmup_dispatches: 0,
+            precision: PrecisionChoice {
+                precision: request.resolved_precision(),
+                reason: "no chains".to_owned(),
+            },
         });
     }
     let program = request.model.program();
-    let plan = device.kernel_plan(program, request.precision, request.chains.len(), overrides)?;
-    // A model the device cannot run is refused before anything is compiled.
+    if request.precision == PrecisionMode::F64 && !device.supports(Precision::F64) {
+        return Err(GpuError::F64Unsupported {
+            adapter: device.report().name.clone(),
+        });
+    }
+    // A model the device cannot run is refused before anything is compiled or checked (in
+    // f32 or f64, one loop step costs the same iterations).
+    let plan = device.kernel_plan(
+        program,
+        request.resolved_precision(),
+        request.chains.len(),
+        overrides,
+    )?;
     loop_budget(device, program, request.settings.max_depth, &plan)?;
+    let (mut choice, cpu_step_size) = precision::choose(device, request)?;
+    let resolved;
+    let (request, plan) = if choice.precision == request.resolved_precision() {
+        (request, plan)
+    } else {
+        resolved = GpuSampleRequest {
+            precision: choice.precision.into(),
+            ..request.clone()
+        };
+        let plan =
+            device.kernel_plan(program, choice.precision, request.chains.len(), overrides)?;
+        (&resolved, plan)
+    };
     let key = device
-        .upload_model(&request.model, request.precision)
+        .upload_model(&request.model, choice.precision)
         .wait()?;
-    match request.kernel {
+    let run = match request.kernel {
         GpuKernel::Nuts {
             transitions_per_dispatch,
         } => nuts_driver::run(
@@ -269,7 +317,17 @@ pub fn sample_on_device_with(
             steps_per_dispatch.max(1),
             observer,
         ),
-    }
+    }?;
+    precision::watch(
+        &mut choice,
+        &run.traces,
+        cpu_step_size,
+        request.settings.max_depth,
+    );
+    Ok(GpuRun {
+        precision: choice,
+        ..run
+    })
 }
 
 /// Starts building the pipelines of a run: the `logp_grad` kernel of its initial points and

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use gpu_actor::CancelToken;
+use gpu_actor::{CancelToken, PrecisionMode};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use ractor_cluster::RactorMessage;
 use sampler::{ChainId, ChainSpec, CheckedModel, SamplerSettings, Seed};
@@ -110,6 +110,8 @@ pub(crate) struct PreparedTask {
     pub(crate) seed: Seed,
     pub(crate) chains: Vec<ChainSpec>,
     pub(crate) burn_in: u64,
+    /// The precision of a GPU pool's runs.
+    pub(crate) gpu_precision: PrecisionMode,
 }
 
 /// Messages of the pool.
@@ -197,6 +199,7 @@ struct Task {
     settings: Arc<SamplerSettings>,
     seed: Seed,
     burn_in: u64,
+    gpu_precision: PrecisionMode,
     chains: Vec<ChainSpec>,
     /// Chains not yet done or failed.
     unfinished: usize,
@@ -470,6 +473,7 @@ fn run(
             settings: Arc::new(task.settings),
             seed: task.seed,
             burn_in: task.burn_in,
+            gpu_precision: task.gpu_precision,
             unfinished: task.chains.len(),
             chains: task.chains,
             outbox: Outbox::new(),
@@ -525,6 +529,7 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
         let gpu = (state.kind == WorkerKind::Gpu).then(|| GpuTarget {
             runtime: tokio::runtime::Handle::current(),
             cancel: CancelToken::new(),
+            precision: task.gpu_precision,
         });
         let job_cancel = gpu.as_ref().map(|gpu| gpu.cancel.clone());
         let chain_run = ChainRun {

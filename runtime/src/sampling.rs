@@ -19,6 +19,7 @@
 //! and takes them from the new job, so the outcome is the one an undisturbed run gives. A
 //! broadcast warmup runs again there, from the same random stream.
 
+use gpu_actor::PrecisionMode;
 use std::time::Instant;
 
 use sampler::{
@@ -84,6 +85,9 @@ pub struct SampleRequest {
     pub device: DevicePreference,
     /// How chains warm up.
     pub warmup: WarmupMode,
+    /// The precision of the chains that run on GPUs (auto by default: f32 where a check
+    /// finds it good enough for the model, else f64 or the CPU).
+    pub gpu_precision: PrecisionMode,
 }
 
 impl SampleRequest {
@@ -97,6 +101,7 @@ impl SampleRequest {
             seed,
             device: DevicePreference::Any,
             warmup: WarmupMode::Independent,
+            gpu_precision: PrecisionMode::Auto,
         }
     }
 
@@ -126,7 +131,7 @@ impl SampleRequest {
     pub fn to_wire(&self) -> WireSampleRequest {
         WireSampleRequest {
             model: self.model.to_msgpack(),
-            settings: WireSettings::from(&self.settings),
+            settings: WireSettings::from(&self.settings).with_precision(self.gpu_precision),
             n_chains: self.n_chains,
             seed: self.seed.0,
             device: match self.device {

@@ -64,8 +64,8 @@ pub use pool::{
     WireWorkerKind,
 };
 pub use sampling::{
-    WireAdaptation, WireChainDone, WireChainSpec, WireDraws, WireMetric, WireSettings, WireStats,
-    WireTuning,
+    WireAdaptation, WireChainDone, WireChainSpec, WireDraws, WireMetric, WirePrecision,
+    WireSettings, WireStats, WireTuning,
 };
 
 /// The version of the envelope and of every body in this module. Bump it on any change an

@@ -152,6 +152,7 @@ fn overhead(repeats: usize) -> anyhow::Result<()> {
 
     let cluster = LocalCluster::start(1, 1)?;
     let request = SampleRequest {
+        gpu_precision: gpu_actor::PrecisionMode::Auto,
         model: model.model().clone(),
         settings: settings.clone(),
         n_chains: 1,
@@ -263,6 +264,7 @@ fn scaling(
             let mut rows = Vec::new();
             for model in &models {
                 let request = SampleRequest {
+                    gpu_precision: gpu_actor::PrecisionMode::Auto,
                     model: model.model().clone(),
                     settings: settings.clone(),
                     n_chains,

@@ -221,7 +221,7 @@ fn measure(
             .map(|c| ChainSpec::new(ChainId(c)))
             .collect(),
         kernel: GpuKernel::default(),
-        precision,
+        precision: precision.into(),
     };
     let started = Instant::now();
     let observer = FirstDraw {

@@ -39,7 +39,8 @@ use gpu_actor::wgsl::IndexChecks;
 use gpu_actor::{
     DEFAULT_FUSED_STEPS, DEFAULT_NUTS_TRANSITIONS, DataPlacement, DeviceOptions, DrawsOutput,
     FusedLeapfrog, GpuDevice, GpuKernel, GpuSampleRequest, KernelOverrides, KernelPlan,
-    LeapfrogStart, LogpGradRequest, Precision, TapePlacement, sample_on_device_with,
+    LeapfrogStart, LogpGradRequest, Precision, PrecisionChoice, PrecisionMode, TapePlacement,
+    check_f32, sample_on_device_with,
 };
 use sampler::{ChainId, ChainSpec, CheckedModel, NoObserver, SamplerSettings, Seed};
 use serde_json::json;
@@ -85,7 +86,9 @@ pub struct GpuBenchArgs {
     /// kernel's].
     #[arg(long, value_name = "N")]
     per_dispatch: Option<u32>,
-    /// GPU: floating-point precision; f64 needs SHADER_F64 [default: f32].
+    /// GPU: floating-point precision; f64 needs SHADER_F64; auto checks f32 against the
+    /// CPU's f64 per model, as `sample` does, prints what it chose and why, and the timed
+    /// rows include that check [default: f32].
     #[arg(long, value_enum)]
     precision: Option<PrecisionArg>,
     /// GPU: where the kernels read model data [default: auto, workgroup memory when it fits
@@ -138,6 +141,7 @@ enum KernelArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum PrecisionArg {
+    Auto,
     F32,
     F64,
 }
@@ -219,10 +223,11 @@ impl GpuBenchArgs {
         }
     }
 
-    fn precision(&self) -> Precision {
+    fn precision(&self) -> PrecisionMode {
         match self.precision {
-            None | Some(PrecisionArg::F32) => Precision::F32,
-            Some(PrecisionArg::F64) => Precision::F64,
+            Some(PrecisionArg::Auto) => PrecisionMode::Auto,
+            None | Some(PrecisionArg::F32) => PrecisionMode::F32,
+            Some(PrecisionArg::F64) => PrecisionMode::F64,
         }
     }
 
@@ -346,12 +351,17 @@ pub fn run(
         models.to_vec()
     };
     let kernel = args.kernel();
-    let precision = args.precision();
+    let mode = args.precision();
+    // Auto decides per model; until then (the round trip), f32.
+    let precision = match mode {
+        PrecisionMode::F64 => Precision::F64,
+        PrecisionMode::F32 | PrecisionMode::Auto => Precision::F32,
+    };
     let json = JsonLines::create(args.json.as_deref())?;
     let device = open_device(precision)?;
     let report = device.report();
     outln!(
-        "{} kernel, {precision}, {} warmup + {} draws per chain, {} adaptation, median of {seeds} seed(s); \
+        "{} kernel, {mode}, {} warmup + {} draws per chain, {} adaptation, median of {seeds} seed(s); \
          rates per second of warmup + sampling (compile excluded).\n",
         kernel_name(kernel),
         settings.num_warmup,
@@ -361,6 +371,7 @@ pub fn run(
     let context = json!({
         "kernel": kernel_name(kernel),
         "precision": precision.to_string(),
+        "precision_mode": mode.to_string(),
         "warmup": settings.num_warmup,
         "draws": settings.num_draws,
         "adapter": report.name,
@@ -372,6 +383,7 @@ pub fn run(
         device: &device,
         settings,
         kernel,
+        mode,
         precision,
         seeds,
         chain_counts,
@@ -443,6 +455,9 @@ struct Bench<'a> {
     device: &'a GpuDevice,
     settings: SamplerSettings,
     kernel: GpuKernel,
+    /// As asked.
+    mode: PrecisionMode,
+    /// The model's: as asked, or what auto chose for it.
     precision: Precision,
     seeds: u64,
     chain_counts: Vec<u32>,
@@ -534,6 +549,18 @@ impl Bench<'_> {
         let shape = runtime::JobShape::new(&model, &self.settings, u64::from(most_chains), 0);
         super::limits::check_fits_here(&shape, model.name())?;
         let program = model.program();
+        let mut context = self.context.clone();
+        if self.mode == PrecisionMode::Auto {
+            let (choice, seconds) = self.auto_precision(&model)?;
+            outln!(
+                "{}: auto precision {choice}; the check took {seconds:.2} s (included in the rows' wall time)",
+                model.name()
+            );
+            self.precision = choice.precision;
+            context["precision"] = json!(choice.precision.to_string());
+            context["precision_reason"] = json!(choice.reason);
+            context["precision_check_seconds"] = json!(seconds);
+        }
         let overrides = KernelOverrides {
             placement: args.tape(),
             workgroup_size: args.workgroup_size,
@@ -556,7 +583,6 @@ impl Bench<'_> {
         )
         .with_context(|| model.name().to_owned())?;
         let mut warmed = vec![plans.one.shader];
-        let mut context = self.context.clone();
         context["index_checks"] = json!(
             args.index_checks
                 .map_or_else(|| "default".to_owned(), |arg| arg.checks().to_string())
@@ -635,6 +661,38 @@ impl Bench<'_> {
         outln!("|---:|---:|---:|---:|---:|---:|---:|---|");
     }
 
+    /// What auto chooses for `model` (with the first row's seed), and the check's seconds.
+    fn auto_precision(&self, model: &CheckedModel) -> anyhow::Result<(PrecisionChoice, f64)> {
+        let started = Instant::now();
+        let n_chains = self.chain_counts.first().copied().unwrap_or(1);
+        let request = GpuSampleRequest {
+            model: model.clone(),
+            settings: self.settings.clone(),
+            seed: Seed(1),
+            chains: (0..n_chains).map(|c| ChainSpec::new(ChainId(c))).collect(),
+            kernel: self.kernel,
+            precision: PrecisionMode::Auto,
+        };
+        let check = check_f32(self.device, &request)
+            .with_context(|| format!("{}: the precision check failed", model.name()))?;
+        let precision = if check.f32_agrees() {
+            Precision::F32
+        } else {
+            anyhow::ensure!(
+                self.device.supports(Precision::F64),
+                "{}: {}, and this GPU has no SHADER_F64",
+                model.name(),
+                check.describe()
+            );
+            Precision::F64
+        };
+        let choice = PrecisionChoice {
+            precision,
+            reason: format!("auto: {}", check.describe()),
+        };
+        Ok((choice, started.elapsed().as_secs_f64()))
+    }
+
     /// The warm-up run of `model` with `options`, and its seconds.
     fn warm_up(&self, model: &CheckedModel, options: &KernelOverrides) -> anyhow::Result<f64> {
         warm_up(
@@ -646,6 +704,14 @@ impl Bench<'_> {
             options,
         )
         .with_context(|| format!("{}: the warm-up run failed", model.name()))
+    }
+
+    /// What a timed row asks for: auto runs its check in each row, as `sample` does.
+    fn row_precision(&self) -> PrecisionMode {
+        match self.mode {
+            PrecisionMode::Auto => PrecisionMode::Auto,
+            _ => self.precision.into(),
+        }
     }
 
     /// One row: `n_chains` chains measured once per seed, the median over seeds.
@@ -664,7 +730,7 @@ impl Bench<'_> {
                 &self.settings,
                 Seed(seed),
                 n_chains,
-                (self.kernel, self.precision),
+                (self.kernel, self.row_precision()),
                 options,
                 reference,
             )
@@ -686,6 +752,7 @@ fn warm_up(
     precision: Precision,
     options: &KernelOverrides,
 ) -> anyhow::Result<f64> {
+    let precision = PrecisionMode::from(precision);
     let started = Instant::now();
     let mut short = settings.clone();
     short.num_warmup = settings.num_warmup.min(10);
@@ -736,7 +803,7 @@ fn measure(
     settings: &SamplerSettings,
     seed: Seed,
     n_chains: u32,
-    (kernel, precision): (GpuKernel, Precision),
+    (kernel, precision): (GpuKernel, PrecisionMode),
     options: &KernelOverrides,
     reference: Option<&[ColumnStats]>,
 ) -> anyhow::Result<Row> {

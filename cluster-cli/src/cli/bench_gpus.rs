@@ -173,7 +173,7 @@ fn measure(
         seed: Seed(args.seed),
         chains: (0..chains).map(|c| ChainSpec::new(ChainId(c))).collect(),
         kernel: GpuKernel::default(),
-        precision: Precision::F32,
+        precision: Precision::F32.into(),
     };
     let supervisor_args = GpuSupervisorArgs {
         adapters: AdapterSelection::Only(adapters.to_vec()),

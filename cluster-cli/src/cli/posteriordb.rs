@@ -375,7 +375,7 @@ impl Gpu {
             seed,
             chains: (0..n_chains).map(|c| ChainSpec::new(ChainId(c))).collect(),
             kernel: GpuKernel::default(),
-            precision: Precision::F32,
+            precision: Precision::F32.into(),
         };
         let first_draw = Arc::new(FirstDraw::default());
         let job = SampleJob::new(request).with_observer(first_draw.clone());

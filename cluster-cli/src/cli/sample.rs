@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::ValueEnum;
 use gpu_actor::{
-    GpuKernel, GpuSampleRequest, GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, Precision,
+    GpuKernel, GpuSampleRequest, GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, PrecisionMode,
     RanOn, SampleJob, SampleOutput,
 };
 use ractor::{Actor, ActorRef};
@@ -90,8 +90,12 @@ struct GpuArgs {
     /// kernel's].
     #[arg(long, value_name = "N")]
     per_dispatch: Option<u32>,
-    /// Floating-point precision on the GPU; f64 needs an adapter with SHADER_F64 [default:
-    /// f32].
+    /// Floating-point precision on the GPU [default: auto]. auto evaluates the model in f32
+    /// on the GPU against f64 on the CPU before warmup, at initial points and along short
+    /// trajectories in the typical set (found by a brief CPU run), and samples in f32 where
+    /// f32 agrees, else in f64; on a GPU without f64 (SHADER_F64) it samples on the CPU
+    /// instead, saying why. f32 and f64 run unchecked as asked. The summary's first line
+    /// says which precision ran and why.
     #[arg(long, value_enum)]
     precision: Option<PrecisionArg>,
     /// Do not use software GPU devices (lavapipe): on a machine with no other adapter,
@@ -112,6 +116,7 @@ enum KernelArg {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum PrecisionArg {
+    Auto,
     F32,
     F64,
 }
@@ -162,10 +167,11 @@ impl GpuArgs {
         }
     }
 
-    fn precision(&self) -> Precision {
+    fn precision(&self) -> PrecisionMode {
         match self.precision {
-            None | Some(PrecisionArg::F32) => Precision::F32,
-            Some(PrecisionArg::F64) => Precision::F64,
+            None | Some(PrecisionArg::Auto) => PrecisionMode::Auto,
+            Some(PrecisionArg::F32) => PrecisionMode::F32,
+            Some(PrecisionArg::F64) => PrecisionMode::F64,
         }
     }
 }
@@ -203,8 +209,15 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     }
     if !args.remote.cluster.is_empty() {
         let device = args.device.map(|device| device == Device::Gpu);
-        let mut run =
-            super::sample_remote::run(&args.remote, &model, &settings, seed, args.chains, device)?;
+        let mut run = super::sample_remote::run(
+            &args.remote,
+            &model,
+            &settings,
+            seed,
+            args.chains,
+            device,
+            args.gpu.precision(),
+        )?;
         if let Some(generated) = &loaded.generated {
             generated::append(generated, &mut run.traces, &mut columns, seed, args.threads);
         }
@@ -233,10 +246,9 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
             let output = sample_on_gpu(&args, &model, &settings, progress.clone())?;
             let on = match &output.ran_on {
                 RanOn::Gpu { .. } => format!(
-                    " on {}, {} kernel, {}",
+                    " on {}, {} kernel",
                     output.ran_on,
                     kernel_name(args.gpu.kernel()),
-                    args.gpu.precision()
                 ),
                 RanOn::Cpu { reason, refused } => {
                     if *refused {
@@ -249,10 +261,9 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
                 } => {
                     errln!("warning: {reason}; {cpu_chains} chains sampled on the CPU instead");
                     format!(
-                        " on {}, {} kernel, {}",
+                        " on {}, {} kernel",
                         output.ran_on,
                         kernel_name(args.gpu.kernel()),
-                        args.gpu.precision()
                     )
                 }
             };

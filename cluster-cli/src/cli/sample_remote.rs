@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::ValueEnum;
+use gpu_actor::PrecisionMode;
 use runtime::wire::{CallError, WireError};
 use runtime::{
     ClientError, ClientSettings, ClusterClient, DEFAULT_BURN_IN, DevicePreference, JobOutcome,
@@ -75,6 +76,7 @@ pub fn run(
     seed: Seed,
     n_chains: u32,
     gpu: Option<bool>,
+    gpu_precision: PrecisionMode,
 ) -> anyhow::Result<RemoteRun> {
     crate::logging::init(crate::logging::CLIENT_DEFAULT);
     anyhow::ensure!(!args.cluster.is_empty(), "--cluster is missing");
@@ -96,6 +98,7 @@ pub fn run(
             Some(false) => DevicePreference::Cpu,
             None => DevicePreference::Any,
         },
+        gpu_precision,
         warmup: match args.warmup_mode {
             WarmupArg::Independent => WarmupMode::Independent,
             WarmupArg::Broadcast => WarmupMode::Broadcast {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use sampler::{ChainTrace, DrawEvent, Observer};
 
 use super::WorkerId;
-use crate::sampling::GpuSampleRequest;
+use crate::sampling::{GpuSampleRequest, PrecisionChoice};
 
 /// Cancels a job: running chains stop at their next iteration (or, on the GPU, after the
 /// dispatch in progress), and the caller gets [`super::GpuActorError::Cancelled`]. Clones
@@ -117,6 +117,8 @@ pub struct GpuShare {
     pub adapter: String,
     /// How many chains.
     pub chains: usize,
+    /// The precision they ran in, and why.
+    pub precision: PrecisionChoice,
 }
 
 impl fmt::Display for RanOn {
@@ -135,19 +137,23 @@ impl fmt::Display for RanOn {
     }
 }
 
-/// `GPU gpu0 (NVIDIA H200)` for one share; `GPUs gpu0 (NVIDIA H200, 4096 chains), gpu1 (...)`
-/// for several.
+/// `GPU gpu0 (NVIDIA H200) f32 (auto: ...)` for one share; `GPUs gpu0 (NVIDIA H200, 4096
+/// chains) f64 (...), gpu1 (...)` for several.
 fn write_shares(f: &mut fmt::Formatter<'_>, shares: &[GpuShare]) -> fmt::Result {
     match shares {
-        [share] => write!(f, "GPU {} ({})", share.worker, share.adapter),
+        [share] => write!(
+            f,
+            "GPU {} ({}) {}",
+            share.worker, share.adapter, share.precision
+        ),
         shares => {
             f.write_str("GPUs ")?;
             for (i, share) in shares.iter().enumerate() {
                 let sep = if i == 0 { "" } else { ", " };
                 write!(
                     f,
-                    "{sep}{} ({}, {} chains)",
-                    share.worker, share.adapter, share.chains
+                    "{sep}{} ({}, {} chains) {}",
+                    share.worker, share.adapter, share.chains, share.precision
                 )?;
             }
             Ok(())

@@ -13,6 +13,8 @@ use tokio::time::Instant;
 use super::WorkerId;
 use super::error::GpuActorError;
 use super::job::{CancelToken, GpuShare, JobId, RanOn, SampleJob, SampleOutput};
+use crate::sampling::PrecisionChoice;
+use crate::wgsl::Precision;
 
 pub(super) type Reply = RpcReplyPort<Result<SampleOutput, GpuActorError>>;
 
@@ -121,6 +123,7 @@ impl ActiveJob {
         &mut self,
         index: usize,
         result: Result<Vec<ChainTrace>, GpuActorError>,
+        precision: Option<PrecisionChoice>,
     ) {
         let answered = self.answered();
         let Some(part) = self.parts.get_mut(index) else {
@@ -135,6 +138,11 @@ impl ActiveJob {
                 worker,
                 adapter,
                 chains,
+                // A worker's part that finished well always says.
+                precision: precision.unwrap_or_else(|| PrecisionChoice {
+                    precision: Precision::F32,
+                    reason: "unknown".to_owned(),
+                }),
             }),
             Part::OnCpu { reason, chains, .. } => Ran::Cpu { chains, reason },
             // Answered already (its worker's exit was seen first).

@@ -22,8 +22,9 @@ use super::parts::{self, ActiveJob, Part, PartId, Reply};
 use super::shares::{self, Rates};
 use super::worker::{GpuWorker, GpuWorkerArgs, GpuWorkerMsg, WorkerFailure};
 use super::{WorkerId, cpu};
-use crate::device::{AdapterReport, DeviceStats, Fault, enumerate_adapters};
+use crate::device::{AdapterReport, DeviceOptions, DeviceStats, Fault, enumerate_adapters};
 use crate::error::GpuError;
+use crate::sampling::PrecisionChoice;
 
 /// How long the supervisor waits for a worker's report.
 const WORKER_REPORT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -72,6 +73,10 @@ pub struct GpuSupervisorArgs {
     pub min_share: usize,
     /// Told every worker's load whenever it changes.
     pub on_load: Option<LoadListener>,
+    /// A test hook: open every adapter as if it had no `SHADER_F64`
+    /// ([`crate::DeviceOptions::hide_shader_f64`]).
+    #[doc(hidden)]
+    pub hide_shader_f64: bool,
 }
 
 /// Told every worker's load ([`WorkerLoad`], in [`WorkerId`] order) whenever it changes: a
@@ -138,6 +143,7 @@ impl Default for GpuSupervisorArgs {
             backoff: GpuSupervisorArgs::DEFAULT_BACKOFF,
             min_share: GpuSupervisorArgs::DEFAULT_MIN_SHARE,
             on_load: None,
+            hide_shader_f64: false,
         }
     }
 }
@@ -175,7 +181,7 @@ pub(super) enum SupervisorEvent {
     JobDone {
         worker: WorkerId,
         job: PartId,
-        result: Result<Vec<ChainTrace>, GpuActorError>,
+        result: Result<(Vec<ChainTrace>, PrecisionChoice), GpuActorError>,
         elapsed: Duration,
         failing: bool,
     },
@@ -591,12 +597,15 @@ async fn start_worker(
 ) -> Result<ActorRef<GpuWorkerMsg>, String> {
     let worker_args = GpuWorkerArgs {
         id,
-        options: GpuWorkerArgs::device_options(
-            adapter.index,
-            args.allow_software,
-            args.poll_timeout,
-            args.compile_budget,
-        ),
+        options: DeviceOptions {
+            hide_shader_f64: args.hide_shader_f64,
+            ..GpuWorkerArgs::device_options(
+                adapter.index,
+                args.allow_software,
+                args.poll_timeout,
+                args.compile_budget,
+            )
+        },
         open_timeout: args.open_timeout,
         supervisor: myself.clone(),
     };
@@ -813,7 +822,7 @@ fn job_done(
     state: &mut GpuSupervisorState,
     worker: WorkerId,
     part: PartId,
-    result: Result<Vec<ChainTrace>, GpuActorError>,
+    result: Result<(Vec<ChainTrace>, PrecisionChoice), GpuActorError>,
     elapsed: Duration,
     failing: bool,
 ) {
@@ -840,7 +849,11 @@ fn job_done(
     }
     // Absent when the worker's exit was seen first and answered the caller.
     if let Some(active) = state.running.get_mut(&part.job) {
-        active.part_finished(part.index, result);
+        let (result, precision) = match result {
+            Ok((traces, precision)) => (Ok(traces), Some(precision)),
+            Err(error) => (Err(error), None),
+        };
+        active.part_finished(part.index, result, precision);
         settle(state, part.job);
     }
 }
@@ -895,7 +908,7 @@ fn cpu_job_done(
     result: Result<Vec<ChainTrace>, GpuActorError>,
 ) {
     if let Some(active) = state.running.get_mut(&part.job) {
-        active.part_finished(part.index, result);
+        active.part_finished(part.index, result, None);
         settle(state, part.job);
     }
 }
@@ -1001,7 +1014,7 @@ async fn worker_exited(
     if let Some(part) = part.filter(|_| !handed_back)
         && let Some(active) = state.running.get_mut(&part.job)
     {
-        active.part_finished(part.index, Err(error));
+        active.part_finished(part.index, Err(error), None);
         settle(state, part.job);
     }
     schedule_restart(myself, state, index).await

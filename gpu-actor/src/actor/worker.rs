@@ -23,9 +23,11 @@ use super::error::GpuActorError;
 use super::job::{CancelToken, JobObserver, SampleJob};
 use super::parts::PartId;
 use super::supervisor::{GpuSupervisorMsg, Internal, SupervisorEvent};
-use crate::device::{AdapterChoice, CompileStage, DeviceOptions, DeviceStats, Fault, GpuDevice};
+use crate::device::{
+    AdapterChoice, CompileStage, DeviceOptions, DeviceStats, Fault, GpuDevice, KernelOverrides,
+};
 use crate::error::GpuError;
-use crate::sampling::sample_on_device;
+use crate::sampling::{PrecisionChoice, sample_on_device_with};
 
 /// How long a worker waits for its device thread to take an injected fault or report its
 /// counters; the device thread answers between commands, so this bounds one command.
@@ -89,7 +91,10 @@ pub(super) enum GpuWorkerMsg {
     /// worker fails once it sees their effect.
     InjectFault(Fault, RpcReplyPort<Result<(), GpuActorError>>),
     /// The job's thread finished (sent by that thread).
-    Finished(PartId, Result<Vec<ChainTrace>, JobFailure>),
+    Finished(
+        PartId,
+        Result<(Vec<ChainTrace>, PrecisionChoice), JobFailure>,
+    ),
 }
 
 /// A worker as [`GpuWorkerMsg::Report`] describes it.
@@ -237,6 +242,7 @@ impl GpuWorkerArgs {
             allow_software,
             poll_timeout,
             compile_budget,
+            hide_shader_f64: false,
         }
     }
 }
@@ -265,7 +271,13 @@ fn start_next(myself: &ActorRef<GpuWorkerMsg>, state: &mut GpuWorkerState) {
             abort: &thread_abort,
         };
         let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            sample_on_device(&device, &job.request, &observer)
+            sample_on_device_with(
+                &device,
+                &job.request,
+                &KernelOverrides::default(),
+                &observer,
+            )
+            .map(|run| (run.traces, run.precision))
         }));
         let result = match result {
             // Nothing was drawn: the job goes back to the supervisor, for the CPU.
@@ -289,7 +301,7 @@ fn start_next(myself: &ActorRef<GpuWorkerMsg>, state: &mut GpuWorkerState) {
 fn finished(
     state: &mut GpuWorkerState,
     id: PartId,
-    result: Result<Vec<ChainTrace>, JobFailure>,
+    result: Result<(Vec<ChainTrace>, PrecisionChoice), JobFailure>,
 ) -> Result<(), ActorProcessingErr> {
     let Some(running) = state.running.take_if(|running| running.id == id) else {
         return Ok(());

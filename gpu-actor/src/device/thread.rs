@@ -275,7 +275,12 @@ impl DeviceThread {
                 GpuError::AdapterIndex { index, count }
             });
         };
-        let report = AdapterReport::new(index, &adapter);
+        let mut report = AdapterReport::new(index, &adapter);
+        let mut features = adapter.features() & wanted_features();
+        if options.hide_shader_f64 {
+            report.features.shader_f64 = false;
+            features.remove(wgpu::Features::SHADER_F64);
+        }
         let default_checks = IndexChecks::default_for(adapter.get_info().backend);
         if report.is_software() && !options.allow_software {
             return Err(GpuError::SoftwareOnly { name: report.name });
@@ -284,7 +289,7 @@ impl DeviceThread {
         let limits = adapter.limits();
         let descriptor = wgpu::DeviceDescriptor {
             label: Some("gpu-actor"),
-            required_features: adapter.features() & wanted_features(),
+            required_features: features,
             required_limits: limits.clone(),
             ..Default::default()
         };

@@ -79,7 +79,7 @@ fn check_first_draws(
         super::check::check_point(
             &device.report().name,
             request.model.program(),
-            request.precision,
+            request.resolved_precision(),
             c,
             CheckedPoint::FirstDraw,
             &first.q,
@@ -887,5 +887,6 @@ pub(super) fn run(
         search_time: Duration::ZERO,
         sampling_time,
         queued_warmup_dispatches: 0,
+        precision: super::PrecisionChoice::asked(request.resolved_precision()),
     })
 }

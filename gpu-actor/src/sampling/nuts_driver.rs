@@ -409,7 +409,7 @@ impl Run<'_> {
             super::check::check_point(
                 &self.device.report().name,
                 program,
-                self.request.precision,
+                self.request.resolved_precision(),
                 c,
                 CheckedPoint::FirstDraw,
                 &q,
@@ -852,6 +852,7 @@ impl Run<'_> {
             search_time: self.search_time,
             sampling_time,
             queued_warmup_dispatches: self.queued_warmup_dispatches,
+            precision: super::PrecisionChoice::asked(self.request.resolved_precision()),
         })
     }
 }

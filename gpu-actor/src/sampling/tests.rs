@@ -30,6 +30,10 @@ fn run(dispatches: Vec<DispatchStats>) -> GpuRun {
         search_time: Duration::ZERO,
         sampling_time: Duration::ZERO,
         queued_warmup_dispatches: 0,
+        precision: super::PrecisionChoice {
+            precision: crate::Precision::F32,
+            reason: "asked".to_owned(),
+        },
     }
 }
 

@@ -51,7 +51,7 @@ fn request(n_chains: u32, iterations: u64) -> GpuSampleRequest {
         seed: Seed(7),
         chains: (0..n_chains).map(|c| ChainSpec::new(ChainId(c))).collect(),
         kernel: GpuKernel::default(),
-        precision: Precision::F32,
+        precision: Precision::F32.into(),
     }
 }
 

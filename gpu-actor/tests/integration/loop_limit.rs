@@ -139,7 +139,7 @@ fn request(model: &CheckedModel, adaptation: AdaptationKind) -> GpuSampleRequest
         seed: Seed(5),
         chains: (0..6).map(|c| ChainSpec::new(ChainId(c))).collect(),
         kernel: GpuKernel::default(),
-        precision: Precision::F32,
+        precision: Precision::F32.into(),
     }
 }
 

@@ -8,7 +8,9 @@
 //!   requests with errors, survives nothing it should not: a panic or a lost device gives
 //!   errors, never a hang);
 //! * `actors`: the GPU supervisor and workers (jobs, reports, restarts after a panic or a lost
-//!   device with errors to in-flight callers, escalation, the CPU fallback).
+//!   device with errors to in-flight callers, escalation, the CPU fallback);
+//! * `precision`: `--precision auto` on ill-conditioned regressions (f64, matching the CPU),
+//!   on an adapter without f64 (the CPU, saying why) and on an ordinary model (f32).
 //!
 //! GPU tests print a skip line when no adapter is found, unless `REQUIRE_GPU=1`, which makes
 //! that a failure (CI sets it; lavapipe is enough).
@@ -20,4 +22,5 @@ mod loop_limit;
 mod models;
 mod parity;
 mod posterior;
+mod precision;
 mod support;

@@ -128,7 +128,7 @@ fn request(model: &CheckedModel, config: Config, seed: Seed) -> GpuSampleRequest
         seed,
         chains: (0..N_CHAINS).map(|c| ChainSpec::new(ChainId(c))).collect(),
         kernel: config.kernel,
-        precision: config.precision,
+        precision: config.precision.into(),
     }
 }
 

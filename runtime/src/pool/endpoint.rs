@@ -212,6 +212,7 @@ fn prepare(
         seed: Seed(task.seed),
         chains,
         burn_in: task.burn_in,
+        gpu_precision: task.settings.precision_mode(),
     })
 }
 

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use gpu_actor::{
     CancelToken, GpuActorError, GpuError, GpuKernel, GpuSampleRequest, GpuSupervisor,
-    GpuSupervisorMsg, Precision, SampleJob,
+    GpuSupervisorMsg, PrecisionMode, SampleJob,
 };
 use ractor::ActorRef;
 use sampler::{
@@ -81,6 +81,8 @@ pub(crate) struct GpuTarget {
     pub(crate) runtime: tokio::runtime::Handle,
     /// The job's token; the pool cancels it with the run.
     pub(crate) cancel: CancelToken,
+    /// The task's precision (auto unless its job asked).
+    pub(crate) precision: PrecisionMode,
 }
 
 /// How a chain of a run ended.
@@ -192,7 +194,7 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
                 seed: run.seed,
                 chains: run.specs.clone(),
                 kernel: GpuKernel::default(),
-                precision: Precision::F32,
+                precision: gpu.precision,
             };
             sample_on_gpu(gpu, request, stream.observer())
         }
@@ -271,7 +273,8 @@ fn sample_on_gpu(
         .block_on(GpuSupervisor::sample(&supervisor, job, GPU_JOB_TIMEOUT));
     match answer {
         Ok(output) => {
-            tracing::debug!("{} chains ran on {}", output.traces.len(), output.ran_on);
+            // Where and in which precision, and why (auto's check): the node's log says.
+            tracing::info!("{} chains ran on {}", output.traces.len(), output.ran_on);
             Ok(output.traces)
         }
         Err(error) => Err(gpu_failure(error)),

@@ -3,6 +3,7 @@
 //! sampler's types (which are not wire types: their serde form may change with the sampler),
 //! converted here, at the edge. Settings are checked by the receiver (`validate`).
 
+use gpu_actor::PrecisionMode;
 use serde::{Deserialize, Serialize};
 
 use sampler::{
@@ -34,6 +35,40 @@ pub struct WireSettings {
     pub init_radius: f64,
     /// Stream and keep warmup draws too.
     pub save_warmup: bool,
+    /// The precision of GPU workers; absent for auto (a check per task picks f32 or f64),
+    /// and from older clients.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_precision: Option<WirePrecision>,
+}
+
+/// `gpu_actor::PrecisionMode` on the wire (auto is the field's absence).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WirePrecision {
+    /// f32 whatever the model.
+    F32,
+    /// f64.
+    F64,
+}
+
+impl WireSettings {
+    /// [`WireSettings::gpu_precision`] as the GPU sampler takes it.
+    pub fn precision_mode(&self) -> PrecisionMode {
+        match self.gpu_precision {
+            None => PrecisionMode::Auto,
+            Some(WirePrecision::F32) => PrecisionMode::F32,
+            Some(WirePrecision::F64) => PrecisionMode::F64,
+        }
+    }
+
+    /// The same settings asking GPU workers for `mode`.
+    pub fn with_precision(mut self, mode: PrecisionMode) -> WireSettings {
+        self.gpu_precision = match mode {
+            PrecisionMode::Auto => None,
+            PrecisionMode::F32 => Some(WirePrecision::F32),
+            PrecisionMode::F64 => Some(WirePrecision::F64),
+        };
+        self
+    }
 }
 
 /// [`AdaptationKind`] on the wire.
@@ -74,6 +109,7 @@ impl From<&SamplerSettings> for WireSettings {
             step_size_jitter: settings.step_size_jitter,
             init_radius: settings.init_radius,
             save_warmup: settings.save_warmup,
+            gpu_precision: None,
         }
     }
 }

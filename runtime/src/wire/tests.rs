@@ -501,3 +501,23 @@ fn failover_and_drain_bodies_keep_older_peers_reading() {
         members: vec![],
     });
 }
+
+/// The GPU's precision travels in the settings: absent for auto (the bytes of a peer that
+/// predates it, which then means auto), present and round-tripping otherwise.
+#[test]
+fn settings_carry_the_gpu_precision_absent_for_auto() {
+    use gpu_actor::PrecisionMode;
+    let plain = WireSettings::from(&sampler::SamplerSettings::default());
+    let auto = plain.clone().with_precision(PrecisionMode::Auto);
+    assert_eq!(
+        rmp_serde::to_vec_named(&auto).unwrap(),
+        rmp_serde::to_vec_named(&plain).unwrap()
+    );
+    assert_eq!(plain.precision_mode(), PrecisionMode::Auto);
+    for mode in [PrecisionMode::F32, PrecisionMode::F64] {
+        let settings = plain.clone().with_precision(mode);
+        let bytes = rmp_serde::to_vec_named(&settings).unwrap();
+        let back: WireSettings = rmp_serde::from_slice(&bytes).unwrap();
+        assert_eq!(back.precision_mode(), mode);
+    }
+}

@@ -316,7 +316,7 @@ async fn local_job(
         seed,
         chains: (0..chains).map(|c| ChainSpec::new(ChainId(c))).collect(),
         kernel: GpuKernel::default(),
-        precision: Precision::F32,
+        precision: Precision::F32.into(),
     };
     let start = Instant::now();
     let output = GpuSupervisor::sample(supervisor, SampleJob::new(request), JOB_TIMEOUT).await?;
@@ -348,6 +348,8 @@ async fn remote_job(
     device: DevicePreference,
 ) -> anyhow::Result<(Timed, Vec<WorkerKind>)> {
     let request = SampleRequest {
+        // As the local run it is compared with.
+        gpu_precision: gpu_actor::PrecisionMode::F32,
         model: model.model().clone(),
         settings: settings.clone(),
         n_chains: chains,

@@ -67,6 +67,7 @@ pub(super) fn hostile(idle: usize, frames: usize, repeats: usize) -> anyhow::Res
     let model = load_model(Path::new("models/eight_schools_noncentered.json"))
         .context("run from the repository root")?;
     let request = SampleRequest {
+        gpu_precision: gpu_actor::PrecisionMode::Auto,
         model: model.model().clone(),
         settings: SamplerSettings {
             threads: 1,
@@ -300,6 +301,7 @@ pub(super) fn tls(repeats: usize, draws: u64) -> anyhow::Result<()> {
 
     let tiny = CheckedModel::from_json(TINY, &Limits::default())?;
     let round_trip = SampleRequest {
+        gpu_precision: gpu_actor::PrecisionMode::Auto,
         model: tiny.model().clone(),
         settings: SamplerSettings {
             num_warmup: 10,

@@ -100,7 +100,7 @@ async fn a_gpu_task_is_one_job_of_the_gpu_supervisor_and_survives_a_lost_device(
         seed: Seed(11),
         chains: specs,
         kernel: GpuKernel::default(),
-        precision: Precision::F32,
+        precision: Precision::F32.into(),
     };
     let direct = GpuSupervisor::sample(&supervisor, SampleJob::new(request), DEADLINE)
         .await
@@ -226,7 +226,7 @@ async fn a_gpu_task_is_one_job_of_the_gpu_supervisor_and_survives_a_lost_device(
             seed: Seed(11),
             chains: specs,
             kernel: GpuKernel::default(),
-            precision: Precision::F32,
+            precision: Precision::F32.into(),
         }),
         DEADLINE,
     )
