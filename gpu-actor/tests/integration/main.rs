@@ -7,6 +7,8 @@
 //! * `device`: the device thread's behaviour (uploads once, caches pipelines, refuses bad
 //!   requests with errors, survives nothing it should not: a panic or a lost device gives
 //!   errors, never a hang);
+//! * `precision`: f32 on ill-conditioned regressions, against the CPU in the units NUTS
+//!   feels (the log density's differences, the gradient whitened by the posterior's scale);
 //! * `actors`: the GPU supervisor and workers (jobs, reports, restarts after a panic or a lost
 //!   device with errors to in-flight callers, escalation, the CPU fallback).
 //!
@@ -20,4 +22,5 @@ mod loop_limit;
 mod models;
 mod parity;
 mod posterior;
+mod precision;
 mod support;
