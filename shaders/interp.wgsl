@@ -344,7 +344,7 @@ fn it_part_trips(pc: u32, part: u32, n: u32) -> u32 {
 
 // The state of one density part's sum over its elements: the sum of its values, and the
 // partial derivatives of broadcast scalars (x, p0, p1, p2), added to their adjoints once. Each
-// is a compensated sum (`sf_sum_add` of special.wgsl: the running sum and its error), as in
+// is a compensated sum (`sf_sum_add` of math_f32.wgsl: the running sum and its error; plain in f64), as in
 // generated code, because terms that cancel over many elements lose f32's digits otherwise.
 struct ItPart {
     sum: vec2<T>,

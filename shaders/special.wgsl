@@ -22,25 +22,6 @@ fn sf_nan() -> T {
     return T(bitcast<f32>(bits));
 }
 
-// Neumaier's compensated summation (Neumaier 1974, "Rundungsfehleranalyse einiger Verfahren
-// zur Summation endlicher Summen"): `acc.x` is the running sum, `acc.y` the rounding errors
-// its additions dropped, each recovered exactly by a TwoSum whose order depends on which
-// operand is larger; the sum is `sf_sum_total(acc)`. The error of n terms is then about one
-// rounding of the total plus n eps^2 times the sum of magnitudes, instead of n eps times it:
-// what f32 needs where large terms cancel (a gradient over many data points at the mode).
-// WGSL has no fast-math, so no compiler may reassociate these additions away.
-fn sf_sum_add(acc: vec2<T>, x: T) -> vec2<T> {
-    let t = acc.x + x;
-    let e = select((x - t) + acc.x, (acc.x - t) + x, abs(acc.x) >= abs(x));
-    return vec2<T>(t, acc.y + e);
-}
-
-// The compensated sum of `sf_sum_add`; an infinite or NaN running sum as it is (its error
-// term is then NaN).
-fn sf_sum_total(acc: vec2<T>) -> T {
-    return select(acc.x, acc.x + acc.y, sf_inf() > abs(acc.x));
-}
-
 // sign(a) * (a != 0), as the CPU's `a.signum() * (a != 0)`: 0 at 0, NaN stays NaN.
 fn sf_sign_or_zero(a: T) -> T {
     if (a > 0.0) {

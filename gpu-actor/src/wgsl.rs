@@ -134,7 +134,7 @@
 //! directly (naga's f64 `frexp` needs 64-bit integers).
 //!
 //! In f32, sums over a vector's elements are compensated (Neumaier's, `sf_sum_add` of
-//! `shaders/special.wgsl`; `wgsl/tape.rs`'s `Sum`): a density's terms, the adjoints of
+//! `shaders/math_f32.wgsl`; `wgsl/tape.rs`'s `Sum`): a density's terms, the adjoints of
 //! broadcast scalars (the gradient of `alpha` and `beta` in `alpha + beta * x`, whose terms
 //! cancel at the mode), `Sum`, `Dot`, `Factor` and a product's column sums; the interpreter
 //! does the same for its densities and broadcast adjoints. Over many elements they keep the

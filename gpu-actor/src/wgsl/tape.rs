@@ -490,7 +490,7 @@ impl Accumulator {
 }
 
 /// A running sum over the elements of a vector: plain (`s += x`), or in f32 compensated
-/// (Neumaier's, `sf_sum_add` of `shaders/special.wgsl`, held as a `vec2<T>`), so that a sum
+/// (Neumaier's, `sf_sum_add` of `shaders/math_f32.wgsl`, held as a `vec2<T>`), so that a sum
 /// of many terms that cancel (a gradient at the mode, a log density of many observations) is
 /// as accurate as its total's rounding. A fused plan's loop keeps plain sums: each of its
 /// trips sums one element, and the lanes' parts are few and summed by a butterfly.

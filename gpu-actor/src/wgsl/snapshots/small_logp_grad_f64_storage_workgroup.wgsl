@@ -154,6 +154,16 @@ fn sf_uniform(hi: u32, lo: u32) -> f64 {
     return (f64(hi >> 5u) * 67108864.0 + f64(lo >> 6u)) * 1.1102230246251565404236316680908203125e-16;
 }
 
+// math_f32.wgsl's compensated sum, plain: f64 keeps its sums to 1e-10 without it, and the
+// interpreter, which calls these in both precisions, compiles no more code for f64 than before.
+fn sf_sum_add(acc: vec2<T>, x: T) -> vec2<T> {
+    return vec2<T>(acc.x + x, 0.0);
+}
+
+fn sf_sum_total(acc: vec2<T>) -> T {
+    return acc.x;
+}
+
 // special.wgsl: special functions for both precisions, written for `alias T = f32 | f64`
 // in terms of `sf_exp` and `sf_log` (math_f32.wgsl or math_f64.wgsl).
 //
@@ -176,25 +186,6 @@ fn sf_neg_inf() -> T {
 fn sf_nan() -> T {
     var bits: u32 = 0x7fc00000u;
     return T(bitcast<f32>(bits));
-}
-
-// Neumaier's compensated summation (Neumaier 1974, "Rundungsfehleranalyse einiger Verfahren
-// zur Summation endlicher Summen"): `acc.x` is the running sum, `acc.y` the rounding errors
-// its additions dropped, each recovered exactly by a TwoSum whose order depends on which
-// operand is larger; the sum is `sf_sum_total(acc)`. The error of n terms is then about one
-// rounding of the total plus n eps^2 times the sum of magnitudes, instead of n eps times it:
-// what f32 needs where large terms cancel (a gradient over many data points at the mode).
-// WGSL has no fast-math, so no compiler may reassociate these additions away.
-fn sf_sum_add(acc: vec2<T>, x: T) -> vec2<T> {
-    let t = acc.x + x;
-    let e = select((x - t) + acc.x, (acc.x - t) + x, abs(acc.x) >= abs(x));
-    return vec2<T>(t, acc.y + e);
-}
-
-// The compensated sum of `sf_sum_add`; an infinite or NaN running sum as it is (its error
-// term is then NaN).
-fn sf_sum_total(acc: vec2<T>) -> T {
-    return select(acc.x, acc.x + acc.y, sf_inf() > abs(acc.x));
 }
 
 // sign(a) * (a != 0), as the CPU's `a.signum() * (a != 0)`: 0 at 0, NaN stays NaN.
