@@ -343,10 +343,15 @@ fn it_part_trips(pc: u32, part: u32, n: u32) -> u32 {
 }
 
 // The state of one density part's sum over its elements: the sum of its values, and the
-// partial derivatives of broadcast scalars (x, p0, p1, p2), added to their adjoints once.
+// partial derivatives of broadcast scalars (x, p0, p1, p2), added to their adjoints once. Each
+// is a compensated sum (`sf_sum_add` of math_f32.wgsl: the running sum and its error; plain in f64), as in
+// generated code, because terms that cancel over many elements lose f32's digits otherwise.
 struct ItPart {
-    sum: T,
-    acc: vec4<T>,
+    sum: vec2<T>,
+    acc_x: vec2<T>,
+    acc_0: vec2<T>,
+    acc_1: vec2<T>,
+    acc_2: vec2<T>,
 }
 
 // Element i of a density's `part` (of n elements): adds to the part's state and, at its last
@@ -359,8 +364,7 @@ fn it_density_step(pc: u32, kind: u32, part: u32, i: u32, n: u32, state: ptr<fun
     let count = T(n);
     let last = i + 1u == n;
     if (i == 0u) {
-        (*state).sum = 0.0;
-        (*state).acc = vec4<T>(0.0, 0.0, 0.0, 0.0);
+        (*state) = ItPart();
     }
     if (part_kind == IT_PART_ONE) {
         if (a.len == 1u) {
@@ -370,9 +374,9 @@ fn it_density_step(pc: u32, kind: u32, part: u32, i: u32, n: u32, state: ptr<fun
         } else {
             let r = it_term1(term, it_read(a, i));
             it_add(it_pos(a, i), r.d);
-            (*state).sum += r.value;
+            (*state).sum = sf_sum_add((*state).sum, r.value);
             if (last) {
-                *dens += (*state).sum;
+                *dens += sf_sum_total((*state).sum);
             }
         }
     } else if (part_kind == IT_PART_TWO) {
@@ -383,13 +387,13 @@ fn it_density_step(pc: u32, kind: u32, part: u32, i: u32, n: u32, state: ptr<fun
             *dens += count * r.value;
         } else {
             let r = it_term2(term, it_read(a, i), it_read(b, i));
-            if (a.len == 1u) { (*state).acc.x += r.da; } else { it_add_to(a, i, r.da); }
-            if (b.len == 1u) { (*state).acc.y += r.db; } else { it_add_to(b, i, r.db); }
-            (*state).sum += r.value;
+            if (a.len == 1u) { (*state).acc_x = sf_sum_add((*state).acc_x, r.da); } else { it_add_to(a, i, r.da); }
+            if (b.len == 1u) { (*state).acc_0 = sf_sum_add((*state).acc_0, r.db); } else { it_add_to(b, i, r.db); }
+            (*state).sum = sf_sum_add((*state).sum, r.value);
             if (last) {
-                if (a.len == 1u) { it_add_to(a, 0u, (*state).acc.x); }
-                if (b.len == 1u) { it_add_to(b, 0u, (*state).acc.y); }
-                *dens += (*state).sum;
+                if (a.len == 1u) { it_add_to(a, 0u, sf_sum_total((*state).acc_x)); }
+                if (b.len == 1u) { it_add_to(b, 0u, sf_sum_total((*state).acc_0)); }
+                *dens += sf_sum_total((*state).sum);
             }
         }
     } else {
@@ -400,17 +404,17 @@ fn it_density_step(pc: u32, kind: u32, part: u32, i: u32, n: u32, state: ptr<fun
         let p1 = it_arg(pc, 2u);
         let p2 = it_arg(pc, 3u);
         let r = it_kernel(kind, it_read(x, i), it_read(p0, i), it_read(p1, i), it_read(p2, i));
-        (*state).sum += r.value;
-        if (x.len == 1u) { (*state).acc.x += r.dx; } else { it_add_to(x, i, r.dx); }
-        if (p0.len == 1u) { (*state).acc.y += r.d0; } else { it_add_to(p0, i, r.d0); }
-        if (p1.len == 1u) { (*state).acc.z += r.d1; } else { it_add_to(p1, i, r.d1); }
-        if (p2.len == 1u) { (*state).acc.w += r.d2; } else { it_add_to(p2, i, r.d2); }
+        (*state).sum = sf_sum_add((*state).sum, r.value);
+        if (x.len == 1u) { (*state).acc_x = sf_sum_add((*state).acc_x, r.dx); } else { it_add_to(x, i, r.dx); }
+        if (p0.len == 1u) { (*state).acc_0 = sf_sum_add((*state).acc_0, r.d0); } else { it_add_to(p0, i, r.d0); }
+        if (p1.len == 1u) { (*state).acc_1 = sf_sum_add((*state).acc_1, r.d1); } else { it_add_to(p1, i, r.d1); }
+        if (p2.len == 1u) { (*state).acc_2 = sf_sum_add((*state).acc_2, r.d2); } else { it_add_to(p2, i, r.d2); }
         if (last) {
-            if (x.len == 1u) { it_add_to(x, 0u, (*state).acc.x); }
-            if (p0.len == 1u) { it_add_to(p0, 0u, (*state).acc.y); }
-            if (p1.len == 1u) { it_add_to(p1, 0u, (*state).acc.z); }
-            if (p2.len == 1u) { it_add_to(p2, 0u, (*state).acc.w); }
-            *dens += (*state).sum;
+            if (x.len == 1u) { it_add_to(x, 0u, sf_sum_total((*state).acc_x)); }
+            if (p0.len == 1u) { it_add_to(p0, 0u, sf_sum_total((*state).acc_0)); }
+            if (p1.len == 1u) { it_add_to(p1, 0u, sf_sum_total((*state).acc_1)); }
+            if (p2.len == 1u) { it_add_to(p2, 0u, sf_sum_total((*state).acc_2)); }
+            *dens += sf_sum_total((*state).sum);
         }
     }
 }
@@ -437,7 +441,7 @@ fn it_forward(pc: u32) {
     // A density's parts and their trips.
     var m0 = 0u;
     var m1 = 0u;
-    var part_state = ItPart(0.0, vec4<T>(0.0, 0.0, 0.0, 0.0));
+    var part_state = ItPart();
     // A walk's scalars (sigma, drift, init_mu, init_sigma), total, sum of steps, previous
     // element and 1 / sigma.
     var walk = vec4<T>(0.0, 0.0, 0.0, 0.0);
@@ -620,8 +624,9 @@ fn it_backward(pc: u32) {
     var trips = 0u;
     var bounds = vec4<T>(0.0, 0.0, 0.0, 0.0);
     // Broadcast scalars' adjoints are summed first, then added once.
-    var acc_a: T = 0.0;
-    var acc_b: T = 0.0;
+    // Compensated, as the densities' sums.
+    var acc_a: vec2<T>;
+    var acc_b: vec2<T>;
     // The slot's adjoint (sum, dot), a running sum (cumsum) or a column's sum (matvec).
     var g: T = 0.0;
     // A dot product's trips over a, before those over b.
@@ -680,8 +685,8 @@ fn it_backward(pc: u32) {
         } else if (op == IT_ZIP) {
             let gz = it_adjoint(dst + t);
             let d = it_zip_derivatives(sub, it_read(a, t), it_read(b, t), it_value(dst + t));
-            if (a.len == 1u) { acc_a += gz * d.x; } else { it_add_to(a, t, gz * d.x); }
-            if (b.len == 1u) { acc_b += gz * d.y; } else { it_add_to(b, t, gz * d.y); }
+            if (a.len == 1u) { acc_a = sf_sum_add(acc_a, gz * d.x); } else { it_add_to(a, t, gz * d.x); }
+            if (b.len == 1u) { acc_b = sf_sum_add(acc_b, gz * d.y); } else { it_add_to(b, t, gz * d.y); }
         } else if (op == IT_SUM) {
             it_add(it_pos(a, t), g);
         } else if (op == IT_CUMSUM) {
@@ -715,8 +720,8 @@ fn it_backward(pc: u32) {
         }
     }
     if (op == IT_ZIP && trips > 0u) {
-        if (a.len == 1u) { it_add_to(a, 0u, acc_a); }
-        if (b.len == 1u) { it_add_to(b, 0u, acc_b); }
+        if (a.len == 1u) { it_add_to(a, 0u, sf_sum_total(acc_a)); }
+        if (b.len == 1u) { it_add_to(b, 0u, sf_sum_total(acc_b)); }
     }
 }
 

@@ -29,3 +29,23 @@ const SF_MAX_FINITE: f32 = 3.40282346638528859812e+38;
 fn sf_uniform(hi: u32, lo: u32) -> f32 {
     return f32(hi >> 8u) * 5.9604644775390625e-8;
 }
+
+// Neumaier's compensated summation (Neumaier 1974, "Rundungsfehleranalyse einiger Verfahren
+// zur Summation endlicher Summen"): `acc.x` is the running sum, `acc.y` the rounding errors
+// its additions dropped, each recovered exactly by a TwoSum whose order depends on which
+// operand is larger; the sum is `sf_sum_total(acc)`. The error of n terms is then about one
+// rounding of the total plus n eps^2 times the sum of magnitudes, instead of n eps times it:
+// what f32 needs where large terms cancel (a gradient over many data points at the mode).
+// WGSL has no fast-math, so no compiler may reassociate these additions away. f64 needs no
+// compensation (math_f64.wgsl's versions are plain sums, so the interpreter compiles as before).
+fn sf_sum_add(acc: vec2<T>, x: T) -> vec2<T> {
+    let t = acc.x + x;
+    let e = select((x - t) + acc.x, (acc.x - t) + x, abs(acc.x) >= abs(x));
+    return vec2<T>(t, acc.y + e);
+}
+
+// The compensated sum of `sf_sum_add`; an infinite or NaN running sum as it is (its error
+// term is then NaN).
+fn sf_sum_total(acc: vec2<T>) -> T {
+    return select(acc.x, acc.x + acc.y, sf_inf() > abs(acc.x));
+}

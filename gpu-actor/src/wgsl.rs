@@ -132,6 +132,17 @@
 //! 580; see [`crate::GpuDevice::check_f64_builtins`]), and a round trip through f32 would cap
 //! accuracy at 1e-7. `sqrt`, `abs`, `floor`, `ldexp` and f32's `frexp` are exact and are used
 //! directly (naga's f64 `frexp` needs 64-bit integers).
+//!
+//! In f32, sums over a vector's elements are compensated (Neumaier's, `sf_sum_add` of
+//! `shaders/math_f32.wgsl`; `wgsl/tape.rs`'s `Sum`): a density's terms, the adjoints of
+//! broadcast scalars (the gradient of `alpha` and `beta` in `alpha + beta * x`, whose terms
+//! cancel at the mode), `Sum`, `Dot`, `Factor` and a product's column sums; the interpreter
+//! does the same for its densities and broadcast adjoints. Over many elements they keep the
+//! log density and gradient to about one rounding of the result where plain sums lose a
+//! factor growing with the length (issue 25; figures in `bench/journal.md`, 2026-11-29).
+//! Not compensated: a fused plan's per-lane sums (each lane sums its share of the elements,
+//! and the lanes' parts meet in a butterfly), the sum of the log density's few terms (the
+//! result is returned in f32 anyway), and f64.
 
 mod ast;
 mod check;
@@ -973,6 +984,7 @@ fn model_module(program: &Program, options: &ShaderOptions) -> Result<Module, Co
         plan,
         layout::column_major(program),
         (!rows.is_empty()).then_some(rows),
+        options.precision == Precision::F32,
     );
     let mut logp_grad = model::logp_grad_function(program, &tape);
     // A private tape is unrolled so that a compiler can keep it in registers, and loops that
@@ -995,6 +1007,8 @@ fn private_tape_indexed_at_run_time(program: &Program) -> bool {
         split::Plan::whole(program),
         layout::column_major(program),
         None,
+        // Compensated sums index nothing: the answer is the same either way.
+        true,
     );
     let body = unroll::unroll(model::logp_grad_function(program, &tape).body);
     unroll::indexes_dynamically(&body, &tape::private_arrays())

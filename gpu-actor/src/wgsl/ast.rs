@@ -228,6 +228,8 @@ pub(crate) enum Ty {
     TapeArray,
     /// `array<T, n>`.
     RealArray(u32),
+    /// `vec2<T>`: a compensated sum and its error ([`super::tape::Sum`]).
+    RealPair,
     /// `u32`.
     U32,
 }
@@ -533,6 +535,7 @@ impl Printer {
             Ty::Real => "T".into(),
             Ty::TapeArray => "array<T, G_TAPE_LEN>".into(),
             Ty::RealArray(n) => format!("array<T, {n}u>"),
+            Ty::RealPair => "vec2<T>".into(),
             Ty::U32 => "u32".into(),
         }
     }

@@ -11,7 +11,7 @@ use sampler::{DensityKind, Operand, Program};
 
 use super::ast::{Expr, Field, Global, Hook, Ident, Stmt, Ty};
 use super::library::{LibFn, TermFn};
-use super::tape::{Accumulator, Arg, Tape, accumulate};
+use super::tape::{Accumulator, Arg, Sum, Tape, accumulate};
 
 /// Which operand a part reads.
 #[derive(Clone, Copy, Debug)]
@@ -163,9 +163,9 @@ fn term1(tape: &Tape, split: bool, n: u32, a: &Arg, term: TermFn, dens: &Ident) 
             Stmt::add_to(Expr::local(dens), n_real * re().field(Field::Value)),
         ];
     }
-    let t = Ident::new("t");
+    let t = Sum::new(tape, split, "t");
     let mut out = vec![
-        Stmt::zero(&t),
+        t.init(),
         tape.each_term(
             split,
             &i(),
@@ -173,12 +173,13 @@ fn term1(tape: &Tape, split: bool, n: u32, a: &Arg, term: TermFn, dens: &Ident) 
             vec![
                 Stmt::let_(&r, Expr::lib(LibFn::Term(term), vec![a.at(tape, &ie())])),
                 Stmt::add_to(a.adjoint_at(tape, &ie()), re().field(Field::D)),
-                Stmt::add_to(Expr::local(&t), re().field(Field::Value)),
+                t.add(re().field(Field::Value)),
             ],
         ),
     ];
-    out.extend(tape.lane_sum(split, &t));
-    out.push(Stmt::add_to(Expr::local(dens), Expr::local(&t)));
+    let (finish, total) = t.finish(tape, split);
+    out.extend(finish);
+    out.push(Stmt::add_to(Expr::local(dens), total));
     out
 }
 
@@ -215,10 +216,10 @@ fn term2(
         ));
         return out;
     }
-    let t = Ident::new("t");
-    let acc_a = Accumulator::new(a, Ident::new("acc_a"));
-    let acc_b = Accumulator::new(b, Ident::new("acc_b"));
-    let mut out = vec![Stmt::zero(&t)];
+    let t = Sum::new(tape, split, "t");
+    let acc_a = Accumulator::new(tape, split, a, "acc_a");
+    let acc_b = Accumulator::new(tape, split, b, "acc_b");
+    let mut out = vec![t.init()];
     for acc in acc_a.iter().chain(&acc_b) {
         out.extend(acc.init());
     }
@@ -235,13 +236,14 @@ fn term2(
     if let Some(acc) = &acc_b {
         body.push(acc.add(tape, &ie(), re().field(Field::Db)));
     }
-    body.push(Stmt::add_to(Expr::local(&t), re().field(Field::Value)));
+    body.push(t.add(re().field(Field::Value)));
     out.push(tape.each_term(split, &i(), n, body));
     for acc in acc_a.iter().chain(&acc_b) {
         out.extend(acc.flush(tape, split));
     }
-    out.extend(tape.lane_sum(split, &t));
-    out.push(Stmt::add_to(Expr::local(dens), Expr::local(&t)));
+    let (finish, total) = t.finish(tape, split);
+    out.extend(finish);
+    out.push(Stmt::add_to(Expr::local(dens), total));
     out
 }
 
@@ -263,11 +265,11 @@ fn kernel(
     let accumulators: Vec<Option<Accumulator>> = used
         .iter()
         .enumerate()
-        .map(|(k, arg)| Accumulator::new(arg, Ident::numbered("acc", k)))
+        .map(|(k, arg)| Accumulator::new(tape, split, arg, &format!("acc{k}")))
         .collect();
-    let t = Ident::new("t");
+    let t = Sum::new(tape, split, "t");
     let r = Ident::new("r");
-    let mut out = vec![Stmt::zero(&t)];
+    let mut out = vec![t.init()];
     for (k, arg) in used.iter_mut().enumerate() {
         out.extend(arg.hoist(tape, Ident::numbered("arg", k)));
     }
@@ -278,7 +280,7 @@ fn kernel(
     call_args.resize(4, Expr::Real(0.0));
     let mut body = vec![
         Stmt::let_(&r, Expr::lib(LibFn::Kernel(kind), call_args)),
-        Stmt::add_to(Expr::local(&t), Expr::local(&r).field(Field::Value)),
+        t.add(Expr::local(&r).field(Field::Value)),
     ];
     for (acc, field) in accumulators.iter().zip(derivative_fields) {
         if let Some(acc) = acc {
@@ -289,8 +291,9 @@ fn kernel(
     for acc in accumulators.iter().flatten() {
         out.extend(acc.flush(tape, split));
     }
-    out.extend(tape.lane_sum(split, &t));
-    out.push(Stmt::add_to(Expr::local(dens), Expr::local(&t)));
+    let (finish, total) = t.finish(tape, split);
+    out.extend(finish);
+    out.push(Stmt::add_to(Expr::local(dens), total));
     out
 }
 

@@ -120,6 +120,11 @@ pub(crate) enum LibFn {
     SqrtSlope,
     Inf,
     Nan,
+    /// One addition of Neumaier's compensated sum: `(sum, error)` as a `vec2<T>` plus a
+    /// value ([`super::tape::Sum`]).
+    SumAdd,
+    /// The total of a compensated sum.
+    SumTotal,
     Term(TermFn),
     Kernel(DensityKind),
     /// The interpreter's model function (`shaders/interp.wgsl`).
@@ -184,6 +189,8 @@ impl LibFn {
             LibFn::SqrtSlope => "sf_sqrt_slope",
             LibFn::Inf => "sf_inf",
             LibFn::Nan => "sf_nan",
+            LibFn::SumAdd => "sf_sum_add",
+            LibFn::SumTotal => "sf_sum_total",
             LibFn::InterpLogpGrad => "it_logp_grad",
             LibFn::Term(term) => match term {
                 TermFn::NegLogScale => "dt_neg_log_scale",

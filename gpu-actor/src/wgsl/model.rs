@@ -12,7 +12,7 @@ use sampler::{Inst, MapOp, MatrixRef, Operand, Program, SlotId, Transform, ZipOp
 use super::ast::{Builtin, Expr, Function, Global, Hook, Ident, Stmt, Ty};
 use super::density;
 use super::library::LibFn;
-use super::tape::{Accumulator, Arg, Tape};
+use super::tape::{Accumulator, Arg, Sum, Tape};
 use super::unroll;
 
 /// `g_logp_grad() -> T` for `program`, which has passed [`super::check`].
@@ -381,16 +381,11 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
         Inst::Sum { a, dst } => {
             let dst = slot_arg(program, tape, dst);
             let a = Arg::new(program, tape, a);
-            let s = Ident::new("s");
-            let mut out = vec![
-                Stmt::zero(&s),
-                each(
-                    a.len(),
-                    vec![Stmt::add_to(Expr::local(&s), a.at(tape, &ie()))],
-                ),
-            ];
-            out.extend(tape.lane_sum(split, &s));
-            out.extend(set(tape, &dst, &Expr::U32(0), Expr::local(&s)));
+            let s = Sum::new(tape, split, "s");
+            let mut out = vec![s.init(), each(a.len(), vec![s.add(a.at(tape, &ie()))])];
+            let (finish, total) = s.finish(tape, split);
+            out.extend(finish);
+            out.extend(set(tape, &dst, &Expr::U32(0), total));
             out
         }
         Inst::Cumsum { a, dst } => {
@@ -411,19 +406,14 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
         Inst::Dot { a, b, dst } => {
             let dst = slot_arg(program, tape, dst);
             let (a, b) = (Arg::new(program, tape, a), Arg::new(program, tape, b));
-            let s = Ident::new("s");
+            let s = Sum::new(tape, split, "s");
             let mut out = vec![
-                Stmt::zero(&s),
-                each(
-                    a.len(),
-                    vec![Stmt::add_to(
-                        Expr::local(&s),
-                        a.at(tape, &ie()) * b.at(tape, &ie()),
-                    )],
-                ),
+                s.init(),
+                each(a.len(), vec![s.add(a.at(tape, &ie()) * b.at(tape, &ie()))]),
             ];
-            out.extend(tape.lane_sum(split, &s));
-            out.extend(set(tape, &dst, &Expr::U32(0), Expr::local(&s)));
+            let (finish, total) = s.finish(tape, split);
+            out.extend(finish);
+            out.extend(set(tape, &dst, &Expr::U32(0), total));
             out
         }
         Inst::Matvec { m, v, dst } => {
@@ -487,14 +477,15 @@ fn forward(program: &Program, tape: &Tape, lp: &Ident, k: usize, inst: &Inst) ->
         } => density::random_walk(program, tape, lp, x, [sigma, drift, init_mu, init_sigma]),
         Inst::Factor { a, .. } => {
             let a = Arg::new(program, tape, a);
-            let s = Ident::new("s");
-            let mut body = vec![Stmt::add_to(Expr::local(&s), a.at(tape, &ie()))];
+            let s = Sum::new(tape, split, "s");
+            let mut body = vec![s.add(a.at(tape, &ie()))];
             if a.is_param() {
                 body.push(Stmt::add_to(a.adjoint_at(tape, &ie()), Expr::Real(1.0)));
             }
-            let mut out = vec![Stmt::zero(&s), tape.each_term(split, &i(), a.len(), body)];
-            out.extend(tape.lane_sum(split, &s));
-            out.push(Stmt::add_to(Expr::local(lp), Expr::local(&s)));
+            let mut out = vec![s.init(), tape.each_term(split, &i(), a.len(), body)];
+            let (finish, total) = s.finish(tape, split);
+            out.extend(finish);
+            out.push(Stmt::add_to(Expr::local(lp), total));
             out
         }
         Inst::Concat { parts, dst } => {
@@ -769,8 +760,8 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
             }
             let dst = slot_arg(program, tape, dst);
             let mut out = Vec::new();
-            let acc_a = Accumulator::new(&a, Ident::new("acc_a"));
-            let acc_b = Accumulator::new(&b, Ident::new("acc_b"));
+            let acc_a = Accumulator::new(tape, split, &a, "acc_a");
+            let acc_b = Accumulator::new(tape, split, &b, "acc_b");
             out.extend(a.hoist(tape, Ident::new("a")));
             out.extend(b.hoist(tape, Ident::new("b")));
             for acc in acc_a.iter().chain(&acc_b) {
@@ -887,7 +878,7 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
                 return Vec::new();
             }
             let dst = slot_arg(program, tape, dst);
-            let (r, c, s) = (Ident::new("r"), Ident::new("c"), Ident::new("s"));
+            let (r, c) = (Ident::new("r"), Ident::new("c"));
             if let Some((row, _)) = &row {
                 // In the fused loop each column's adjoint is this lane's part (summed over the
                 // lanes after the loop): one multiply-add per column, under one bound check.
@@ -905,23 +896,21 @@ fn backward(program: &Program, tape: &Tape, k: usize, inst: &Inst) -> Vec<Stmt> 
             }
             // Column by column, so that each adjoint of v is written once (the CPU adds row by
             // row; the sum is the same up to rounding).
+            let s = Sum::new(tape, split, "s");
             let mut column = vec![
-                Stmt::zero(&s),
+                s.init(),
                 tape.each(
                     split,
                     &r,
                     m.rows,
-                    vec![Stmt::add_to(
-                        Expr::local(&s),
-                        dst.adjoint_at(tape, &Expr::local(&r)) * matrix_at(tape, m, &r, &c),
-                    )],
+                    vec![
+                        s.add(dst.adjoint_at(tape, &Expr::local(&r)) * matrix_at(tape, m, &r, &c)),
+                    ],
                 ),
             ];
-            column.extend(tape.lane_sum(split, &s));
-            column.push(Stmt::add_to(
-                v.adjoint_at(tape, &Expr::local(&c)),
-                Expr::local(&s),
-            ));
+            let (finish, total) = s.finish(tape, split);
+            column.extend(finish);
+            column.push(Stmt::add_to(v.adjoint_at(tape, &Expr::local(&c)), total));
             vec![Stmt::for_(&c, Expr::U32(m.cols), column)]
         }
         Inst::Gather { a, idx, dst } => {

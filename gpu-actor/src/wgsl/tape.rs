@@ -5,6 +5,7 @@
 use sampler::{MatrixRef, Operand, Program, SlotId};
 
 use super::ast::{Builtin, Expr, Global, Hook, Ident, ModuleConst, Stmt, Ty};
+use super::library::LibFn;
 use super::split::{LocalSlot, Plan};
 use super::{DataPlacement, TapePlacement};
 
@@ -23,6 +24,8 @@ pub(crate) struct Tape {
     /// Code for the body of a fused plan's loop over each lane's elements: adjoints of
     /// replicated slots go to per-lane partial sums (`g_fadj`).
     inside: bool,
+    /// Whether sums over a vector's elements are compensated ([`Sum`]): in f32.
+    compensated: bool,
 }
 
 /// The function-local arrays of a private tape: values, adjoints and a fused loop's per-lane
@@ -48,6 +51,7 @@ impl Tape {
         plan: Plan,
         column_major: Vec<MatrixRef>,
         quads: Option<Vec<MatrixRef>>,
+        compensated: bool,
     ) -> Tape {
         Tape {
             placement,
@@ -56,6 +60,7 @@ impl Tape {
             column_major,
             quads: quads.filter(|_| data == DataPlacement::Workgroup),
             inside: false,
+            compensated,
         }
     }
 
@@ -437,31 +442,34 @@ impl Arg {
 /// Where the partial derivatives of one operand go inside a loop over elements: straight into
 /// the adjoint tape for a vector, into a local that is flushed once after the loop for a
 /// broadcast scalar (as dist.rs's `kernel` does).
+/// The local of a broadcast scalar is a [`Sum`]: its adjoint sums the partial derivatives of
+/// every element, which cancel at the mode (`alpha`'s and `beta`'s in `alpha + beta * x`).
 #[derive(Clone, Debug)]
 pub(crate) struct Accumulator {
     arg: Arg,
-    local: Option<Ident>,
+    local: Option<Sum>,
 }
 
 impl Accumulator {
-    /// `None` when the operand carries no adjoint.
-    pub(crate) fn new(arg: &Arg, name: Ident) -> Option<Accumulator> {
+    /// `None` when the operand carries no adjoint. `word` names the local; `split`: whether
+    /// the loop runs split across the lanes.
+    pub(crate) fn new(tape: &Tape, split: bool, arg: &Arg, word: &str) -> Option<Accumulator> {
         if !arg.is_param() {
             return None;
         }
         Some(Accumulator {
             arg: arg.clone(),
-            local: arg.is_scalar().then_some(name),
+            local: arg.is_scalar().then(|| Sum::new(tape, split, word)),
         })
     }
 
     pub(crate) fn init(&self) -> Vec<Stmt> {
-        self.local.iter().map(Stmt::zero).collect()
+        self.local.iter().map(Sum::init).collect()
     }
 
     pub(crate) fn add(&self, tape: &Tape, i: &Expr, value: Expr) -> Stmt {
         match &self.local {
-            Some(local) => Stmt::add_to(Expr::local(local), value),
+            Some(local) => local.add(value),
             None => Stmt::add_to(self.arg.adjoint_at(tape, i), value),
         }
     }
@@ -472,12 +480,70 @@ impl Accumulator {
         let Some(local) = &self.local else {
             return Vec::new();
         };
-        let mut out = tape.lane_sum(split, local);
+        let (mut out, total) = local.finish(tape, split);
         out.push(Stmt::add_to(
             self.arg.adjoint_at(tape, &Expr::U32(0)),
-            Expr::local(local),
+            total,
         ));
         out
+    }
+}
+
+/// A running sum over the elements of a vector: plain (`s += x`), or in f32 compensated
+/// (Neumaier's, `sf_sum_add` of `shaders/math_f32.wgsl`, held as a `vec2<T>`), so that a sum
+/// of many terms that cancel (a gradient at the mode, a log density of many observations) is
+/// as accurate as its total's rounding. A fused plan's loop keeps plain sums: each of its
+/// trips sums one element, and the lanes' parts are few and summed by a butterfly.
+#[derive(Clone, Debug)]
+pub(crate) struct Sum {
+    name: Ident,
+    /// The total, summed over the lanes, when the sum is compensated and split.
+    total: Ident,
+    compensated: bool,
+}
+
+impl Sum {
+    /// A sum in local `g_<word>` over a loop that is `split` or not.
+    pub(crate) fn new(tape: &Tape, split: bool, word: &str) -> Sum {
+        Sum {
+            name: Ident::new(word),
+            total: Ident::new(&format!("{word}_total")),
+            compensated: tape.compensated && !tape.inside && !(split && tape.plan.fused),
+        }
+    }
+
+    /// The local's declaration, at zero.
+    pub(crate) fn init(&self) -> Stmt {
+        if self.compensated {
+            Stmt::Var(self.name.clone(), Ty::RealPair, None)
+        } else {
+            Stmt::zero(&self.name)
+        }
+    }
+
+    /// Adds `value`.
+    pub(crate) fn add(&self, value: Expr) -> Stmt {
+        let local = Expr::local(&self.name);
+        if self.compensated {
+            Stmt::Assign(local.clone(), Expr::lib(LibFn::SumAdd, vec![local, value]))
+        } else {
+            Stmt::add_to(local, value)
+        }
+    }
+
+    /// The statements that finish the sum (summed over the lanes when `split`, the same bits
+    /// on every lane) and an expression of its total.
+    pub(crate) fn finish(&self, tape: &Tape, split: bool) -> (Vec<Stmt>, Expr) {
+        if !self.compensated {
+            return (tape.lane_sum(split, &self.name), Expr::local(&self.name));
+        }
+        let total = Expr::lib(LibFn::SumTotal, vec![Expr::local(&self.name)]);
+        if !split {
+            return (Vec::new(), total);
+        }
+        let mut out = vec![Stmt::Var(self.total.clone(), Ty::Real, Some(total))];
+        out.extend(tape.lane_sum(split, &self.total));
+        (out, Expr::local(&self.total))
     }
 }
 

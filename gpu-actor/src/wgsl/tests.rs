@@ -110,6 +110,8 @@ fn every_library_function_the_generator_calls_is_defined() {
         LibFn::SqrtSlope,
         LibFn::Inf,
         LibFn::Nan,
+        LibFn::SumAdd,
+        LibFn::SumTotal,
     ]
     .into_iter()
     .chain(TermFn::ALL.map(LibFn::Term))

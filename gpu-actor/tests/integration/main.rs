@@ -7,6 +7,8 @@
 //! * `device`: the device thread's behaviour (uploads once, caches pipelines, refuses bad
 //!   requests with errors, survives nothing it should not: a panic or a lost device gives
 //!   errors, never a hang);
+//! * `f32_accuracy`: f32 on ill-conditioned regressions, against the CPU in the units NUTS
+//!   feels (the log density's differences, the gradient whitened by the posterior's scale);
 //! * `actors`: the GPU supervisor and workers (jobs, reports, restarts after a panic or a lost
 //!   device with errors to in-flight callers, escalation, the CPU fallback);
 //! * `precision`: `--precision auto` on ill-conditioned regressions (f64, matching the CPU),
@@ -18,6 +20,7 @@
 mod actors;
 mod codegen;
 mod device;
+mod f32_accuracy;
 mod loop_limit;
 mod models;
 mod parity;

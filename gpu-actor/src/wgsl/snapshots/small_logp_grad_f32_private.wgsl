@@ -62,6 +62,26 @@ fn sf_uniform(hi: u32, lo: u32) -> f32 {
     return f32(hi >> 8u) * 5.9604644775390625e-8;
 }
 
+// Neumaier's compensated summation (Neumaier 1974, "Rundungsfehleranalyse einiger Verfahren
+// zur Summation endlicher Summen"): `acc.x` is the running sum, `acc.y` the rounding errors
+// its additions dropped, each recovered exactly by a TwoSum whose order depends on which
+// operand is larger; the sum is `sf_sum_total(acc)`. The error of n terms is then about one
+// rounding of the total plus n eps^2 times the sum of magnitudes, instead of n eps times it:
+// what f32 needs where large terms cancel (a gradient over many data points at the mode).
+// WGSL has no fast-math, so no compiler may reassociate these additions away. f64 needs no
+// compensation (math_f64.wgsl's versions are plain sums, so the interpreter compiles as before).
+fn sf_sum_add(acc: vec2<T>, x: T) -> vec2<T> {
+    let t = acc.x + x;
+    let e = select((x - t) + acc.x, (acc.x - t) + x, abs(acc.x) >= abs(x));
+    return vec2<T>(t, acc.y + e);
+}
+
+// The compensated sum of `sf_sum_add`; an infinite or NaN running sum as it is (its error
+// term is then NaN).
+fn sf_sum_total(acc: vec2<T>) -> T {
+    return select(acc.x, acc.x + acc.y, sf_inf() > abs(acc.x));
+}
+
 // special.wgsl: special functions for both precisions, written for `alias T = f32 | f64`
 // in terms of `sf_exp` and `sf_log` (math_f32.wgsl or math_f64.wgsl).
 //
@@ -1010,29 +1030,29 @@ fn g_logp_grad() -> T {
             g_dens += (3.0f * g_r.value);
         }
         {
-            var g_t: T = 0.0f;
+            var g_t: vec2<T>;
             let g_arg2 = g_tape[1u];
-            var g_acc2: T = 0.0f;
+            var g_acc2: vec2<T>;
             {
                 let g_r = dk_normal(g_data[0u], g_tape[8u], g_arg2, 0.0f);
-                g_t += g_r.value;
+                g_t = sf_sum_add(g_t, g_r.value);
                 g_adj[8u] += g_r.d0;
-                g_acc2 += g_r.d1;
+                g_acc2 = sf_sum_add(g_acc2, g_r.d1);
             }
             {
                 let g_r = dk_normal(g_data[1u], g_tape[9u], g_arg2, 0.0f);
-                g_t += g_r.value;
+                g_t = sf_sum_add(g_t, g_r.value);
                 g_adj[9u] += g_r.d0;
-                g_acc2 += g_r.d1;
+                g_acc2 = sf_sum_add(g_acc2, g_r.d1);
             }
             {
                 let g_r = dk_normal(g_data[2u], g_tape[10u], g_arg2, 0.0f);
-                g_t += g_r.value;
+                g_t = sf_sum_add(g_t, g_r.value);
                 g_adj[10u] += g_r.d0;
-                g_acc2 += g_r.d1;
+                g_acc2 = sf_sum_add(g_acc2, g_r.d1);
             }
-            g_adj[1u] += g_acc2;
-            g_dens += g_t;
+            g_adj[1u] += sf_sum_total(g_acc2);
+            g_dens += sf_sum_total(g_t);
         }
         g_lp += g_dens;
     }
@@ -1040,23 +1060,23 @@ fn g_logp_grad() -> T {
     {
         var g_dens: T = 0.0f;
         {
-            var g_t: T = 0.0f;
+            var g_t: vec2<T>;
             {
                 let g_r = dk_normal(g_tape[2u], 0.0f, 1.0f, 0.0f);
-                g_t += g_r.value;
+                g_t = sf_sum_add(g_t, g_r.value);
                 g_adj[2u] += g_r.dx;
             }
             {
                 let g_r = dk_normal(g_tape[3u], 0.0f, 1.0f, 0.0f);
-                g_t += g_r.value;
+                g_t = sf_sum_add(g_t, g_r.value);
                 g_adj[3u] += g_r.dx;
             }
             {
                 let g_r = dk_normal(g_tape[4u], 0.0f, 1.0f, 0.0f);
-                g_t += g_r.value;
+                g_t = sf_sum_add(g_t, g_r.value);
                 g_adj[4u] += g_r.dx;
             }
-            g_dens += g_t;
+            g_dens += sf_sum_total(g_t);
         }
         g_lp += g_dens;
     }
@@ -1064,29 +1084,29 @@ fn g_logp_grad() -> T {
     // instruction 4: zip
     {
         let g_a = g_tape[0u];
-        var g_acc_a: T = 0.0f;
+        var g_acc_a: vec2<T>;
         {
             let g_g = g_adj[8u];
             let g_x = g_a;
             let g_y = g_tape[5u];
-            g_acc_a += (g_g * 1.0f);
+            g_acc_a = sf_sum_add(g_acc_a, (g_g * 1.0f));
             g_adj[5u] += (g_g * 1.0f);
         }
         {
             let g_g = g_adj[9u];
             let g_x = g_a;
             let g_y = g_tape[6u];
-            g_acc_a += (g_g * 1.0f);
+            g_acc_a = sf_sum_add(g_acc_a, (g_g * 1.0f));
             g_adj[6u] += (g_g * 1.0f);
         }
         {
             let g_g = g_adj[10u];
             let g_x = g_a;
             let g_y = g_tape[7u];
-            g_acc_a += (g_g * 1.0f);
+            g_acc_a = sf_sum_add(g_acc_a, (g_g * 1.0f));
             g_adj[7u] += (g_g * 1.0f);
         }
-        g_adj[0u] += g_acc_a;
+        g_adj[0u] += sf_sum_total(g_acc_a);
     }
     // instruction 3: gather
     {

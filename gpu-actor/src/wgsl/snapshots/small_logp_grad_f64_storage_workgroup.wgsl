@@ -154,6 +154,16 @@ fn sf_uniform(hi: u32, lo: u32) -> f64 {
     return (f64(hi >> 5u) * 67108864.0 + f64(lo >> 6u)) * 1.1102230246251565404236316680908203125e-16;
 }
 
+// math_f32.wgsl's compensated sum, plain: f64 keeps its sums to 1e-10 without it, and the
+// interpreter, which calls these in both precisions, compiles no more code for f64 than before.
+fn sf_sum_add(acc: vec2<T>, x: T) -> vec2<T> {
+    return vec2<T>(acc.x + x, 0.0);
+}
+
+fn sf_sum_total(acc: vec2<T>) -> T {
+    return acc.x;
+}
+
 // special.wgsl: special functions for both precisions, written for `alias T = f32 | f64`
 // in terms of `sf_exp` and `sf_log` (math_f32.wgsl or math_f64.wgsl).
 //
