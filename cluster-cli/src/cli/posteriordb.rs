@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use gpu_actor::{
-    GpuKernel, GpuSampleRequest, GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, Precision,
+    GpuKernel, GpuSampleRequest, GpuSupervisor, GpuSupervisorArgs, GpuSupervisorMsg, PrecisionMode,
     RanOn, SampleJob,
 };
 use ractor::concurrency::JoinHandle;
@@ -64,8 +64,9 @@ pub struct PosteriordbArgs {
     /// Worker threads on the CPU (0: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
-    /// Also run every posterior that lowers on this machine's GPU (the default kernel, f32;
-    /// a software adapter counts), through the same path as `sample --device gpu`.
+    /// Also run every posterior that lowers on this machine's GPU (the default kernel and
+    /// precision: auto, f32 where its check passes, else f64; a software adapter counts),
+    /// through the same path as `sample --device gpu`.
     #[arg(long)]
     gpu: bool,
     /// Also write each CPU run's draws (Stan CSV) and timings (JSON) to this directory, one
@@ -375,7 +376,7 @@ impl Gpu {
             seed,
             chains: (0..n_chains).map(|c| ChainSpec::new(ChainId(c))).collect(),
             kernel: GpuKernel::default(),
-            precision: Precision::F32.into(),
+            precision: PrecisionMode::Auto,
         };
         let first_draw = Arc::new(FirstDraw::default());
         let job = SampleJob::new(request).with_observer(first_draw.clone());
