@@ -318,12 +318,7 @@ pub fn sample_on_device_with(
             observer,
         ),
     }?;
-    precision::watch(
-        &mut choice,
-        &run.traces,
-        cpu_step_size,
-        request.settings.max_depth,
-    );
+    choice.watch(&run.traces, cpu_step_size, request.settings.max_depth);
     Ok(GpuRun {
         precision: choice,
         ..run

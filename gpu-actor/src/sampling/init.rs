@@ -33,6 +33,20 @@ fn explain(model: &CheckedModel, q: &[f64], fallback: &str) -> String {
         .unwrap_or_else(|| fallback.to_owned())
 }
 
+/// A chain's first point: `init` when given, else uniform in `(-radius, radius)` from the
+/// chain's stream `rng` (which then goes on to its momenta).
+pub(crate) fn first_point(
+    rng: &mut ChainRng,
+    init: Option<&Vec<f64>>,
+    dim: usize,
+    radius: f64,
+) -> Vec<f64> {
+    match init {
+        Some(init) => init.clone(),
+        None => (0..dim).map(|_| rng.uniform_in(-radius, radius)).collect(),
+    }
+}
+
 pub(crate) fn initial_points(
     device: &GpuDevice,
     key: ModelKey,
@@ -61,10 +75,7 @@ pub(crate) fn initial_points(
         .par_iter()
         .map(|spec| {
             let mut rng = ChainRng::new(seed, spec.chain);
-            let q = match &spec.init {
-                Some(init) => init.clone(),
-                None => (0..dim).map(|_| rng.uniform_in(-radius, radius)).collect(),
-            };
+            let q = first_point(&mut rng, spec.init.as_ref(), dim, radius);
             (rng, q)
         })
         .unzip();

@@ -97,7 +97,12 @@ impl PrecisionChoice {
     /// step sizes collapsed far below the CPU path's (by [`STEP_COLLAPSE`]), added to the
     /// reason as a warning with how many transitions hit `max_depth`. The run cannot switch
     /// precision then (its draws are out); the warning says what to do.
-    fn watch(&mut self, traces: &[ChainTrace], cpu_step_size: Option<f64>, max_depth: u32) {
+    pub(crate) fn watch(
+        &mut self,
+        traces: &[ChainTrace],
+        cpu_step_size: Option<f64>,
+        max_depth: u32,
+    ) {
         let Some(cpu_step_size) = cpu_step_size else {
             return;
         };
@@ -379,12 +384,10 @@ fn initial_points(request: &GpuSampleRequest) -> Vec<Vec<f64>> {
         .chains
         .iter()
         .take(INITIAL_POINTS)
-        .map(|spec| match &spec.init {
-            Some(init) if init.len() == dim => init.clone(),
-            _ => {
-                let mut rng = ChainRng::new(request.seed, spec.chain);
-                (0..dim).map(|_| rng.uniform_in(-radius, radius)).collect()
-            }
+        .map(|spec| {
+            let mut rng = ChainRng::new(request.seed, spec.chain);
+            let init = spec.init.as_ref().filter(|init| init.len() == dim);
+            super::init::first_point(&mut rng, init, dim, radius)
         })
         .collect()
 }
@@ -469,16 +472,6 @@ fn path_budget(program: &sampler::Program, max_depth: u32) -> (u64, u32) {
     // Only the largest models get fewer than the usual minimum: a weaker check, in bounded
     // time.
     (warmup as u64, depth)
-}
-
-/// [`PrecisionChoice::watch`] for a finished run.
-pub(crate) fn watch(
-    choice: &mut PrecisionChoice,
-    traces: &[ChainTrace],
-    cpu_step_size: Option<f64>,
-    max_depth: u32,
-) {
-    choice.watch(traces, cpu_step_size, max_depth);
 }
 
 #[cfg(test)]

@@ -68,21 +68,21 @@ fn an_f32_run_whose_step_size_collapsed_says_so() {
     };
     let collapsed = [trace(1e-4, &[10, 10, 3]), trace(2e-4, &[10, 9, 10])];
     let mut watched = choice();
-    watch(&mut watched, &collapsed, Some(0.1), 10);
+    watched.watch(&collapsed, Some(0.1), 10);
     assert!(
         watched.reason.contains("warning") && watched.reason.contains("4 of 6 transitions"),
         "{watched}"
     );
     // Nothing to say: a step size near the CPU's, no CPU path, or an f64 run.
     let mut fine = choice();
-    watch(&mut fine, &[trace(0.05, &[10])], Some(0.1), 10);
+    fine.watch(&[trace(0.05, &[10])], Some(0.1), 10);
     assert_eq!(fine, choice());
-    watch(&mut fine, &collapsed, None, 10);
+    fine.watch(&collapsed, None, 10);
     assert_eq!(fine, choice());
     let mut f64_run = PrecisionChoice {
         precision: Precision::F64,
         ..choice()
     };
-    watch(&mut f64_run, &collapsed, Some(0.1), 10);
+    f64_run.watch(&collapsed, Some(0.1), 10);
     assert!(!f64_run.reason.contains("warning"));
 }
