@@ -17,8 +17,7 @@ use gpu_actor::{
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use ractor_cluster::RactorMessage;
 use sampler::{
-    ChainId, ChainSpec, CheckedModel, DrawEvent, Limits, NoObserver, Observer, SamplerSettings,
-    Seed,
+    ChainId, ChainSpec, CheckedModel, DrawEvent, Limits, Observer, SamplerSettings, Seed,
 };
 use supervision::{Backoff, Intensity};
 use tokio::sync::{mpsc, oneshot};
@@ -528,17 +527,7 @@ async fn actors_fall_back_to_the_cpu_without_a_usable_adapter() {
     assert!(!line.contains('\n') && line.contains("CPU"), "{line}");
 
     let job = SampleJob::new(request(3, 200));
-    let expected = {
-        let request = &job.request;
-        sampler::sample_chains(
-            || request.model.evaluator(),
-            &request.settings,
-            request.seed,
-            &request.chains,
-            &NoObserver,
-        )
-        .expect("the CPU sampler")
-    };
+    let expected = crate::support::cpu_traces(&job.request);
     let output = sample(&supervisor, job)
         .await
         .expect("the job runs on the CPU");

@@ -234,14 +234,7 @@ async fn loop_limit_refused_models_run_on_the_cpu_with_the_reason() {
     let mut request = request(&model, AdaptationKind::Stan);
     request.settings.num_warmup = 100;
     request.settings.num_draws = 100;
-    let expected = sampler::sample_chains(
-        || model.evaluator(),
-        &request.settings,
-        request.seed,
-        &request.chains,
-        &NoObserver,
-    )
-    .expect("the CPU sampler");
+    let expected = crate::support::cpu_traces(&request);
     let output = GpuSupervisor::sample(
         &supervisor,
         SampleJob::new(request),

@@ -161,14 +161,7 @@ fn auto_matches_the_cpu(data: &str, iterations: u64) {
         "{data}: {}",
         run.precision
     );
-    let cpu = sampler::sample_chains(
-        || model.evaluator(),
-        &request.settings,
-        request.seed,
-        &request.chains,
-        &NoObserver,
-    )
-    .expect("the CPU run");
+    let cpu = crate::support::cpu_traces(&request);
     assert_means_match(data, &cpu, &run.traces);
 }
 
@@ -244,14 +237,7 @@ async fn precision_auto_without_f64_falls_back_to_the_cpu_with_the_reason() {
     let mut request = request(&model, chains_near(fit));
     request.settings.num_warmup = 100;
     request.settings.num_draws = 50;
-    let expected = sampler::sample_chains(
-        || model.evaluator(),
-        &request.settings,
-        request.seed,
-        &request.chains,
-        &NoObserver,
-    )
-    .expect("the CPU sampler");
+    let expected = crate::support::cpu_traces(&request);
     let output = GpuSupervisor::sample(
         &supervisor,
         SampleJob::new(request.clone()),

@@ -67,3 +67,16 @@ pub fn tolerance(precision: Precision) -> f64 {
         Precision::F64 => 1e-10,
     }
 }
+
+/// The CPU sampler's traces for `request`'s chains, seed and settings: what a GPU run of
+/// the same request is compared with.
+pub fn cpu_traces(request: &gpu_actor::GpuSampleRequest) -> Vec<sampler::ChainTrace> {
+    sampler::sample_chains(
+        || request.model.evaluator(),
+        &request.settings,
+        request.seed,
+        &request.chains,
+        &sampler::NoObserver,
+    )
+    .expect("the CPU sampler")
+}
