@@ -23,6 +23,7 @@ pub mod nuts;
 mod program;
 pub mod reference;
 mod rng;
+mod room;
 mod run;
 mod sample;
 mod special;
@@ -46,6 +47,7 @@ pub use program::{
     Program, Slot, SlotId, StatementId, ThetaRef, Transform, ZipOp,
 };
 pub use rng::{ChainId, ChainRng, Seed};
+pub use room::Room;
 pub use run::{
     ChainSpec, ChainTrace, DrawEvent, DrawStats, NoObserver, Observer, SamplerSettings, Tuning,
 };

@@ -22,7 +22,7 @@ use super::adapt::{IterationMoments, Search, Warmup, start_warmup};
 use super::dual::DualAverage;
 use super::init::{InitialPoints, initial_points};
 use super::outputs::OutputWriter;
-use super::records::{Draw, RecordSettings, Room, empty_traces, record};
+use super::records::{Draw, RecordSettings, empty_traces, give_room, record};
 use super::{DispatchStats, GpuRun, GpuSampleRequest, Iterations, Phase, max_log_step};
 use crate::device::fused::{FusedBatch, FusedCommand, FusedOpen, FusedReply, FusedRun, StepRole};
 use crate::device::nuts::SessionId;
@@ -848,7 +848,7 @@ pub(super) fn run(
     let writer = OutputWriter::new(program);
     let traces = empty_traces(&request.chains, &init.q, writer.n_columns());
     let record = RecordSettings::new(settings, observer);
-    let room = Room::make(n, writer.n_columns(), record.draws);
+    let room = sampler::Room::make(n, writer.n_columns(), record.draws);
     let mut driver = Driver {
         device,
         request,
@@ -871,7 +871,7 @@ pub(super) fn run(
     let warmup_time = warmup_started.elapsed();
     driver.end_warmup();
     let sampling_started = Instant::now();
-    room.give(&mut driver.traces);
+    give_room(room, &mut driver.traces);
     driver.sample(n_warm, total)?;
     let sampling_time = sampling_started.elapsed();
     for (trace, chain) in driver.traces.iter_mut().zip(&driver.chains) {

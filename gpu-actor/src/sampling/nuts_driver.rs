@@ -24,7 +24,7 @@ use sampler::{AdaptationKind, ChainTrace, DrawStats, Observer, SampleError, Tuni
 use super::adapt::{IterationMoments, Search, Warmup, start_warmup};
 use super::init::{InitialPoints, initial_points};
 use super::outputs::OutputWriter;
-use super::records::{Draw, RecordSettings, Room, empty_traces, record};
+use super::records::{Draw, RecordSettings, empty_traces, give_room, record};
 use super::{DispatchStats, GpuRun, GpuSampleRequest, Iterations, Phase, max_log_step};
 use crate::device::nuts::{
     MomentsRequest, NutsBatch, NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsSnapshot,
@@ -826,7 +826,7 @@ impl Run<'_> {
 impl Run<'_> {
     /// Starts the chains at `init`, warms them up and samples; `room` is the traces' room
     /// for the draws, given to them before sampling.
-    fn run(mut self, init: &InitialPoints, room: Room) -> Result<GpuRun, GpuError> {
+    fn run(mut self, init: &InitialPoints, room: sampler::Room) -> Result<GpuRun, GpuError> {
         let started = self.started;
         let mut warmup = self.start_chains(init)?;
         let init_time = started.elapsed();
@@ -837,7 +837,7 @@ impl Run<'_> {
         let warmup_time = started.elapsed();
 
         let sampling_started = Instant::now();
-        room.give(&mut self.traces);
+        give_room(room, &mut self.traces);
         timeline(started, "room given");
         self.sample()?;
         timeline(started, "sampling");
@@ -972,7 +972,7 @@ pub(super) fn run(
     let writer = OutputWriter::new(program);
     let traces = empty_traces(&request.chains, &init.q, writer.n_columns());
     let record = RecordSettings::new(settings, observer);
-    let room = Room::make(n, writer.n_columns(), record.draws);
+    let room = sampler::Room::make(n, writer.n_columns(), record.draws);
     // On a device that caps loop iterations a dispatch may only run so many steps and tries.
     let budget = super::loop_budget(device, program, settings.max_depth, plan)?;
     let run = Run {

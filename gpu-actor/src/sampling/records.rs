@@ -7,7 +7,7 @@
 use std::ops::Range;
 
 use rayon::prelude::*;
-use sampler::{ChainTrace, DrawEvent, DrawStats, Observer, SamplerSettings, Tuning};
+use sampler::{ChainTrace, DrawEvent, DrawStats, Observer, Room, SamplerSettings, Tuning};
 
 use super::outputs::OutputWriter;
 
@@ -65,79 +65,19 @@ pub(crate) fn empty_traces(
         .collect()
 }
 
-/// Each chain's room for its draws after warmup (`draws` rows of `n_columns` values and their
-/// statistics), allocated and written once (zeros, past the vectors' length) on threads of
-/// their own while the device runs warmup. Thousands of chains' traces are gigabytes: one
-/// thread before warmup kept the device waiting for them, and the recording tasks,
-/// allocating in parallel with the first batch, took longer still. Allocation alone leaves
-/// the pages to the first write, so that every sampling batch's recording still faulted its
-/// part of them in; writing into room written once before is several times faster than into
-/// fresh room (measurements in `bench/journal.md`).
-pub(crate) struct Room {
-    thread: std::thread::JoinHandle<Vec<(Vec<f64>, Vec<DrawStats>)>>,
-}
-
-impl Room {
-    /// Starts allocating the room of `chains` chains.
-    pub(crate) fn make(chains: usize, n_columns: usize, draws: usize) -> Room {
-        let thread = std::thread::spawn(move || {
-            let threads = std::thread::available_parallelism()
-                .map_or(1, |n| n.get() / 2)
-                .clamp(1, ROOM_THREADS);
-            let per_thread = chains.div_ceil(threads).max(1);
-            std::thread::scope(|scope| {
-                let parts: Vec<_> = (0..chains)
-                    .step_by(per_thread)
-                    .map(|start| {
-                        let end = (start + per_thread).min(chains);
-                        scope.spawn(move || {
-                            (start..end)
-                                .map(|_| written_room(n_columns, draws))
-                                .collect::<Vec<_>>()
-                        })
-                    })
-                    .collect();
-                // A part whose thread panicked is missing: those chains' room is made by
-                // `record`, as without a room.
-                parts
-                    .into_iter()
-                    .flat_map(|part| part.join().unwrap_or_default())
-                    .collect()
-            })
-        });
-        Room { thread }
-    }
-
-    /// Waits for the room and gives it to the traces that have none yet (before sampling:
-    /// their draws are empty). A thread that panicked leaves the room to [`record`].
-    pub(crate) fn give(self, traces: &mut [ChainTrace]) {
-        let Ok(rooms) = self.thread.join() else {
-            return;
-        };
-        for (trace, (draws, stats)) in traces.iter_mut().zip(rooms) {
-            if trace.draws.capacity() == 0 && trace.stats.capacity() == 0 {
-                trace.draws = draws;
-                trace.stats = stats;
-            }
+/// Gives each trace that has none yet (before sampling: their draws are empty) its room for
+/// the draws after warmup, made by `room` (`sampler::Room`) on threads of their own while the
+/// device ran warmup: thousands of chains' traces are gigabytes, one thread before warmup
+/// kept the device waiting for them, and the recording tasks, allocating in parallel with the
+/// first batch, took longer still. A chain without room (a thread of the room panicked) gets
+/// it from [`record`].
+pub(crate) fn give_room(room: Room, traces: &mut [ChainTrace]) {
+    for (trace, (draws, stats)) in traces.iter_mut().zip(room.take()) {
+        if trace.draws.capacity() == 0 && trace.stats.capacity() == 0 {
+            trace.draws = draws;
+            trace.stats = stats;
         }
     }
-}
-
-/// Threads that make the room: page faults share the process's memory map, so more stop
-/// helping, and the device's warmup runs beside them.
-const ROOM_THREADS: usize = 4;
-
-/// One chain's room: empty vectors whose capacity has been written once.
-fn written_room(n_columns: usize, draws: usize) -> (Vec<f64>, Vec<DrawStats>) {
-    let mut values = Vec::with_capacity(draws * n_columns);
-    for value in values.spare_capacity_mut() {
-        value.write(0.0);
-    }
-    let mut stats = Vec::with_capacity(draws);
-    for stat in stats.spare_capacity_mut() {
-        stat.write(DrawStats::default());
-    }
-    (values, stats)
 }
 
 /// An empty trace for a chain.

@@ -76,7 +76,8 @@ fn lockstep_efficiency_is_one_without_waiting_and_nan_without_work() {
 
 #[test]
 fn room_made_during_warmup_goes_to_traces_without_any() {
-    use super::records::{Room, empty_traces};
+    use super::records::{empty_traces, give_room};
+    use sampler::Room;
     let chains: Vec<sampler::ChainSpec> = (0..3)
         .map(|c| sampler::ChainSpec::new(sampler::ChainId(c)))
         .collect();
@@ -84,7 +85,7 @@ fn room_made_during_warmup_goes_to_traces_without_any() {
     // A trace that already has room (the recording made it) keeps its own.
     traces[1].draws.reserve_exact(7);
     let kept = traces[1].draws.capacity();
-    Room::make(3, 4, 10).give(&mut traces);
+    give_room(Room::make(3, 4, 10), &mut traces);
     assert!(traces[0].draws.capacity() >= 40 && traces[0].stats.capacity() >= 10);
     assert!(traces[2].draws.capacity() >= 40 && traces[2].stats.capacity() >= 10);
     assert_eq!(traces[1].draws.capacity(), kept);

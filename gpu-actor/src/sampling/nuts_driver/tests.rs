@@ -390,7 +390,7 @@ fn record_synthetic(
 ) -> (Vec<sampler::ChainTrace>, f64) {
     use crate::kernels::layout::NsSizes;
     use crate::sampling::outputs::OutputWriter;
-    use crate::sampling::records::{RecordSettings, Room, empty_traces, record};
+    use crate::sampling::records::{RecordSettings, empty_traces, give_room, record};
 
     let program = regression_program(dim);
     let writer = OutputWriter::new(&program);
@@ -404,7 +404,10 @@ fn record_synthetic(
     };
     let chains: Vec<ChainSpec> = (0..n).map(|c| ChainSpec::new(ChainId(c as u32))).collect();
     let mut traces = empty_traces(&chains, &vec![vec![0.0; dim]; n], writer.n_columns());
-    Room::make(n, writer.n_columns(), slots * batches).give(&mut traces);
+    give_room(
+        sampler::Room::make(n, writer.n_columns(), slots * batches),
+        &mut traces,
+    );
     let settings = RecordSettings {
         save_warmup: false,
         total: (slots * batches) as u64,
