@@ -35,7 +35,9 @@ use tokio::time::Instant;
 use crate::cookie::Cookie;
 use crate::discovery::{COORDINATOR, CPU_POOL, MEMBERSHIP};
 use crate::ids::{JobId, NodeName, RequestId, SessionId};
+use crate::link::{JobLink, LinkToken};
 use crate::membership::{MemberStatus, NodeInfo};
+use crate::sampling::PollCounts;
 use crate::sampling::SampleRequest;
 use crate::session::{self, ConnectError, SessionEvent, SessionEventKind};
 use crate::transport::{TlsIdentity, Transport, TransportSettings};
@@ -64,6 +66,10 @@ pub struct ClientSettings {
     pub max_failovers: u32,
     /// TLS to the node (which must run it too); `None`: plaintext.
     pub tls: Option<TlsIdentity>,
+    /// Follow a job's events through a job link, a stream of its own to the node that runs
+    /// the job, rather than the cluster session (which carries them wherever a link cannot
+    /// be opened or fails).
+    pub job_links: bool,
 }
 
 impl ClientSettings {
@@ -80,6 +86,7 @@ impl ClientSettings {
             call_timeout: Duration::from_secs(15),
             max_failovers: 3,
             tls: None,
+            job_links: true,
         }
     }
 }
@@ -181,6 +188,10 @@ pub struct ClusterClient {
     known: Known,
     /// When the node last answered.
     liveness: Liveness,
+    /// The link of the job submitted last, while it works.
+    link: Option<JobLink>,
+    /// How the current job's polls travelled.
+    polls: PollCounts,
 }
 
 impl ClusterClient {
@@ -272,6 +283,8 @@ impl ClusterClient {
                 transport,
                 known: Known::given(addresses),
                 liveness: Liveness::new(),
+                link: None,
+                polls: PollCounts::default(),
             }),
             Err(error) => {
                 stop(&node_server, handle).await;
@@ -330,7 +343,8 @@ impl ClusterClient {
     /// reports); while the job runs, a lost node does the same with the chains not yet
     /// received (see [`ClusterJob`]).
     pub async fn sample(&mut self, request: &SampleRequest) -> Result<ClusterJob<'_>, ClientError> {
-        let wire = request.to_wire();
+        let mut wire = request.to_wire();
+        wire.link = self.settings.job_links;
         // A node that does not answer now (stalled) is not asked to take the job.
         let submitted = if self.refresh_members().await {
             self.submit(&wire, request.n_chains).await
@@ -371,6 +385,7 @@ impl ClusterClient {
         request: &WireSampleRequest,
         expected: u32,
     ) -> Result<JobId, ClientError> {
+        self.link = None;
         let request_id = self.request_id();
         let envelope = Envelope::new(
             request_id,
@@ -395,8 +410,31 @@ impl ClusterClient {
             }
         };
         match reply {
-            JobReply::Submitted { job, n_chains } if n_chains == expected => Ok(job),
+            JobReply::Submitted {
+                job,
+                n_chains,
+                link,
+            } if n_chains == expected => {
+                if let Some(token) = link {
+                    self.open_link(job, &token).await;
+                }
+                Ok(job)
+            }
             other => Err(self.unexpected(other)),
+        }
+    }
+
+    /// Opens `job`'s link with `token`; without one, its events come through the session.
+    async fn open_link(&mut self, job: JobId, token: &LinkToken) {
+        let deadline = tokio::time::Instant::now() + self.settings.connect_timeout;
+        match JobLink::open(&self.transport, self.address, job, token, deadline).await {
+            Ok(link) => self.link = Some(link),
+            Err(error) => {
+                tracing::info!(
+                    "no job link to {} ({error}): polling through the session",
+                    self.peer
+                )
+            }
         }
     }
 

@@ -58,6 +58,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::ids::{JobId, NodeName, RequestId, TaskId, job_span};
+use crate::link::Links;
 use crate::membership::{DownReason, MEMBERSHIP_NAME, MembershipEvent, MembershipMsg, Subscriber};
 use crate::outbox::Waiter;
 use crate::sampling::{DevicePreference, WarmupMode};
@@ -93,6 +94,8 @@ pub(crate) struct CoordinatorArgs {
     pub(crate) me: NodeName,
     /// A job whose client did not poll for this long is cancelled.
     pub(crate) client_lease: Duration,
+    /// The node's job links: a job whose client asks for one gets a token here.
+    pub(crate) links: Links,
 }
 
 /// Messages of the coordinator.
@@ -204,6 +207,7 @@ pub(crate) struct CoordinatorState {
     /// Per job with drivers: the bytes of its events its client has not acknowledged, which
     /// its drivers watch.
     backlogs: HashMap<JobId, watch::Sender<usize>>,
+    links: Links,
     ticker: Ticker,
 }
 
@@ -227,6 +231,8 @@ impl Actor for Coordinator {
         args: CoordinatorArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let ticker = Ticker::start(&myself, TICK, || CoordinatorMsg::Tick);
+        // The jobs of an earlier coordinator are gone, and so are their links.
+        args.links.clear();
         Ok(CoordinatorState {
             me: args.me,
             client_lease: args.client_lease,
@@ -248,6 +254,7 @@ impl Actor for Coordinator {
             next_request: 1,
             reported_jobs: None,
             backlogs: HashMap::new(),
+            links: args.links,
             ticker,
         })
     }
@@ -273,6 +280,7 @@ impl Actor for Coordinator {
     ) -> Result<(), ActorProcessingErr> {
         state.ticker.stop();
         state.tasks.abort_all();
+        state.links.clear();
         let running = state.jobs.values().filter(|job| job.is_running()).count();
         if running > 0 {
             tracing::warn!(
@@ -383,11 +391,14 @@ fn submit(
             return;
         }
         // A retried submission whose answer was lost: the job it started.
-        let n_chains = state
-            .jobs
-            .get(&job)
-            .map_or(spec.count(), |job| job.spec.count());
-        responder.send(Ok(JobReply::Submitted { job, n_chains }));
+        let (n_chains, link) = state.jobs.get(&job).map_or((spec.count(), None), |job| {
+            (job.spec.count(), job.link.clone())
+        });
+        responder.send(Ok(JobReply::Submitted {
+            job,
+            n_chains,
+            link,
+        }));
         return;
     }
     if state.draining {
@@ -421,14 +432,21 @@ fn submit(
     state
         .submissions
         .insert((client.clone(), submission), (job, spec.fingerprint));
-    state
-        .jobs
-        .insert(job, Job::new(job, client, submission, spec));
+    let link = if spec.link {
+        state.links.issue(job)
+    } else {
+        None
+    };
+    let mut record = Job::new(job, client, submission, spec);
+    record.link = link.clone();
+    let n_chains = record.spec.count();
+    state.jobs.insert(job, record);
     state.order.push_back(job);
-    let n_chains = state.jobs.get(&job).map_or(0, |job| job.spec.count());
-    responder
-        .with_job(Some(job))
-        .send(Ok(JobReply::Submitted { job, n_chains }));
+    responder.with_job(Some(job)).send(Ok(JobReply::Submitted {
+        job,
+        n_chains,
+        link,
+    }));
     schedule(myself, state);
 }
 
@@ -862,6 +880,7 @@ fn fail_job(state: &mut CoordinatorState, id: JobId, error: String) {
 }
 
 fn remove_job(state: &mut CoordinatorState, id: JobId) {
+    state.links.revoke(id);
     if let Some(job) = state.jobs.remove(&id) {
         state
             .submissions

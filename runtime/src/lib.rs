@@ -14,6 +14,7 @@ mod coordinator;
 mod discovery;
 mod ids;
 mod limits;
+mod link;
 mod membership;
 mod node;
 mod outbox;
@@ -32,6 +33,7 @@ pub use limits::{
     DEFAULT_MAX_ITERATIONS, DEFAULT_MEMORY_BYTES, Holder, JobLimits, JobShape, Limit,
     LimitExceeded, STAT_VALUES, format_bytes,
 };
+pub use link::{LinkToken, MAX_REPLY_BYTES as MAX_LINK_REPLY_BYTES};
 pub use membership::{
     DownReason, EndpointArgs, GpuInfo, GpuPolicy, MEMBERSHIP_NAME, MemberState, MemberStatus,
     Membership, MembershipArgs, MembershipEndpoint, MembershipEvent, MembershipMsg,
@@ -40,7 +42,8 @@ pub use membership::{
 pub use node::{DrainReport, NODE_SERVER_NAME, Node, NodeError, NodeSettings, ROOT_NAME};
 pub use sampling::{
     ChainPlacement, DEFAULT_BURN_IN, DevicePreference, Failover, JobOutcome, JobUpdate, MAX_CHAINS,
-    RequestError, Retry, SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport, WorkerKind,
+    PollCounts, RequestError, Retry, SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport,
+    WorkerKind,
 };
 pub use session::{ConnectError, SessionEvent, SessionEventKind};
 /// The node's tree is built with the one supervision mechanism of the project.

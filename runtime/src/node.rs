@@ -555,7 +555,10 @@ fn children(settings: &NodeSettings, transport: &Transport) -> Vec<ChildSpec> {
         .into_iter()
         .chain(gpu_pool)
         .chain(cpu_pool)
-        .chain([coordinator(settings), coordinator_endpoint(settings)])
+        .chain([
+            coordinator(settings, transport),
+            coordinator_endpoint(settings),
+        ])
         .map(|child| child.with_shutdown_timeout(settings.shutdown_timeout))
         // Its workers may wait for kernels still compiling before they release their devices.
         .chain(gpu_supervisor(settings).map(|child| {
@@ -656,10 +659,11 @@ fn gpu_supervisor(settings: &NodeSettings) -> Option<ChildSpec> {
     ))
 }
 
-fn coordinator(settings: &NodeSettings) -> ChildSpec {
+fn coordinator(settings: &NodeSettings, transport: &Transport) -> ChildSpec {
     let args = CoordinatorArgs {
         me: settings.name.clone(),
         client_lease: settings.job_lease,
+        links: transport.links(),
     };
     ChildSpec::actor(
         "coordinator",

@@ -23,8 +23,8 @@ use gpu_actor::PrecisionMode;
 use std::time::Instant;
 
 use sampler::{
-    ChainId, ChainTrace, CheckedModel, DrawStats, Limits, Model, ModelError, SamplerSettings, Seed,
-    Tuning,
+    ChainId, ChainTrace, CheckedModel, DrawStats, Limits, Model, ModelError, Room, SamplerSettings,
+    Seed, Tuning,
 };
 
 use crate::ids::{JobId, NodeName};
@@ -145,6 +145,7 @@ impl SampleRequest {
             },
             chains: None,
             blocks: true,
+            link: false,
         }
     }
 }
@@ -304,6 +305,18 @@ pub struct JobOutcome {
     pub warmup: Option<WarmupReport>,
     /// From submission to the last event.
     pub wall_seconds: f64,
+    /// How the job's polls travelled.
+    pub polls: PollCounts,
+}
+
+/// How many of a job's polls were answered through its job link and how many through the
+/// cluster session (where no link opened, or after one failed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PollCounts {
+    /// Through the job link.
+    pub link: u64,
+    /// Through the session.
+    pub session: u64,
 }
 
 /// Why a job's events did not make an outcome.
@@ -359,7 +372,27 @@ pub(crate) struct Assembler {
     warmup: Option<WarmupReport>,
     finished: bool,
     started: Instant,
+    /// Room for every chain's kept draws, made ahead of them.
+    room: RoomState,
 }
+
+/// The room for the kept draws of a job's chains (`sampler::Room`): made on threads of its
+/// own once the first block says how many values a draw has, so that appending a large
+/// job's draws neither reallocates nor faults fresh pages in on the client's thread.
+#[derive(Debug, Default)]
+enum RoomState {
+    /// No room will be made.
+    #[default]
+    None,
+    /// Room for this many kept draws per chain, once a block says how wide a draw is.
+    Wanted(u64),
+    /// Being made.
+    Making(Room),
+}
+
+/// Jobs of fewer values than this (chains x kept draws x values per draw) get no room made:
+/// growing their vectors costs little.
+const ROOM_MIN_VALUES: u64 = 1 << 22;
 
 impl Assembler {
     pub(crate) fn new(job: JobId, n_chains: u32) -> Self {
@@ -378,6 +411,59 @@ impl Assembler {
             warmup: None,
             finished: false,
             started: Instant::now(),
+            room: RoomState::None,
+        }
+    }
+
+    /// Makes room ahead for `draws` kept draws per chain, when a job is large enough for it
+    /// to matter.
+    pub(crate) fn with_room(mut self, draws: u64) -> Self {
+        self.room = RoomState::Wanted(draws);
+        self
+    }
+
+    /// Starts the room when it is wanted and `block` says how wide a draw is; gives it to
+    /// the chains once it is made.
+    fn tend_room(&mut self, block: &WireDrawBlock) {
+        match &self.room {
+            RoomState::Wanted(draws) if block.n_columns > 0 => {
+                let (n_chains, n_columns) = (self.chains.len(), block.n_columns as usize);
+                let values = (n_chains as u64)
+                    .saturating_mul(*draws)
+                    .saturating_mul(n_columns as u64);
+                self.room = if values >= ROOM_MIN_VALUES {
+                    let draws = usize::try_from(*draws).unwrap_or(usize::MAX);
+                    RoomState::Making(Room::make(n_chains, n_columns, draws))
+                } else {
+                    RoomState::None
+                };
+            }
+            RoomState::Making(room) if room.is_ready() => {
+                if let RoomState::Making(room) = std::mem::take(&mut self.room) {
+                    self.give_room(room);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Moves each chain's draws so far into its room.
+    fn give_room(&mut self, room: Room) {
+        for (partial, (mut draws, mut stats)) in self.chains.iter_mut().zip(room.take()) {
+            if draws.capacity() > partial.draws.capacity() {
+                draws.extend_from_slice(&partial.draws);
+                stats.extend_from_slice(&partial.stats);
+                partial.draws = draws;
+                partial.stats = stats;
+            }
+        }
+    }
+
+    /// Waits for the room being made and gives it to the chains.
+    #[cfg(test)]
+    fn wait_for_room(&mut self) {
+        if let RoomState::Making(room) = std::mem::take(&mut self.room) {
+            self.give_room(room);
         }
     }
 
@@ -505,6 +591,7 @@ impl Assembler {
             }
             WireJobEvent::Block { attempts, block } => {
                 let entries = block.entries().map_err(bad)?;
+                self.tend_room(&block);
                 if attempts.len() != entries.len() {
                     return Err(AssembleError::Protocol(bad(format!(
                         "a block of {} entries with {} attempts",
@@ -660,6 +747,7 @@ impl Assembler {
             failovers: self.failovers,
             warmup: self.warmup,
             wall_seconds: self.started.elapsed().as_secs_f64(),
+            polls: PollCounts::default(),
         })
     }
 

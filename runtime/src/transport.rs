@@ -53,7 +53,10 @@ use ractor_cluster::{NodeEventSubscription, NodeServerMessage};
 use tokio::time::Instant;
 
 use crate::ids::NodeName;
+use crate::link::Links;
 pub(crate) use dial::Dialled;
+/// The stream of a job link (`crate::link`), plain or TLS.
+pub(crate) use io::Io as LinkIo;
 use limits::Admission;
 pub(crate) use listener::{LISTENER_NAME, ListenerArgs, TransportListener};
 use log::{LogLimit, held_back};
@@ -125,6 +128,8 @@ pub(crate) struct Shared {
     settings: TransportSettings,
     tls: Option<TlsIdentity>,
     next_connection: AtomicU64,
+    /// The tokens of this node's job links.
+    links: Links,
     // A short critical section shared by the accept loop, the handshake tasks, the guards'
     // drops and the `NodeServer`'s synchronous event callback: none of them can wait for an
     // actor's answer there.
@@ -168,6 +173,7 @@ impl Transport {
                 incarnation: crate::ids::fresh_u64(),
                 tls,
                 next_connection: AtomicU64::new(1),
+                links: Links::default(),
                 state: Mutex::new(State {
                     connections: HashMap::new(),
                     admission: Admission::new(settings.clone()),
@@ -185,6 +191,22 @@ impl Transport {
     /// Whether connections run TLS.
     pub fn tls(&self) -> bool {
         self.shared.tls.is_some()
+    }
+
+    /// The tokens of this node's job links (the coordinator issues them, the listener checks
+    /// them).
+    pub fn links(&self) -> Links {
+        self.shared.links.clone()
+    }
+
+    /// Dials a job link to the node at `address` (`crate::link::JobLink::open`).
+    pub(crate) async fn dial_link(
+        &self,
+        address: SocketAddr,
+        hello: &preamble::LinkHello,
+        deadline: Instant,
+    ) -> Result<LinkIo, crate::ConnectError> {
+        dial::link(&self.shared, address, hello, deadline).await
     }
 
     /// Unauthenticated inbound connections held now.

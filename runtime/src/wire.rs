@@ -408,7 +408,23 @@ pub async fn call<S: Service>(
             });
         }
     };
-    let reply = Envelope::<Result<S::Reply, WireError>>::decode(&bytes).map_err(wire)?;
+    reply_from_bytes::<S>(&bytes, &peer)
+}
+
+/// The answer of a call to service `S` from `peer`, as its bytes came (through the session
+/// or a job link).
+pub(crate) fn reply_from_bytes<S: Service>(
+    bytes: &[u8],
+    peer: &str,
+) -> Result<Envelope<S::Reply>, CallError> {
+    let peer = peer.to_owned();
+    let reply = Envelope::<Result<S::Reply, WireError>>::decode(bytes).map_err(|error| {
+        CallError::Wire {
+            service: S::NAME,
+            peer: peer.clone(),
+            error,
+        }
+    })?;
     match reply.body {
         Ok(body) => Ok(Envelope {
             version: reply.version,

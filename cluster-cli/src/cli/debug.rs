@@ -171,6 +171,7 @@ fn job(client: &ClusterClient, model: Vec<u8>) -> Envelope<JobRequest> {
         warmup: WireWarmup::Independent,
         chains: None,
         blocks: false,
+        link: false,
     };
     Envelope::new(RequestId(1), client.name(), JobRequest::Submit(request))
 }

@@ -262,6 +262,11 @@ fn report(outcome: &JobOutcome) -> String {
     }
     text.pop();
     text.push('\n');
+    let _ = writeln!(
+        text,
+        "polls: {} through the job link, {} through the session",
+        outcome.polls.link, outcome.polls.session
+    );
     if outcome.retried.is_empty() {
         text.push_str("retried: none\n");
     }

@@ -251,6 +251,7 @@ impl ClusterClient {
         )
         .await?;
         self.address = address;
+        self.link = None;
         self.session = session;
         self.peer = peer;
         self.liveness = Liveness::new();

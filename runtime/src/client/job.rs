@@ -20,9 +20,9 @@ use tracing::Instrument;
 use super::{ClientError, ClusterClient, Liveness};
 use crate::discovery::COORDINATOR;
 use crate::ids::{JobId, NodeName, job_span};
-use crate::sampling::{AssembleError, Assembler, JobOutcome, JobUpdate};
+use crate::sampling::{AssembleError, Assembler, JobOutcome, JobUpdate, PollCounts};
 use crate::wire::{
-    self, CallError, Envelope, JobReply, JobRequest, WireError, WireEvent, WireJobEvent,
+    self, CallError, Envelope, JobReply, JobRequest, JobWire, WireError, WireEvent, WireJobEvent,
     WireSampleRequest,
 };
 
@@ -74,8 +74,9 @@ impl<'a> ClusterJob<'a> {
         request: WireSampleRequest,
     ) -> Self {
         client.liveness = Liveness::new();
+        client.polls = PollCounts::default();
         Self {
-            assembler: Assembler::new(job, request.n_chains),
+            assembler: Assembler::new(job, request.n_chains).with_room(request.settings.num_draws),
             client,
             request,
             job,
@@ -128,9 +129,12 @@ impl<'a> ClusterJob<'a> {
         while self.next().await?.is_some() {}
         let job = self.job;
         let peer = self.client.peer.clone();
-        self.assembler
+        let mut outcome = self
+            .assembler
             .finish()
-            .map_err(|error| client_error(job, peer, error))
+            .map_err(|error| client_error(job, peer, error))?;
+        outcome.polls = self.client.polls;
+        Ok(outcome)
     }
 
     /// Stops the job on the cluster.
@@ -350,10 +354,50 @@ async fn fetch(
         };
         let envelope = envelope(client, job, request);
         let peer = client.peer.to_string();
-        let call = wire::call(&coordinator, &peer, &envelope, POLL_TIMEOUT);
-        let answer = tokio::select! {
-            answer = call => answer,
-            reason = client.watch() => return Err(Interrupted::Lost(reason)),
+        let answer = match client.link.take() {
+            Some(mut link) if link.job() == job => {
+                // On a task of its own, so that the answer is read and decoded while the
+                // caller applies the previous one.
+                let (envelope, to) = (envelope.clone(), peer.clone());
+                let call = tokio::spawn(async move {
+                    let answer = link.call::<JobWire>(&envelope, &to, POLL_TIMEOUT).await;
+                    (link, answer)
+                });
+                let (link, answer) = tokio::select! {
+                    called = call => match called {
+                        Ok(called) => called,
+                        // The task panicked: the link is gone with it.
+                        Err(error) => {
+                            tracing::info!("job link to {peer} lost ({error}): polling through the session");
+                            continue;
+                        }
+                    },
+                    reason = client.watch() => return Err(Interrupted::Lost(reason)),
+                };
+                match answer {
+                    Ok(answer) => {
+                        client.link = Some(link);
+                        client.polls.link += 1;
+                        answer
+                    }
+                    Err(failed) => {
+                        // The same poll again, through the session.
+                        tracing::info!(
+                            "job link to {peer} lost ({failed}): polling through the session"
+                        );
+                        continue;
+                    }
+                }
+            }
+            _ => {
+                let call = wire::call(&coordinator, &peer, &envelope, POLL_TIMEOUT);
+                let answer = tokio::select! {
+                    answer = call => answer,
+                    reason = client.watch() => return Err(Interrupted::Lost(reason)),
+                };
+                client.polls.session += 1;
+                answer
+            }
         };
         let reply = match answer {
             Ok(reply) => reply.body,

@@ -161,6 +161,7 @@ pub(super) fn check(
         warmup,
         chains: request.chains,
         blocks: request.blocks,
+        link: request.link,
         fingerprint,
         model_hash,
     })

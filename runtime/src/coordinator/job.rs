@@ -39,6 +39,7 @@ use tokio::time::Instant;
 
 use super::placement::PendingGroup;
 use crate::ids::{JobId, NodeName, RequestId, TaskId};
+use crate::link::LinkToken;
 use crate::outbox::{Outbox, Waiter};
 use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
 use crate::wire::{
@@ -71,6 +72,8 @@ pub(crate) struct JobSpec {
     /// The client reads blocks of draws (`WireJobEvent::Block`); otherwise the job splits
     /// its tasks' blocks into per-chain `Progress` events.
     pub(crate) blocks: bool,
+    /// The client asked for a job link.
+    pub(crate) link: bool,
     /// A hash of the submitted request's bytes: a submission retried with the same request
     /// id must be the same request (see `Coordinator`'s `submit`).
     pub(crate) fingerprint: u64,
@@ -201,6 +204,8 @@ pub(crate) struct Job {
     pub(crate) tasks: HashMap<TaskId, TaskRecord>,
     pub(crate) outbox: Outbox<WireJobEvent>,
     pub(crate) waiter: Option<Waiter<Responder<JobWire>>>,
+    /// The token of the job's link, if it has one.
+    pub(crate) link: Option<LinkToken>,
     retried: Vec<WireRetry>,
     pub(crate) last_poll: Instant,
     /// Since when scheduling rounds found no worker that suits the job (while it had
@@ -236,6 +241,7 @@ impl Job {
             tasks: HashMap::new(),
             outbox: Outbox::new(),
             waiter: None,
+            link: None,
             retried: Vec::new(),
             last_poll: Instant::now(),
             no_worker_since: None,

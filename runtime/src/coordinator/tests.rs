@@ -204,6 +204,7 @@ fn spec(n_chains: u32, warmup: WarmupMode) -> JobSpec {
         warmup,
         chains: None,
         blocks: true,
+        link: false,
     }
 }
 

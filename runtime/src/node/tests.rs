@@ -47,7 +47,7 @@ async fn run_job(
     let reply = wire::call(&coordinator, "local", &submit, timeout)
         .await
         .unwrap();
-    let JobReply::Submitted { job, n_chains } = reply.body else {
+    let JobReply::Submitted { job, n_chains, .. } = reply.body else {
         panic!("{:?}", reply.body);
     };
     assert_eq!(n_chains, request.n_chains);

@@ -424,3 +424,51 @@ fn a_request_is_checked_against_the_callers_limits_before_it_is_sent() {
         "{error}"
     );
 }
+
+#[test]
+fn room_made_ahead_changes_no_draw() {
+    use crate::wire::WireDrawBlock;
+    // Large enough for room: chains x draws x columns over ROOM_MIN_VALUES.
+    let (n_chains, n_columns, draws) = (4096u32, 11usize, 100u64);
+    let blocks: Vec<_> = (0..4u64)
+        .map(|round| {
+            let mut block = WireDrawBlock::new(n_columns, draws);
+            for chain in 0..n_chains {
+                let values: Vec<f64> = (0..25 * n_columns)
+                    .map(|k| f64::from(chain) + (round * 1000 + k as u64) as f64)
+                    .collect();
+                let stats = vec![sampler::DrawStats::default(); 25];
+                block.push(chain, false, round * 25, round * 25 + 25, &values, &stats);
+            }
+            block
+        })
+        .collect();
+    let run = |room: bool| {
+        let mut assembler = Assembler::new(JobId(9), n_chains);
+        if room {
+            assembler = assembler.with_room(draws);
+        }
+        for (i, block) in blocks.iter().enumerate() {
+            let attempts = vec![1; n_chains as usize];
+            assembler
+                .apply(WireJobEvent::Block {
+                    attempts,
+                    block: block.clone().into(),
+                })
+                .unwrap();
+            if room && i == 0 {
+                assembler.wait_for_room();
+            }
+        }
+        assembler
+            .chains
+            .iter()
+            .map(|p| (p.draws.clone(), p.draws.capacity()))
+            .collect::<Vec<_>>()
+    };
+    let (plain, roomy) = (run(false), run(true));
+    for ((a, _), (b, capacity)) in plain.iter().zip(&roomy) {
+        assert_eq!(a, b);
+        assert_eq!(*capacity, draws as usize * n_columns, "the room's capacity");
+    }
+}

@@ -16,7 +16,7 @@ use super::guard::GuardedStream;
 use super::io::{Io, Recorder};
 use super::listener::wire_name;
 use super::log::peer_text;
-use super::preamble::{self, Answer, Hello, Status};
+use super::preamble::{self, Answer, Hello, LinkHello, Status};
 use super::tls::{TlsProblem, classify_dial_error, server_name};
 use super::{Connection, Shared};
 use crate::session::ConnectError;
@@ -71,6 +71,46 @@ async fn attempt(
     started: Instant,
     deadline: Instant,
 ) -> Result<Dialled, ConnectError> {
+    let hello = Hello::new(&shared.name, shared.incarnation).encode();
+    let (io, incarnation, name) = open(shared, address, &hello, started, deadline).await?;
+    let Some(name) = wire_name(&name) else {
+        return Err(ConnectError::Unreachable {
+            address,
+            reason: format!("the node gave the invalid name {}", peer_text(&name)),
+        });
+    };
+    let connection = shared.register(address, name, incarnation, None);
+    let stream = GuardedStream::new(io, Arc::clone(&connection), deadline);
+    ractor_cluster::client_connect_external(node_server, Box::new(stream))
+        .await
+        .map_err(|error| ConnectError::Unreachable {
+            address,
+            reason: format!("this process's node server is gone: {error}"),
+        })?;
+    Ok(Dialled(connection))
+}
+
+/// Dials a job link (`crate::link`): TCP, TLS if configured, the link hello; the stream once
+/// the node accepted the token.
+pub(super) async fn link(
+    shared: &Arc<Shared>,
+    address: SocketAddr,
+    hello: &LinkHello,
+    deadline: Instant,
+) -> Result<Io, ConnectError> {
+    let (io, _, _) = open(shared, address, &hello.encode(), Instant::now(), deadline).await?;
+    Ok(io)
+}
+
+/// TCP, TLS if configured, `hello`, and the node's answer: the stream, the node's
+/// incarnation and name when it accepted.
+async fn open(
+    shared: &Arc<Shared>,
+    address: SocketAddr,
+    hello: &[u8],
+    started: Instant,
+    deadline: Instant,
+) -> Result<(Io, u64, Vec<u8>), ConnectError> {
     let timeout = || ConnectError::Timeout {
         address,
         waited: started.elapsed(),
@@ -99,9 +139,8 @@ async fn attempt(
             }
         }
     };
-    let hello = Hello::new(&shared.name, shared.incarnation).encode();
     let sent = async {
-        io.write_all(&hello).await?;
+        io.write_all(hello).await?;
         io.flush().await
     };
     // A node that refuses at once may close before reading the hello: read its answer anyway.
@@ -128,22 +167,10 @@ async fn attempt(
             return Err(unreachable(reason));
         }
     };
-    let (incarnation, name) = match answer.status {
-        Status::Ok { incarnation, name } => (incarnation, name),
-        _ => return Err(refusal(shared, address, answer)),
-    };
-    let Some(name) = wire_name(&name) else {
-        return Err(unreachable(format!(
-            "the node gave the invalid name {}",
-            peer_text(&name)
-        )));
-    };
-    let connection = shared.register(address, name, incarnation, None);
-    let stream = GuardedStream::new(io, Arc::clone(&connection), deadline);
-    ractor_cluster::client_connect_external(node_server, Box::new(stream))
-        .await
-        .map_err(|error| unreachable(format!("this process's node server is gone: {error}")))?;
-    Ok(Dialled(connection))
+    match answer.status {
+        Status::Ok { incarnation, name } => Ok((io, incarnation, name)),
+        _ => Err(refusal(shared, address, answer)),
+    }
 }
 
 /// A refusal status as the error it means.
@@ -184,6 +211,11 @@ fn refusal(shared: &Shared, address: SocketAddr, answer: Answer) -> ConnectError
         Status::BadHello => ConnectError::Unreachable {
             address,
             reason: "the node refused our hello (not a valid node name?)".to_owned(),
+        },
+        Status::UnknownLink => ConnectError::Unreachable {
+            address,
+            reason: "the node has no link for that job (finished, or its coordinator restarted)"
+                .to_owned(),
         },
         Status::Ok { .. } => ConnectError::NotAClusterNode { address },
     }

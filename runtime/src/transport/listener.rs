@@ -19,10 +19,10 @@ use super::guard::GuardedStream;
 use super::io::{Io, answer_and_close};
 use super::limits::Refusal;
 use super::log::peer_text;
-use super::preamble::{self, Hello, PreambleError, Status};
+use super::preamble::{self, Hello, LinkHello, PreambleError, Status};
 use super::tls::describe_accept_error;
 use super::{LogKind, Shared, Ticket, Transport};
-use crate::ids::NodeName;
+use crate::ids::{JobId, NodeName};
 
 /// The registry name of the listener.
 pub(crate) const LISTENER_NAME: &str = "bayes.listener";
@@ -206,7 +206,15 @@ fn accepted(
                 ticket.fail();
             }
             Ok(Err(Outcome::Closed)) => {}
-            Ok(Ok((io, name, incarnation))) => {
+            Ok(Ok(Opened::Link { io, job })) => {
+                ticket.succeed();
+                crate::link::serve(io, job, peer).await;
+            }
+            Ok(Ok(Opened::Session {
+                io,
+                name,
+                incarnation,
+            })) => {
                 let connection = shared.register(peer, name, incarnation, Some(ticket));
                 let stream = GuardedStream::new(io, connection, deadline);
                 let _ = node_server.cast(NodeServerMessage::ConnectionOpenedExternal {
@@ -216,6 +224,18 @@ fn accepted(
             }
         }
     });
+}
+
+/// A connection past its preamble.
+enum Opened {
+    /// A cluster session's: to the `NodeServer`, guarded until it authenticates.
+    Session {
+        io: Io,
+        name: NodeName,
+        incarnation: u64,
+    },
+    /// A job link's, its token accepted.
+    Link { io: Io, job: JobId },
 }
 
 /// How a connection ended before the preamble completed.
@@ -231,7 +251,7 @@ async fn preamble_of(
     shared: &Shared,
     stream: TcpStream,
     peer: SocketAddr,
-) -> Result<(Io, NodeName, u64), Outcome> {
+) -> Result<Opened, Outcome> {
     let mut first = [0u8; 1];
     match stream.peek(&mut first).await {
         Ok(1) => {}
@@ -260,7 +280,7 @@ async fn preamble_of(
         }
         (Some(_), false) => {
             let mut stream = stream;
-            return match read_hello(&mut stream).await {
+            return match read_opening(&mut stream).await {
                 Ok(_) => {
                     shared.log(LogKind::Handshake, || {
                         format!(
@@ -275,8 +295,9 @@ async fn preamble_of(
         }
         (None, false) => Io::Plain(stream),
     };
-    let hello = match read_hello(&mut io).await {
-        Ok(hello) => hello,
+    let hello = match read_opening(&mut io).await {
+        Ok(Opening::Session(hello)) => hello,
+        Ok(Opening::Link(hello)) => return open_link(shared, io, peer, hello).await,
         Err(problem) => return Err(refuse_hello(shared, io, peer, problem).await),
     };
     let name = match wire_name(&hello.name) {
@@ -317,7 +338,40 @@ async fn preamble_of(
         io.flush().await
     };
     match written.await {
-        Ok(()) => Ok((io, name, hello.incarnation)),
+        Ok(()) => Ok(Opened::Session {
+            io,
+            name,
+            incarnation: hello.incarnation,
+        }),
+        Err(_) => Err(Outcome::Closed),
+    }
+}
+
+/// A link hello: its token checked against the node's links, answered.
+async fn open_link(
+    shared: &Shared,
+    mut io: Io,
+    peer: SocketAddr,
+    hello: LinkHello,
+) -> Result<Opened, Outcome> {
+    let job = JobId(hello.job);
+    if !shared.links.admits(job, &hello.token) {
+        shared.log(LogKind::Handshake, || {
+            format!("refused a job link from {peer}: no link of job {job} with that token")
+        });
+        answer_and_close(io, &Status::UnknownLink.encode()).await;
+        return Err(Outcome::Failed);
+    }
+    let ok = Status::Ok {
+        incarnation: shared.incarnation,
+        name: shared.name.as_str().as_bytes().to_vec(),
+    };
+    let written = async {
+        io.write_all(&ok.encode()).await?;
+        io.flush().await
+    };
+    match written.await {
+        Ok(()) => Ok(Opened::Link { io, job }),
         Err(_) => Err(Outcome::Closed),
     }
 }
@@ -330,13 +384,34 @@ enum HelloProblem {
     Bad(PreambleError),
 }
 
-/// Reads a hello, exactly its bytes (nothing the dialler sends after it).
-async fn read_hello<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Hello, HelloProblem> {
+/// What a connection opens with.
+enum Opening {
+    /// A node's or client's hello: a cluster session follows.
+    Session(Hello),
+    /// A link hello: a job link follows (`crate::link`).
+    Link(LinkHello),
+}
+
+/// Reads a hello or a link hello, exactly its bytes (nothing the dialler sends after it).
+async fn read_opening<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Opening, HelloProblem> {
     let mut bytes = vec![0u8; 6];
     stream
         .read_exact(&mut bytes)
         .await
         .map_err(|_| HelloProblem::Closed)?;
+    if bytes[..4] == preamble::LINK_MAGIC {
+        LinkHello::parse(&bytes).map_err(HelloProblem::Bad)?;
+        bytes.resize(preamble::LINK_HELLO_BYTES, 0);
+        stream
+            .read_exact(&mut bytes[6..])
+            .await
+            .map_err(|_| HelloProblem::Closed)?;
+        return match LinkHello::parse(&bytes) {
+            Ok(Some(hello)) => Ok(Opening::Link(hello)),
+            Ok(None) => Err(HelloProblem::Closed),
+            Err(error) => Err(HelloProblem::Bad(error)),
+        };
+    }
     Hello::parse(&bytes).map_err(HelloProblem::Bad)?;
     bytes.resize(15, 0);
     stream
@@ -350,7 +425,7 @@ async fn read_hello<S: AsyncRead + Unpin>(stream: &mut S) -> Result<Hello, Hello
         .await
         .map_err(|_| HelloProblem::Closed)?;
     match Hello::parse(&bytes) {
-        Ok(Some((hello, _))) => Ok(hello),
+        Ok(Some((hello, _))) => Ok(Opening::Session(hello)),
         Ok(None) => Err(HelloProblem::Closed),
         Err(error) => Err(HelloProblem::Bad(error)),
     }

@@ -14,8 +14,13 @@
 //!
 //! ```text
 //! hello   MAGIC[4] version:u16 incarnation:u64 name_len:u8 name[name_len]
+//! link    LINK_MAGIC[4] version:u16 job:u64 token[32]
 //! status  MAGIC[4] version:u16 code:u8 payload_len:u16 payload[payload_len]
 //! ```
+//!
+//! A link hello opens a job link (`crate::link`) instead of a cluster session: the same
+//! listener, TLS and admission, then the token the job's coordinator issued in place of the
+//! cookie handshake.
 //!
 //! Parsing is pure, bounded (a hello is at most [`MAX_HELLO_BYTES`], a status at most
 //! [`MAX_STATUS_BYTES`]) and incremental: given the bytes so far it answers "need more",
@@ -27,6 +32,15 @@ use crate::ids::NodeName;
 
 /// The first bytes of a hello and of a status. Never `0x16` first (a TLS handshake record).
 pub const MAGIC: [u8; 4] = *b"BYCL";
+
+/// The first bytes of a link hello (never `0x16` first, and not [`MAGIC`]).
+pub const LINK_MAGIC: [u8; 4] = *b"BYLK";
+
+/// Bytes of a link's token.
+pub const LINK_TOKEN_BYTES: usize = 32;
+
+/// Bytes of a link hello.
+pub const LINK_HELLO_BYTES: usize = 4 + 2 + 8 + LINK_TOKEN_BYTES;
 
 /// The preamble version this build speaks.
 pub const VERSION: u16 = 1;
@@ -56,6 +70,65 @@ pub struct Hello {
     pub incarnation: u64,
     /// The dialler's full node name (printable ASCII, at most [`MAX_TEXT_BYTES`]).
     pub name: Vec<u8>,
+}
+
+/// What a client says first on a job link: the job and the token its coordinator issued.
+#[derive(Clone, PartialEq, Eq)]
+pub struct LinkHello {
+    /// The dialler's preamble version.
+    pub version: u16,
+    /// The job (`JobId`'s number).
+    pub job: u64,
+    /// The token (a secret: not printed).
+    pub token: [u8; LINK_TOKEN_BYTES],
+}
+
+impl std::fmt::Debug for LinkHello {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkHello")
+            .field("version", &self.version)
+            .field("job", &self.job)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LinkHello {
+    /// The hello's bytes.
+    pub fn encode(&self) -> [u8; LINK_HELLO_BYTES] {
+        let mut out = [0u8; LINK_HELLO_BYTES];
+        out[..4].copy_from_slice(&LINK_MAGIC);
+        out[4..6].copy_from_slice(&self.version.to_be_bytes());
+        out[6..14].copy_from_slice(&self.job.to_be_bytes());
+        out[14..].copy_from_slice(&self.token);
+        out
+    }
+
+    /// Parses a link hello: `Ok(None)` until [`LINK_HELLO_BYTES`] are there; a version other
+    /// than [`VERSION`] is an error as soon as it is read.
+    pub fn parse(bytes: &[u8]) -> Result<Option<Self>, PreambleError> {
+        let n = bytes.len().min(4);
+        if bytes[..n] != LINK_MAGIC[..n] {
+            return Err(PreambleError::BadMagic {
+                first: bytes[..n].to_vec(),
+                tls: bytes.first() == Some(&0x16),
+            });
+        }
+        if bytes.len() < 6 {
+            return Ok(None);
+        }
+        let version = u16::from_be_bytes([bytes[4], bytes[5]]);
+        if version != VERSION {
+            return Err(PreambleError::Version { theirs: version });
+        }
+        let Some(rest) = bytes.get(6..LINK_HELLO_BYTES) else {
+            return Ok(None);
+        };
+        Ok(Some(Self {
+            version,
+            job: u64::from_be_bytes(rest[..8].try_into().expect("8 bytes")),
+            token: rest[8..].try_into().expect("token bytes"),
+        }))
+    }
 }
 
 /// Which connection cap refused a connection.
@@ -106,6 +179,9 @@ pub enum Status {
     VersionMismatch,
     /// The hello did not parse (its name is not a valid node name).
     BadHello,
+    /// A link hello whose job has no link with that token here (the job is unknown, gone, or
+    /// the token wrong).
+    UnknownLink,
 }
 
 /// A status with the version it came with.
@@ -210,6 +286,7 @@ impl Status {
             Status::TlsUnsupported => 5,
             Status::VersionMismatch => 6,
             Status::BadHello => 7,
+            Status::UnknownLink => 8,
         }
     }
 
@@ -246,7 +323,8 @@ impl Status {
             Status::TlsRequired
             | Status::TlsUnsupported
             | Status::VersionMismatch
-            | Status::BadHello => {}
+            | Status::BadHello
+            | Status::UnknownLink => {}
         }
         let mut out = Vec::with_capacity(STATUS_HEADER + payload.len());
         out.extend_from_slice(&MAGIC);
@@ -301,6 +379,7 @@ impl Status {
             5 => Status::TlsUnsupported,
             6 => Status::VersionMismatch,
             7 => Status::BadHello,
+            8 => Status::UnknownLink,
             code => return Err(PreambleError::UnknownCode { code }),
         };
         Ok(Some((Answer { version, status }, STATUS_HEADER + len)))

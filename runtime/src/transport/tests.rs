@@ -236,6 +236,7 @@ fn every_status_round_trips() {
         Status::TlsUnsupported,
         Status::VersionMismatch,
         Status::BadHello,
+        Status::UnknownLink,
     ];
     for status in statuses {
         let bytes = status.encode();

@@ -13,6 +13,7 @@ use super::pool::WireWorkerKind;
 use super::sampling::{WireChainDone, WireDraws, WireSettings, WireTuning};
 use super::{Service, WireEvent};
 use crate::ids::JobId;
+use crate::link::LinkToken;
 
 /// A coordinator endpoint's cluster message. Wire tag: the variant name (`"Call"`).
 #[derive(RactorClusterMessage)]
@@ -84,6 +85,10 @@ pub struct WireSampleRequest {
     /// false, as older clients send it.
     #[serde(default, skip_serializing_if = "is_false")]
     pub blocks: bool,
+    /// The client polls through a job link (`JobReply::Submitted::link`), its own byte
+    /// stream to the coordinator's node, where it can. Absent from the bytes when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub link: bool,
 }
 
 fn is_false(value: &bool) -> bool {
@@ -123,6 +128,10 @@ pub enum JobReply {
         job: JobId,
         /// Its chains.
         n_chains: u32,
+        /// The token that opens the job's link, if the request asked for one and the node
+        /// has links. Absent from the bytes when `None`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        link: Option<LinkToken>,
     },
     /// Events after the poll's `ack`, oldest first (none when the wait ran out).
     Events {

@@ -453,6 +453,7 @@ fn failover_and_drain_bodies_keep_older_peers_reading() {
         warmup: WireWarmup::Independent,
         chains: None,
         blocks: false,
+        link: false,
     };
     let older_bytes = rmp_serde::to_vec_named(&older).unwrap();
     assert_eq!(rmp_serde::to_vec_named(&every).unwrap(), older_bytes);
@@ -467,6 +468,7 @@ fn failover_and_drain_bodies_keep_older_peers_reading() {
     round_trip(JobRequest::Submit(subset.clone()));
     round_trip(JobRequest::Submit(WireSampleRequest {
         blocks: true,
+        link: true,
         ..subset
     }));
     let mut block = crate::wire::WireDrawBlock::new(1, 20);

@@ -2,7 +2,8 @@
 //! idle connections are closed by the handshake deadline with the node's memory bounded;
 //! oversized frames, garbage and a huge node name are closed at once and never reach the
 //! log; an EMFILE storm neither spins the accept loop nor floods the log; failed handshakes
-//! slow their address down until the penalty ends; a name in use is refused as such.
+//! slow their address down until the penalty ends; a name in use is refused as such; a job
+//! link opened with a wrong token is refused and counts as a failed handshake.
 //!
 //! Raw peers connect from other loopback addresses (127.0.0.2, ...), so that the per-address
 //! caps and penalties they trip do not hold back the test's own `cluster-cli` commands, which
@@ -12,7 +13,7 @@ use std::io::Write;
 use std::net::{Ipv4Addr, TcpStream};
 use std::time::{Duration, Instant};
 
-use runtime::transport::preamble::Status;
+use runtime::transport::preamble::{LINK_TOKEN_BYTES, LinkHello, Status, VERSION};
 use workspace_tests::cluster::{Cluster, NodeOptions, NodeProcess};
 use workspace_tests::process::wait_until;
 use workspace_tests::raw::{
@@ -199,6 +200,39 @@ fn preauth_an_emfile_storm_neither_spins_nor_floods_and_the_node_recovers() {
     wait_until(Duration::from_secs(15), "status after the storm", || {
         cluster.status(&a).map(|_| ())
     });
+}
+
+#[test]
+fn preauth_a_job_link_with_a_wrong_token_is_refused_and_slows_its_address_down() {
+    let cluster = Cluster::new("preauth-link");
+    let a = cluster.node("a", &[]);
+    let from = source(9);
+    let mut statuses = Vec::new();
+    for job in 1..=8u64 {
+        let mut stream = connect_from(from, a.address).unwrap();
+        let hello = LinkHello {
+            version: VERSION,
+            job,
+            token: [job as u8; LINK_TOKEN_BYTES],
+        };
+        // A throttled address is answered before it says anything.
+        let _ = stream.write_all(&hello.encode());
+        let answer = workspace_tests::raw::read_status(&mut stream).unwrap();
+        statuses.push(answer.status);
+    }
+    // The first ones are told that no such link exists; past the grace the address waits.
+    assert_eq!(statuses[0], Status::UnknownLink, "{statuses:?}");
+    assert!(
+        statuses
+            .iter()
+            .any(|status| matches!(status, Status::Throttled { .. })),
+        "{statuses:?}"
+    );
+    a.process
+        .wait_for_line("refused a job link from 127.0.0.9", LIMIT)
+        .unwrap();
+    // The node serves on.
+    cluster.status(&a).unwrap();
 }
 
 #[test]

@@ -122,6 +122,16 @@ fn sampling_on_a_remote_gpu_from_a_cpu_only_client() {
         lines.join("\n")
     );
     assert!(lines.iter().any(|l| l == "retried: none"), "{lines:?}");
+    // The draws came through the job's link, not the cluster session.
+    let polls = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("polls: "))
+        .unwrap_or_else(|| panic!("no poll counts in {lines:?}"));
+    let (link, session) = polls
+        .split_once(" through the job link, ")
+        .unwrap_or_else(|| panic!("{polls}"));
+    assert!(link.parse::<u64>().unwrap() > 0, "{polls}");
+    assert_eq!(session, "0 through the session", "{polls}");
     let chains = Chain::read_all(&out, 64);
     assert!(chains.iter().all(|c| c.lines.len() == 200));
     model.check(&mu(&chains));

@@ -168,6 +168,11 @@ fn tls_nodes_mesh_sample_and_still_check_the_cookie() {
     )
     .unwrap();
     assert!(sampled.contains("chains by node"), "{sampled}");
+    // The job's events came through its link, over TLS too.
+    assert!(
+        sampled.contains("through the job link, 0 through the session"),
+        "{sampled}"
+    );
     // The cookie is still checked inside TLS.
     let refused = cli_tls(
         &cluster,

@@ -1,0 +1,324 @@
+//! Job links: a client's own byte stream to the node whose coordinator runs its job, for that
+//! job's polls. The answers of a large job's polls are its draws, up to
+//! [`MAX_POLL_REPLY_BYTES`](crate::wire::MAX_POLL_REPLY_BYTES) each; through the cluster
+//! session every one of them goes through ractor_cluster's actor-message path (a protobuf
+//! message around our envelope, copies at both ends, one writer for every message of the
+//! session). A link carries the same envelopes, length-prefixed, over a TCP (or TLS)
+//! connection of their own.
+//!
+//! - **Opening.** A client that asks for one (`WireSampleRequest::link`) gets a
+//!   [`LinkToken`] with its job: 32 random bytes that the coordinator keeps in the node's
+//!   [`Links`] while the job lives, sent over the authenticated session (TLS where the
+//!   cluster runs it). The client dials the node's listener (TLS as for a session, the same
+//!   admission and handshake deadline) and sends a link hello with the job and the token in
+//!   place of the cookie handshake (`transport::preamble::LinkHello`); a wrong token counts
+//!   as a failed handshake.
+//! - **Requests.** The client sends whole request envelopes, each `[len: u32 BE][bytes]`, at
+//!   most [`MAX_REQUEST_BYTES`]; the node answers each, in order, the same way. Only polls
+//!   and cancels of the link's own job pass (anything else closes the link), handed to the
+//!   node's coordinator endpoint exactly as a session's call would be: decoding, checks and
+//!   answers are the endpoint's. A link idle for [`IDLE_LIMIT`] is closed.
+//! - **Failure.** A link is an optimisation: a client whose link fails (closed, an answer
+//!   over [`MAX_REPLY_BYTES`], a timeout) drops it and polls through the session, with the
+//!   same `ack` (polls are idempotent).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ractor::RpcReplyPort;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::Instant;
+
+use crate::discovery::COORDINATOR;
+use crate::ids::JobId;
+use crate::transport::Transport;
+use crate::transport::preamble::{LINK_TOKEN_BYTES, LinkHello, VERSION};
+use crate::wire::{self, CallError, Envelope, JobRequest, JobWire, MAX_ENVELOPE_BYTES, Service};
+
+/// Largest request a node reads from a link (a poll or a cancel is about a hundred bytes).
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
+
+/// Largest answer a client reads from a link: the largest envelope.
+pub const MAX_REPLY_BYTES: usize = MAX_ENVELOPE_BYTES;
+
+/// A link with no request for this long is closed by the node.
+pub const IDLE_LIMIT: Duration = Duration::from_secs(60);
+
+/// Longest wait of the node for its coordinator's answer beyond the poll's own wait.
+const ANSWER_SLACK: Duration = Duration::from_secs(10);
+
+/// The secret that opens a job's link. Never printed.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "serde_bytes::ByteBuf", into = "serde_bytes::ByteBuf")]
+pub struct LinkToken([u8; LINK_TOKEN_BYTES]);
+
+impl LinkToken {
+    /// A token from the operating system's random source.
+    pub(crate) fn fresh() -> Result<Self, getrandom::Error> {
+        let mut bytes = [0u8; LINK_TOKEN_BYTES];
+        getrandom::fill(&mut bytes)?;
+        Ok(Self(bytes))
+    }
+
+    /// Whether `bytes` are this token, in time independent of where they differ.
+    fn matches(&self, bytes: &[u8; LINK_TOKEN_BYTES]) -> bool {
+        self.0
+            .iter()
+            .zip(bytes)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+    }
+}
+
+impl fmt::Debug for LinkToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LinkToken(..)")
+    }
+}
+
+impl TryFrom<serde_bytes::ByteBuf> for LinkToken {
+    type Error = String;
+
+    fn try_from(bytes: serde_bytes::ByteBuf) -> Result<Self, String> {
+        let bytes = bytes.into_vec();
+        let len = bytes.len();
+        <[u8; LINK_TOKEN_BYTES]>::try_from(bytes)
+            .map(Self)
+            .map_err(|_| format!("a link token of {len} bytes (expected {LINK_TOKEN_BYTES})"))
+    }
+}
+
+impl From<LinkToken> for serde_bytes::ByteBuf {
+    fn from(token: LinkToken) -> Self {
+        serde_bytes::ByteBuf::from(token.0.to_vec())
+    }
+}
+
+/// The tokens of a node's jobs that have links: issued and revoked by the coordinator,
+/// checked by the listener. Cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct Links(Arc<Mutex<HashMap<JobId, LinkToken>>>);
+
+impl Links {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, LinkToken>> {
+        // A map of plain values: usable after a panic elsewhere.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new token for `job` (replacing any earlier one); `None` when the random source
+    /// fails (the job then goes without a link).
+    pub(crate) fn issue(&self, job: JobId) -> Option<LinkToken> {
+        match LinkToken::fresh() {
+            Ok(token) => {
+                self.lock().insert(job, token.clone());
+                Some(token)
+            }
+            Err(error) => {
+                tracing::warn!("no link for job {job}: the random source failed ({error})");
+                None
+            }
+        }
+    }
+
+    /// `job`'s token no longer opens a link (links already open find the job gone).
+    pub(crate) fn revoke(&self, job: JobId) {
+        self.lock().remove(&job);
+    }
+
+    /// Revokes every token (a new coordinator knows none of the old one's jobs).
+    pub(crate) fn clear(&self) {
+        self.lock().clear();
+    }
+
+    /// Whether `token` opens `job`'s link.
+    pub(crate) fn admits(&self, job: JobId, token: &[u8; LINK_TOKEN_BYTES]) -> bool {
+        self.lock().get(&job).is_some_and(|t| t.matches(token))
+    }
+}
+
+/// Reads one frame of at most `max` bytes: `Ok(None)` if the stream ended before a frame
+/// began.
+async fn read_frame<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    max: usize,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let mut len = [0u8; 4];
+    match stream.read_exact(&mut len).await {
+        Ok(_) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(error) => return Err(error),
+    }
+    let len = u32::from_be_bytes(len) as usize;
+    if len > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("a frame of {len} bytes (at most {max})"),
+        ));
+    }
+    let mut bytes = vec![0u8; len];
+    stream.read_exact(&mut bytes).await?;
+    Ok(Some(bytes))
+}
+
+async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> std::io::Result<()> {
+    let len = u32::try_from(bytes.len())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "a frame over 4 GiB"))?;
+    stream.write_all(&len.to_be_bytes()).await?;
+    stream.write_all(bytes).await?;
+    stream.flush().await
+}
+
+/// The node's side of an opened link of `job` from `peer`: requests in, answers out, until
+/// the client closes it, it idles past [`IDLE_LIMIT`], or a request is not a poll or cancel
+/// of `job`.
+pub(crate) async fn serve<S>(mut stream: S, job: JobId, peer: SocketAddr)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let closed = |why: String| tracing::debug!("job link of {job} from {peer} closed: {why}");
+    loop {
+        let request = match tokio::time::timeout(
+            IDLE_LIMIT,
+            read_frame(&mut stream, MAX_REQUEST_BYTES),
+        )
+        .await
+        {
+            Err(_) => return closed(format!("no request for {IDLE_LIMIT:?}")),
+            Ok(Ok(Some(request))) => request,
+            Ok(Ok(None)) => return closed("by the client".to_owned()),
+            Ok(Err(error)) => return closed(error.to_string()),
+        };
+        let wait = match request_of(&request, job) {
+            Ok(wait) => wait,
+            Err(why) => {
+                tracing::info!("closing the job link of {job} from {peer}: {why}");
+                return;
+            }
+        };
+        let Some(endpoint) = local_coordinator() else {
+            return closed("this node's coordinator endpoint is not running".to_owned());
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let port = RpcReplyPort::from((tx, wait + ANSWER_SLACK));
+        if endpoint.cast(JobWire::call(request, port)).is_err() {
+            return closed("the coordinator endpoint stopped".to_owned());
+        }
+        let answer = match tokio::time::timeout(wait + ANSWER_SLACK, rx).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(_)) => return closed("the coordinator dropped a request".to_owned()),
+            Err(_) => return closed("the coordinator did not answer in time".to_owned()),
+        };
+        if let Err(error) = write_frame(&mut stream, &answer).await {
+            return closed(error.to_string());
+        }
+    }
+}
+
+/// How long `request` may wait at the coordinator, if it is a poll or cancel of `job`.
+fn request_of(request: &[u8], job: JobId) -> Result<Duration, String> {
+    let envelope = Envelope::<JobRequest>::decode(request)
+        .map_err(|error| format!("a request that does not decode ({error})"))?;
+    match envelope.body {
+        JobRequest::Poll {
+            job: of, wait_ms, ..
+        } if of == job => Ok(Duration::from_millis(u64::from(wait_ms))),
+        JobRequest::Cancel { job: of } if of == job => Ok(Duration::ZERO),
+        JobRequest::Poll { job: of, .. } | JobRequest::Cancel { job: of } => {
+            Err(format!("a request about job {of}"))
+        }
+        JobRequest::Submit(_) => Err("a submission (links carry polls only)".to_owned()),
+    }
+}
+
+fn local_coordinator() -> Option<ractor::ActorRef<JobWire>> {
+    COORDINATOR
+        .all_members()
+        .into_iter()
+        .find_map(|(session, endpoint)| session.is_none().then_some(endpoint))
+}
+
+/// A client's open link to the node running its job.
+pub(crate) struct JobLink {
+    job: JobId,
+    io: crate::transport::LinkIo,
+}
+
+impl fmt::Debug for JobLink {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobLink")
+            .field("job", &self.job)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a link stopped carrying a call.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LinkFailed {
+    /// The stream failed or closed, or an answer was over its limit.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// No answer within the call's time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
+impl JobLink {
+    /// Opens `job`'s link to the node at `address` with `token`, within `deadline`.
+    pub(crate) async fn open(
+        transport: &Transport,
+        address: SocketAddr,
+        job: JobId,
+        token: &LinkToken,
+        deadline: Instant,
+    ) -> Result<Self, crate::ConnectError> {
+        let hello = LinkHello {
+            version: VERSION,
+            job: job.0,
+            token: token.0,
+        };
+        let io = transport.dial_link(address, &hello, deadline).await?;
+        Ok(Self { job, io })
+    }
+
+    /// The job whose link this is.
+    pub(crate) fn job(&self) -> JobId {
+        self.job
+    }
+
+    /// Sends `envelope` and reads its answer. `Err`: the link is unusable (drop it); `Ok`
+    /// holds the call's own outcome, as [`wire::call`] would give it.
+    pub(crate) async fn call<S: Service>(
+        &mut self,
+        envelope: &Envelope<S::Request>,
+        peer: &str,
+        timeout: Duration,
+    ) -> Result<Result<Envelope<S::Reply>, CallError>, LinkFailed> {
+        let bytes = match envelope.encode() {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                return Ok(Err(CallError::Wire {
+                    service: S::NAME,
+                    peer: peer.to_owned(),
+                    error,
+                }));
+            }
+        };
+        let exchange = async {
+            write_frame(&mut self.io, &bytes).await?;
+            read_frame(&mut self.io, MAX_REPLY_BYTES)
+                .await?
+                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+        };
+        let answer = tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| LinkFailed::Timeout(timeout))??;
+        Ok(wire::reply_from_bytes::<S>(&answer, peer))
+    }
+}
+
+#[cfg(test)]
+mod tests;

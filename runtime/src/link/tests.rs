@@ -1,0 +1,119 @@
+use super::*;
+use crate::transport::preamble::{LINK_HELLO_BYTES, PreambleError};
+
+fn token(byte: u8) -> LinkToken {
+    LinkToken([byte; LINK_TOKEN_BYTES])
+}
+
+#[test]
+fn a_token_round_trips_as_bytes_and_is_never_printed() {
+    let fresh = LinkToken::fresh().unwrap();
+    assert_ne!(fresh, LinkToken::fresh().unwrap());
+    let bytes = rmp_serde::to_vec_named(&fresh).unwrap();
+    // 32 bytes as one MessagePack bin, not 32 numbers.
+    assert_eq!(bytes.len(), 2 + LINK_TOKEN_BYTES);
+    assert_eq!(rmp_serde::from_slice::<LinkToken>(&bytes).unwrap(), fresh);
+    assert_eq!(format!("{fresh:?}"), "LinkToken(..)");
+    let short = rmp_serde::to_vec_named(&serde_bytes::ByteBuf::from(vec![1u8; 31])).unwrap();
+    let error = rmp_serde::from_slice::<LinkToken>(&short).unwrap_err();
+    assert!(error.to_string().contains("31 bytes"), "{error}");
+}
+
+#[test]
+fn links_admit_only_a_live_job_s_own_token() {
+    let links = Links::default();
+    let (a, b) = (JobId(1), JobId(2));
+    let ta = links.issue(a).unwrap();
+    let tb = links.issue(b).unwrap();
+    assert!(links.admits(a, &ta.0));
+    assert!(!links.admits(a, &tb.0), "another job's token");
+    assert!(!links.admits(JobId(3), &ta.0), "an unknown job");
+    let mut near = ta.0;
+    near[LINK_TOKEN_BYTES - 1] ^= 1;
+    assert!(!links.admits(a, &near), "one bit off");
+    // A new token replaces the old one.
+    let ta2 = links.issue(a).unwrap();
+    assert!(!links.admits(a, &ta.0) || ta == ta2);
+    links.revoke(a);
+    assert!(!links.admits(a, &ta2.0));
+    assert!(links.admits(b, &tb.0));
+    links.clear();
+    assert!(!links.admits(b, &tb.0));
+}
+
+#[test]
+fn a_link_hello_parses_back_and_refuses_other_bytes() {
+    let hello = LinkHello {
+        version: VERSION,
+        job: 0x0123_4567_89ab_cdef,
+        token: [7; LINK_TOKEN_BYTES],
+    };
+    let bytes = hello.encode();
+    assert_eq!(bytes.len(), LINK_HELLO_BYTES);
+    for cut in 0..LINK_HELLO_BYTES {
+        assert_eq!(LinkHello::parse(&bytes[..cut]), Ok(None), "{cut} bytes");
+    }
+    assert_eq!(LinkHello::parse(&bytes), Ok(Some(hello.clone())));
+    assert!(!format!("{hello:?}").contains('7'), "{hello:?}");
+    let mut other = bytes;
+    other[4..6].copy_from_slice(&(VERSION + 1).to_be_bytes());
+    assert_eq!(
+        LinkHello::parse(&other),
+        Err(PreambleError::Version {
+            theirs: VERSION + 1
+        })
+    );
+    assert!(matches!(
+        LinkHello::parse(b"BYCL\x00\x01"),
+        Err(PreambleError::BadMagic { .. })
+    ));
+}
+
+#[tokio::test]
+async fn frames_over_their_limit_are_refused_before_anything_is_allocated() {
+    let (mut near, mut far) = tokio::io::duplex(1024);
+    // Announces 4 GiB - 1 and sends nothing more.
+    far.write_all(&u32::MAX.to_be_bytes()).await.unwrap();
+    let error = read_frame(&mut near, MAX_REQUEST_BYTES).await.unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::InvalidData);
+    assert!(error.to_string().contains("at most 65536"), "{error}");
+    // A frame within the limit comes back whole; a clean end is no frame.
+    write_frame(&mut far, b"hello").await.unwrap();
+    drop(far);
+    assert_eq!(
+        read_frame(&mut near, 8).await.unwrap(),
+        Some(b"hello".to_vec())
+    );
+    assert_eq!(read_frame(&mut near, 8).await.unwrap(), None);
+}
+
+#[test]
+fn a_link_passes_only_polls_and_cancels_of_its_own_job() {
+    let envelope = |body| {
+        Envelope::new(
+            crate::ids::RequestId(1),
+            &crate::ids::NodeName::new("c", "127.0.0.1").unwrap(),
+            body,
+        )
+        .encode()
+        .unwrap()
+    };
+    let job = JobId(9);
+    let poll = |job| JobRequest::Poll {
+        job,
+        ack: 3,
+        wait_ms: 1500,
+    };
+    assert_eq!(
+        request_of(&envelope(poll(job)), job),
+        Ok(Duration::from_millis(1500))
+    );
+    assert_eq!(
+        request_of(&envelope(JobRequest::Cancel { job }), job),
+        Ok(Duration::ZERO)
+    );
+    let other = request_of(&envelope(poll(JobId(10))), job).unwrap_err();
+    assert!(other.contains("about job"), "{other}");
+    assert!(request_of(b"\xc1garbage", job).is_err());
+    let _ = token(0);
+}
