@@ -43,8 +43,10 @@ const POLL_TIMEOUT: Duration = Duration::from_secs(3);
 /// down by membership sooner than this).
 const POLL_MISSES: u32 = 3;
 /// Bytes of a job's events not yet acknowledged by its client past which its drivers stop
-/// fetching: two poll answers' worth, so that the client's next answer is always ready.
-pub(crate) const JOB_BACKLOG_BYTES: usize = 2 * MAX_POLL_REPLY_BYTES;
+/// fetching: several poll answers' worth, so that the client's next answers are ready and
+/// the stages between the GPU and the client (pool, driver, coordinator, link, assembly)
+/// work side by side rather than in turn.
+pub(crate) const JOB_BACKLOG_BYTES: usize = 8 * MAX_POLL_REPLY_BYTES;
 /// How often a driver that fetches nothing still polls its pool (well within the pools'
 /// task lease).
 const KEEPALIVE: Duration = Duration::from_secs(5);

@@ -32,8 +32,9 @@ pub(crate) const BLOCK_BYTES: usize = 8 * 1024 * 1024;
 
 /// Bytes of a GPU task's blocks not yet acknowledged past which its run waits: a constant
 /// cap, so that a node's memory for a task stays bounded however many chains it runs, and
-/// enough blocks that the GPU rarely waits for the coordinator.
-pub(crate) const GPU_TASK_BACKLOG_BYTES: usize = 16 * BLOCK_BYTES;
+/// enough blocks that the GPU rarely waits for the coordinator (twice the coordinator's
+/// backlog of a job, `JOB_BACKLOG_BYTES`).
+pub(crate) const GPU_TASK_BACKLOG_BYTES: usize = 64 * BLOCK_BYTES;
 
 /// Bytes a thread buffers before it adds them to the shared count (and looks at the clock):
 /// small against [`BLOCK_BYTES`] even summed over every core.
