@@ -466,8 +466,17 @@ impl LocalCluster {
 
     /// A client of the first node, once it sees every node up.
     async fn client(&self) -> anyhow::Result<ClusterClient> {
+        self.client_with(|_| {}).await
+    }
+
+    /// [`Self::client`] with its settings changed by `edit`.
+    async fn client_with(
+        &self,
+        edit: impl FnOnce(&mut ClientSettings),
+    ) -> anyhow::Result<ClusterClient> {
         let mut settings = ClientSettings::new(Cookie::new(&self.cookie)?);
         settings.tls = self.client_tls.clone();
+        edit(&mut settings);
         let mut client = ClusterClient::connect(self.first, settings).await?;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {

@@ -32,7 +32,8 @@ use gpu_actor::{
 };
 use ractor::{Actor, ActorRef};
 use runtime::{
-    ClusterClient, DevicePreference, JobOutcome, JobUpdate, SampleRequest, WarmupMode, WorkerKind,
+    ClusterClient, DevicePreference, JobOutcome, JobUpdate, PollCounts, SampleRequest, WarmupMode,
+    WorkerKind,
 };
 use sampler::{ChainId, ChainSpec, ChainTrace, CheckedModel, RunSummary, SamplerSettings, Seed};
 
@@ -80,6 +81,10 @@ pub(super) struct RemoteGpuArgs {
     /// --cpu-slots 0`, this process's supervisor allows it. For testing without a GPU.
     #[arg(long)]
     software_gpu: bool,
+    /// Poll through the cluster session instead of a job link (the path before job links,
+    /// for comparison).
+    #[arg(long)]
+    session_polls: bool,
 }
 
 /// One timed job of a side.
@@ -88,6 +93,8 @@ struct Timed {
     traces: Vec<ChainTrace>,
     /// Progress events received (remote only).
     events: usize,
+    /// Polls through the job link and through the session (remote only).
+    polls: PollCounts,
 }
 
 /// The medians and checks of one (model, chains) row.
@@ -104,6 +111,8 @@ struct Row {
     tasks: usize,
     /// Progress events of the last remote run (each a chunk of one chain's draws, or none).
     events: usize,
+    /// The last remote run's polls.
+    polls: PollCounts,
     all_gpu: bool,
     same_draws: bool,
     ess: Option<f64>,
@@ -152,7 +161,9 @@ pub(super) fn remote_gpu(args: RemoteGpuArgs) -> anyhow::Result<()> {
         if let Some(line) = report.fallback {
             bail!("no usable GPU here: {line} (a software adapter needs --software-gpu)");
         }
-        let mut client = cluster.client().await?;
+        let mut client = cluster
+            .client_with(|settings| settings.job_links = !args.session_polls)
+            .await?;
         let measured = measure(&supervisor, &mut client, &models, &settings, seed, &args).await;
         client.close().await;
         supervisor.stop(None);
@@ -175,15 +186,15 @@ pub(super) fn remote_gpu(args: RemoteGpuArgs) -> anyhow::Result<()> {
         args.repeats
     );
     outln!(
-        "| model | chains | local wall s | remote wall s | remote/local | chains' own s, local / remote | tasks | progress events | same draws | min bulk ESS |"
+        "| model | chains | local wall s | remote wall s | remote/local | chains' own s, local / remote | tasks | progress events | polls, link / session | same draws | min bulk ESS |"
     );
-    outln!("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|");
+    outln!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|");
     let mut worst: f64 = 0.0;
     for row in &rows {
         let ratio = row.remote.as_secs_f64() / row.local.as_secs_f64();
         worst = worst.max(ratio);
         outln!(
-            "| {} | {} | {:.3} | {:.3} | {:.2} | {:.3} / {:.3} | {}{} | {} | {} | {} |",
+            "| {} | {} | {:.3} | {:.3} | {:.2} | {:.3} / {:.3} | {}{} | {} | {} / {} | {} | {} |",
             row.model,
             row.chains,
             row.local.as_secs_f64(),
@@ -194,6 +205,8 @@ pub(super) fn remote_gpu(args: RemoteGpuArgs) -> anyhow::Result<()> {
             row.tasks,
             if row.all_gpu { "" } else { " (not all GPU)" },
             row.events,
+            row.polls.link,
+            row.polls.session,
             if row.same_draws { "yes" } else { "NO" },
             row.ess
                 .map_or_else(|| "–".to_owned(), |ess| format!("{ess:.0}"))
@@ -247,6 +260,7 @@ async fn measure(
             let mut same_draws = true;
             let mut tasks = 0;
             let mut events = 0;
+            let mut polls = PollCounts::default();
             let mut all_gpu = true;
             let mut last_remote = Vec::new();
             let mut local_chain = Vec::with_capacity(args.repeats);
@@ -259,6 +273,7 @@ async fn measure(
                 same_draws &= same(&mine.traces, &theirs.traces);
                 tasks = placed.len();
                 events = theirs.events;
+                polls = theirs.polls;
                 all_gpu &= placed.iter().all(|&kind| kind == WorkerKind::Gpu);
                 let (mine_chain, theirs_chain) = (longest(&mine.traces), longest(&theirs.traces));
                 errln!(
@@ -293,6 +308,7 @@ async fn measure(
                 remote_chain: median(&mut remote_chain).as_secs_f64(),
                 tasks,
                 events,
+                polls,
                 all_gpu,
                 same_draws,
                 ess,
@@ -333,6 +349,7 @@ async fn local_job(
             wall,
             traces: output.traces,
             events: 0,
+            polls: PollCounts::default(),
         },
         adapter,
     ))
@@ -381,6 +398,7 @@ async fn remote_job(
             wall,
             traces: outcome.traces,
             events,
+            polls: outcome.polls,
         },
         placed,
     ))
