@@ -12,7 +12,8 @@
 // A chain's draw of iteration `it` is in output slot `it - (iter - draws)`, where `iter` and
 // `draws` are its NS_U_ITER and NS_U_DRAWS after the dispatch. With `usable_only` (nutpie's
 // schedule), a draw counts only if the chain moved: its index in the trajectory is not 0, or
-// more than 4 steps from 0 after a divergence.
+// more than 4 steps from 0 after a divergence. A draw whose log density is below `lp_floor`
+// never counts (a straggler far from the other chains; gpu-actor `sampling/adapt.rs`).
 //
 // The NS_ constants are nuts_state.wgsl's (a unit test compares them).
 
@@ -29,7 +30,10 @@ struct NmParams {
     // 1: each slot's draws chain after chain (`(slot * n + c) * width + k`, chains split across
     // lanes; nuts_state.wgsl's `ns_out_at`); 0: value after value (`(slot * width + k) * n + c`).
     chain_major: u32,
-    pad0: u32,
+    // Draws whose log density is below this are left out (a chain far from where the others
+    // are must not inflate the pooled metric; gpu-actor `sampling/adapt.rs`, `lp_floor`);
+    // -3.4e38 (f32's lowest): none.
+    lp_floor: f32,
 }
 
 @group(0) @binding(0) var<uniform> nm: NmParams;
@@ -46,6 +50,8 @@ const NS_U_COUNT: u32 = 17u;
 const NS_OU_DIVERGENT: u32 = 2u;
 const NS_OU_INDEX: u32 = 3u;
 const NS_OU_COUNT: u32 = 4u;
+const NS_O_LP: u32 = 0u;
+const NS_O_COUNT: u32 = 5u;
 
 const NM_CHUNK: u32 = 256u;
 
@@ -98,6 +104,15 @@ fn nuts_moments_main(
                     } else {
                         usable = index != 0;
                     }
+                }
+                if (usable && nm.lp_floor > -3.0e38) {
+                    // nuts_state.wgsl's `ns_out_stat_at`.
+                    let stats = nm.capacity * nm.width * n;
+                    var at_lp = stats + (slot * NS_O_COUNT + NS_O_LP) * n + c;
+                    if (nm.chain_major == 1u) {
+                        at_lp = stats + (slot * n + c) * NS_O_COUNT + NS_O_LP;
+                    }
+                    usable = nm_out[at_lp] >= T(nm.lp_floor);
                 }
                 if (usable) {
                     weight = 1.0;

@@ -73,12 +73,14 @@ impl NutsDispatch {
 }
 
 /// Which draws the moments kernel pools: those of iterations `block_start..block_start + bins`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct MomentsRequest {
     pub block_start: u32,
     pub bins: u32,
     /// Only draws where the chain moved (nutpie's rule); otherwise every draw (Stan's).
     pub usable_only: bool,
+    /// Draws whose log density is below this are left out (`f64::NEG_INFINITY`: none).
+    pub lp_floor: f64,
 }
 
 /// What one dispatch of the transition kernel produced: the output slots as bytes of the
@@ -1018,7 +1020,8 @@ impl DeviceThread {
                 bins: moments.bins,
                 usable_only: u32::from(moments.usable_only),
                 chain_major: u32::from(sizes.chain_major),
-                pad: 0,
+                // f32's lowest means none (nuts_moments.wgsl).
+                lp_floor_bits: (moments.lp_floor.max(f64::from(f32::MIN)) as f32).to_bits(),
             };
             self.queue.write_buffer(
                 &session.moments.params,

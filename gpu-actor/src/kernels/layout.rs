@@ -37,7 +37,8 @@ pub(crate) struct NmParams {
     pub usable_only: u32,
     /// 1 where the output slots are chain-major ([`NsSizes::chain_major`]).
     pub chain_major: u32,
-    pub pad: u32,
+    /// The bits of the f32 log density below which draws are left out (`lp_floor`).
+    pub lp_floor_bits: u32,
 }
 
 /// Chains per workgroup of nuts_moments.wgsl (`NM_CHUNK`): a fixed size, so that the order in

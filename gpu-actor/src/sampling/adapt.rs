@@ -20,10 +20,71 @@
 //!   that one window holds as many iterations as nutpie's, of every chain); the metric is
 //!   recomputed at each dispatch boundary; nutpie's step-size search after the first change.
 //!
+//! Robust pooling ([`lp_floor`]): a chain far from where the others are (still on its way
+//! to the typical set, or stuck where the shared metric does not suit it) has draws that
+//! differ from the others' by far more than the posterior's spread; pooled, a few such
+//! chains inflate every coordinate's variance (and so shrink every chain's step size), and
+//! the more chains a run has, the more such stragglers it pools. Stan and nutpie, one
+//! metric per chain, never mix one chain's transient into another's metric. So the draws
+//! whose log density lies far below the chains' median (Tukey's fence on the log density,
+//! [`LP_FENCE`] interquartile ranges) are left out of the pooled estimates; the chains
+//! themselves run on.
+//!
 //! Dispatches during warmup end where the schedule needs the host: at window ends, switches,
 //! and the start of the step-size-only phase ([`Warmup::boundary`]).
 
 use sampler::{AdaptationKind, Tuning, Welford, WindowOptions, WindowedMetric};
+
+/// How many interquartile ranges of the chains' log densities below their median a draw may
+/// lie and still enter the pooled estimates. In the typical set the log density is a
+/// constant less half a chi-square with d degrees of freedom, whose interquartile range is
+/// about 0.95 sqrt(d): a draw of the posterior falls below the fence with a probability far
+/// below 1e-6, while a chain far out in a long direction lies thousands of ranges below.
+pub(crate) const LP_FENCE: f64 = 10.0;
+
+/// The log density below which a draw is left out of the pooled estimates, from the chains'
+/// log densities at their latest draws (non-finite ones ignored): `LP_FENCE` interquartile
+/// ranges (at least 1) below their median; none (`-inf`) with fewer than 8 chains.
+pub(crate) fn lp_floor(log_densities: &[f64]) -> f64 {
+    let mut sorted: Vec<f64> = log_densities
+        .iter()
+        .copied()
+        .filter(|lp| lp.is_finite())
+        .collect();
+    if sorted.len() < 8 {
+        return f64::NEG_INFINITY;
+    }
+    sorted.sort_by(f64::total_cmp);
+    let at = |fraction: f64| sorted[((sorted.len() - 1) as f64 * fraction).round() as usize];
+    let spread = (at(0.75) - at(0.25)).max(1.0);
+    at(0.5) - LP_FENCE * spread
+}
+
+/// The log-density floors of the warmup blocks read so far: a block pools the draws above
+/// the floor of the chains' last draws of the block two before it, the latest one known
+/// whether or not the block before it was queued, so runs that queue blocks and runs that do
+/// not pool the same draws.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LpFloors {
+    /// Per block read, in order: its end and its floor.
+    floors: Vec<(u64, f64)>,
+}
+
+impl LpFloors {
+    /// Records the block that ended at `end` from its chains' last log densities.
+    pub(crate) fn push(&mut self, end: u64, last_log_densities: &[f64]) {
+        self.floors.push((end, lp_floor(last_log_densities)));
+    }
+
+    /// The floor for the block that starts at `start` (`-inf`: none yet).
+    pub(crate) fn for_block(&self, start: u64) -> f64 {
+        self.floors
+            .iter()
+            .rev()
+            .find(|(end, _)| *end < start)
+            .map_or(f64::NEG_INFINITY, |(_, floor)| *floor)
+    }
+}
 
 /// The metric's lower and upper clamp (nutpie's).
 const CLAMP: (f64, f64) = (1e-20, 1e20);
@@ -453,6 +514,22 @@ mod tests {
             start = end;
         }
         lengths
+    }
+
+    #[test]
+    fn the_lp_floor_leaves_out_stragglers_only() {
+        let typical: Vec<f64> = (0..64).map(|k| -50.0 - 0.05 * f64::from(k)).collect();
+        let floor = lp_floor(&typical);
+        assert!(typical.iter().all(|&lp| lp >= floor), "{floor}");
+        let mut with_stragglers = typical.clone();
+        with_stragglers[3] = -5.0e3;
+        with_stragglers[40] = f64::NAN;
+        let floor = lp_floor(&with_stragglers);
+        assert!(floor > -5.0e3 && floor < -60.0, "{floor}");
+        // Far from the typical set every chain is a straggler: none is left out.
+        let spread: Vec<f64> = (0..64).map(|k| -1e12 * f64::from(k + 1)).collect();
+        assert!(spread.iter().all(|&lp| lp >= lp_floor(&spread)));
+        assert_eq!(lp_floor(&typical[..7]), f64::NEG_INFINITY);
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use sampler::nuts::TransitionInfo;
 use sampler::{ChainTrace, DrawStats, Observer, SampleError, Tuning};
 
-use super::adapt::{IterationMoments, Search, Warmup, start_warmup};
+use super::adapt::{IterationMoments, LpFloors, Search, Warmup, start_warmup};
 use super::dual::DualAverage;
 use super::init::{InitialPoints, initial_points};
 use super::outputs::OutputWriter;
@@ -486,6 +486,8 @@ impl Driver<'_> {
     /// end, and the step-size searches the boundaries ask for.
     fn warm_up(&mut self, warmup: &mut Warmup, n_warm: u64) -> Result<(), GpuError> {
         self.search(warmup.initial_search(), true)?;
+        // Robust pooling (`adapt.rs`), with the NUTS kernel's rule.
+        let mut lp_floors = LpFloors::default();
         let mut iteration = 0;
         while iteration < n_warm {
             self.check_stop()?;
@@ -493,15 +495,21 @@ impl Driver<'_> {
             let late = warmup.late_from(iteration);
             self.advance(end, Some((late, n_warm - 1)), Phase::Warmup)?;
             let finished = self.flush(true)?;
+            let floor = lp_floors.for_block(iteration);
             for slot in 0..(end - iteration) as usize {
                 let mut moments = IterationMoments::new(self.dim);
                 for f in finished.iter().map(|f| &f[slot]) {
-                    if warmup.learns_from(f.usable) {
+                    if warmup.learns_from(f.usable) && f.stats.lp >= floor {
                         moments.add(&f.q, &f.g);
                     }
                 }
                 warmup.learn(iteration + slot as u64, &moments);
             }
+            let last: Vec<f64> = finished
+                .iter()
+                .map(|f| f.last().map_or(f64::NAN, |f| f.stats.lp))
+                .collect();
+            lp_floors.push(end, &last);
             let action = warmup.at_boundary(iteration);
             iteration = end;
             if let Some(new) = action.metric {

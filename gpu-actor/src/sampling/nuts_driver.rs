@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use sampler::{AdaptationKind, ChainTrace, DrawStats, Observer, SampleError, Tuning};
 
-use super::adapt::{IterationMoments, Search, Warmup, start_warmup};
+use super::adapt::{IterationMoments, LpFloors, Search, Warmup, start_warmup};
 use super::init::{InitialPoints, initial_points};
 use super::outputs::OutputWriter;
 use super::records::{Draw, RecordSettings, empty_traces, give_room, record};
@@ -324,6 +324,8 @@ struct Run<'a> {
     /// When the run began (warmup included), for the timeline.
     started: Instant,
     queued_warmup_dispatches: usize,
+    /// The log-density floors of the warmup blocks read (robust pooling, `adapt.rs`).
+    lp_floors: LpFloors,
 }
 
 impl Run<'_> {
@@ -547,6 +549,7 @@ impl Run<'_> {
             block_start: start as u32,
             bins: (end - start) as u32,
             usable_only: warmup.usable_only(),
+            lp_floor: self.lp_floors.for_block(start),
         };
         (params, moments)
     }
@@ -589,7 +592,9 @@ impl Run<'_> {
                     return Err(unexpected());
                 }
             }
-            let block = self.run_block(warmup, iteration, end, queue_blocks, &mut queued)?;
+            let (block, last_lp) =
+                self.run_block(warmup, iteration, end, queue_blocks, &mut queued)?;
+            self.lp_floors.push(end, &last_lp);
             for (slot, moments) in block.iter().enumerate() {
                 warmup.learn(iteration + slot as u64, moments);
             }
@@ -622,7 +627,8 @@ impl Run<'_> {
     }
 
     /// Runs the warmup block of iterations `start..end` (sent already when `queue_blocks`)
-    /// until every chain has made its draws; the pooled moments of each of its iterations.
+    /// until every chain has made its draws; the pooled moments of each of its iterations,
+    /// and each chain's log density at its last draw.
     /// With `queue_blocks`, the next block is queued behind it where the schedule allows
     /// (`queued`: what it was sent with).
     fn run_block(
@@ -632,9 +638,11 @@ impl Run<'_> {
         end: u64,
         queue_blocks: bool,
         queued: &mut Option<NsParams>,
-    ) -> Result<Vec<IterationMoments>, GpuError> {
+    ) -> Result<(Vec<IterationMoments>, Vec<f64>), GpuError> {
         let n_warm = self.iterations.warmup;
         let len = (end - start) as usize;
+        let mut last_lp = vec![f64::NAN; self.request.chains.len()];
+        let mut stats = [0.0; NS_O_COUNT];
         // The pooled moments of each iteration of this block, and each chain's draws so far.
         let mut block = vec![IterationMoments::new(self.dim); len];
         let mut done = vec![0usize; self.request.chains.len()];
@@ -670,13 +678,17 @@ impl Run<'_> {
             for (block, moments) in block.iter_mut().zip(&moments) {
                 block.merge(moments);
             }
-            for (done, draws) in done.iter_mut().zip(&counted.draws) {
+            for (c, (done, &draws)) in done.iter_mut().zip(&counted.draws).enumerate() {
                 *done += draws;
+                if draws > 0 {
+                    counted.batch.chain_stats(draws - 1, c, &mut stats);
+                    last_lp[c] = stats[NS_O_LP];
+                }
             }
             self.push_dispatch(Phase::Warmup, &counted);
             self.unrecorded = Some(counted);
         }
-        Ok(block)
+        Ok((block, last_lp))
     }
 
     fn push_dispatch(&mut self, phase: Phase, counted: &Counted) {
@@ -1014,6 +1026,7 @@ pub(super) fn run(
         last_reply: None,
         started: warmup_started,
         queued_warmup_dispatches: 0,
+        lp_floors: LpFloors::default(),
     };
     run.run(&init, room)
 }

@@ -12,7 +12,8 @@
 //! * `actors`: the GPU supervisor and workers (jobs, reports, restarts after a panic or a lost
 //!   device with errors to in-flight callers, escalation, the CPU fallback);
 //! * `precision`: `--precision auto` on ill-conditioned regressions (f64, matching the CPU),
-//!   on an adapter without f64 (the CPU, saying why) and on an ordinary model (f32).
+//!   on an adapter without f64 (the CPU, saying why) and on an ordinary model (f32);
+//! * `warmup`: the pooled warmup adapts like the CPU's on an ill-conditioned regression.
 //!
 //! GPU tests print a skip line when no adapter is found, unless `REQUIRE_GPU=1`, which makes
 //! that a failure (CI sets it; lavapipe is enough).
@@ -27,3 +28,4 @@ mod parity;
 mod posterior;
 mod precision;
 mod support;
+mod warmup;

@@ -24,7 +24,7 @@ const N_CHAINS: u32 = 4;
 
 /// `regression.stan` (flat priors on `alpha`, `beta`, `sigma > 0`) with a data set of
 /// `models/stan/`, and its least-squares fit `(alpha, beta, sigma)`.
-fn regression(data: &str) -> (CheckedModel, [f64; 3]) {
+pub(crate) fn regression(data: &str) -> (CheckedModel, [f64; 3]) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../models/stan")
         .join(format!("{data}.data.json"));

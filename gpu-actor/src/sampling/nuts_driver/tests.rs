@@ -37,6 +37,7 @@ fn host_moments(
     len: usize,
     dim: usize,
     usable_only: bool,
+    lp_floor: f64,
 ) -> Vec<IterationMoments> {
     let mut moments = vec![IterationMoments::new(dim); len];
     for c in 0..batch.sizes.n {
@@ -56,6 +57,12 @@ fn host_moments(
                 index != 0
             };
             if usable_only && !usable {
+                continue;
+            }
+            // The kernel compares with the floor rounded to f32 (`NmParams::lp_floor_bits`).
+            let mut stats = [0.0; crate::kernels::layout::NS_O_COUNT];
+            batch.chain_stats(slot, c, &mut stats);
+            if stats[crate::kernels::layout::NS_O_LP] < f64::from(lp_floor as f32) {
                 continue;
             }
             let value = |k| {
@@ -131,13 +138,24 @@ fn open_session(
     n: u32,
     capacity: u32,
 ) -> SessionId {
+    open_session_with(device, key, init, n, capacity, Default::default())
+}
+
+fn open_session_with(
+    device: &GpuDevice,
+    key: crate::device::ModelKey,
+    init: &InitialPoints,
+    n: u32,
+    capacity: u32,
+    overrides: crate::device::KernelOverrides,
+) -> SessionId {
     let open = NutsOpen {
         model: key,
         n_chains: n as usize,
         max_depth: 6,
         capacity: capacity as usize,
         with_grad: true,
-        overrides: Default::default(),
+        overrides,
     };
     let NutsReply::Opened(session) = device.nuts(NutsCommand::Open(open)).wait().expect("opens")
     else {
@@ -182,17 +200,45 @@ fn device_moments_equal_the_hosts() {
     let Some(device) = device() else {
         return;
     };
+    let (key, init) = setup(&device, 300);
+    // Output slots value after value (one lane per chain) and chain after chain (lanes).
+    for lanes in [None, Some(4)] {
+        let overrides = crate::device::KernelOverrides {
+            lanes,
+            ..Default::default()
+        };
+        check_device_moments(&device, key, &init, overrides);
+    }
+}
+
+fn check_device_moments(
+    device: &GpuDevice,
+    key: crate::device::ModelKey,
+    init: &InitialPoints,
+    overrides: crate::device::KernelOverrides,
+) {
     let dim = 3;
     // 300 chains: a whole chunk of 256 and a partial one.
     let n = 300;
     let len = 4u32;
-    let (key, init) = setup(&device, n);
-    let session = open_session(&device, key, &init, n, len);
+    let session = open_session_with(device, key, init, n, len, overrides);
     let mut consts = Some(test_consts(dim));
+    // The third block's log-density floor: the median of the chains' log densities at the
+    // end of the second, so that it leaves out about half the draws.
+    let mut median = f64::NEG_INFINITY;
 
-    // Two blocks: the first with a step budget small enough that chains stop mid-block at
-    // different iterations and finish it in later dispatches.
-    for (block, budget, usable_only) in [(0u32, 5u32, false), (len, 0, true)] {
+    // Three blocks: the first with a step budget small enough that chains stop mid-block at
+    // different iterations and finish it in later dispatches; the third with a floor.
+    for (block, budget, usable_only, with_floor) in [
+        (0u32, 5u32, false, false),
+        (len, 0, true, false),
+        (2 * len, 0, false, true),
+    ] {
+        let lp_floor = if with_floor {
+            median
+        } else {
+            f64::NEG_INFINITY
+        };
         let params = NsParams {
             n_chains: n,
             max_depth: 6,
@@ -210,6 +256,7 @@ fn device_moments_equal_the_hosts() {
             block_start: block,
             bins: len,
             usable_only,
+            lp_floor,
         };
         let mut dispatches = 0;
         let mut device_total = vec![IterationMoments::new(dim); len as usize];
@@ -245,7 +292,7 @@ fn device_moments_equal_the_hosts() {
             }
             let values = first_slot(&batch);
             let device_moments = pooled_moments(&batch, len as usize, dim, true);
-            let host = host_moments(&batch, block, len as usize, dim, usable_only);
+            let host = host_moments(&batch, block, len as usize, dim, usable_only, lp_floor);
             for bin in 0..len as usize {
                 let what = format!("block {block}, dispatch {dispatches}, bin {bin}");
                 assert_close(&device_moments[bin], &host[bin], &what);
@@ -257,6 +304,15 @@ fn device_moments_equal_the_hosts() {
                 .collect();
             partial |= iters.iter().any(|&i| i > block && i < block + len);
             if iters.iter().all(|&i| i == block + len) {
+                let mut last: Vec<f64> = (0..n as usize)
+                    .map(|c| {
+                        let mut stats = [0.0; crate::kernels::layout::NS_O_COUNT];
+                        batch.chain_stats(len as usize - 1, c, &mut stats);
+                        stats[crate::kernels::layout::NS_O_LP]
+                    })
+                    .collect();
+                last.sort_by(f64::total_cmp);
+                median = last[last.len() / 2];
                 break;
             }
             assert!(dispatches < 100, "block {block} does not end");
@@ -268,7 +324,13 @@ fn device_moments_equal_the_hosts() {
                 &host_total[bin],
                 &format!("block {block} bin {bin}"),
             );
-            if !usable_only {
+            if lp_floor > f64::NEG_INFINITY {
+                let count = device_total[bin].q.count();
+                assert!(
+                    count > 0 && count < u64::from(n),
+                    "block {block} bin {bin}: the floor left {count} of {n} draws"
+                );
+            } else if !usable_only {
                 assert_eq!(
                     device_total[bin].q.count(),
                     u64::from(n),
