@@ -26,7 +26,7 @@
 //!
 //! The check costs one `logp_grad` dispatch in f32 and the CPU warmup of two chains, whose
 //! gradient evaluations are bounded twice: by the program's size ([`PATH_WORK`]), and by
-//! their time ([`PATH_SECONDS`], priced by a probe of a few transitions first), since the tape's
+//! their time ([`PATH_SECONDS`], priced by timing a few evaluations first), since the tape's
 //! length says little of what loops and matrix functions cost. A model whose gradient is
 //! slow on the CPU gets a shorter path (a weaker check) rather than a later first draw; no
 //! f64 pipeline is built for it.
@@ -132,8 +132,12 @@ const PATH_WORK: f64 = 4e8;
 /// gradient costs on the CPU, where the tape's size says too little (loops, matrix
 /// functions).
 const PATH_SECONDS: f64 = 1.0;
-/// Warmup transitions of the probe that prices the CPU path's gradient evaluations.
-const PROBE_WARMUP: u64 = 20;
+/// Gradient evaluations timed to price the CPU path, at most, and the seconds they may take.
+const PRICE_EVALUATIONS: usize = 16;
+const PRICE_SECONDS: f64 = 0.05;
+/// The CPU path's seconds per gradient evaluation over the evaluation's own: the sampler's
+/// work and the chains' threads (gp_pois_regr, 13 parameters: about 2 on an idle machine).
+const PATH_OVERHEAD: f64 = 2.0;
 
 /// What the check measured, over all its points.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -420,7 +424,7 @@ fn typical_points(request: &GpuSampleRequest) -> Vec<(Vec<f64>, f64, Vec<f64>)> 
             tuning: None,
         })
         .collect();
-    let evaluation_seconds = evaluation_seconds(request, &base, &specs);
+    let evaluation_seconds = evaluation_seconds(request);
     let (num_warmup, max_depth) =
         path_budget(program, request.settings.max_depth, evaluation_seconds);
     let num_warmup = num_warmup.min(request.settings.num_warmup.max(PATH_MIN_WARMUP));
@@ -464,46 +468,33 @@ fn typical_points(request: &GpuSampleRequest) -> Vec<(Vec<f64>, f64, Vec<f64>)> 
     }
 }
 
-/// Wall-clock seconds per gradient evaluation of the CPU path's chains: a probe of
-/// [`PROBE_WARMUP`] transitions of depth 3 with `settings`, timed over its slowest chain's
-/// evaluations, so that it prices the sampler's own work, the chains' threads and the
-/// machine's load with the gradient; 0 (no bound) where the probe fails.
-fn evaluation_seconds(
-    request: &GpuSampleRequest,
-    settings: &SamplerSettings,
-    specs: &[ChainSpec],
-) -> f64 {
-    let probe = SamplerSettings {
-        num_warmup: PROBE_WARMUP,
-        max_depth: 3,
-        ..settings.clone()
+/// Seconds per gradient evaluation of the CPU path: the fastest of a few evaluations at the
+/// first chain's initial point (the fastest, so that the machine's load, which slows the
+/// path's wall-clock time as it does everything else, does not shorten the path and weaken
+/// the check), times [`PATH_OVERHEAD`] for the sampler's own work.
+fn evaluation_seconds(request: &GpuSampleRequest) -> f64 {
+    let Some(q) = initial_points(request).into_iter().next() else {
+        return 0.0;
     };
+    let mut density = request.model.evaluator();
+    let mut grad = vec![0.0; q.len()];
+    density.logp_grad(&q, &mut grad);
     let started = Instant::now();
-    let traces = sampler::sample_chains(
-        || request.model.evaluator(),
-        &probe,
-        request.seed,
-        specs,
-        &NoObserver,
-    );
-    let seconds = started.elapsed().as_secs_f64();
-    let evaluations = traces.map_or(0, |traces| {
-        traces
-            .iter()
-            .map(|t| t.grad_evals_warmup + t.grad_evals_sampling)
-            .max()
-            .unwrap_or(0)
-    });
-    if evaluations == 0 {
-        0.0
-    } else {
-        seconds / evaluations as f64
+    let mut fastest = f64::INFINITY;
+    for _ in 0..PRICE_EVALUATIONS {
+        let evaluation = Instant::now();
+        density.logp_grad(&q, &mut grad);
+        fastest = fastest.min(evaluation.elapsed().as_secs_f64());
+        if started.elapsed().as_secs_f64() > PRICE_SECONDS {
+            break;
+        }
     }
+    fastest * PATH_OVERHEAD
 }
 
 /// Warmup transitions and tree depth of the CPU path for `program`, so that its gradient
 /// evaluations times the program's size stay within [`PATH_WORK`], and at
-/// `evaluation_seconds` each (wall-clock, per chain) within [`PATH_SECONDS`].
+/// `evaluation_seconds` each (per chain; the two run side by side) within [`PATH_SECONDS`].
 fn path_budget(program: &sampler::Program, max_depth: u32, evaluation_seconds: f64) -> (u64, u32) {
     let size = (program.tape_len + program.data.len()).max(1) as f64;
     let by_work = PATH_WORK / size / PATH_CHAINS as f64;
