@@ -86,6 +86,11 @@ pub struct DeviceOptions {
     /// `SHADER_F64` (lavapipe has it), to exercise what f32-only adapters do.
     #[doc(hidden)]
     pub hide_shader_f64: bool,
+    /// A test hook, not a tuning knob: `PrecisionMode::Auto`'s check before warmup always
+    /// finds f32 good enough here (it still runs, for the CPU path's step size), to exercise
+    /// what watches an f32 run the check let through.
+    #[doc(hidden)]
+    pub pass_precision_check: bool,
 }
 
 /// [`DeviceOptions::compile_budget`] by default.
@@ -99,6 +104,7 @@ impl Default for DeviceOptions {
             poll_timeout: Duration::from_secs(60),
             compile_budget: DEFAULT_COMPILE_BUDGET,
             hide_shader_f64: false,
+            pass_precision_check: false,
         }
     }
 }
@@ -240,6 +246,8 @@ pub struct GpuDevice {
     /// The index checks of kernels whose request leaves them open: the backend's
     /// ([`IndexChecks::default_for`]).
     default_checks: IndexChecks,
+    /// [`DeviceOptions::pass_precision_check`].
+    pass_precision_check: bool,
     thread: Arc<Mutex<Option<JoinHandle<()>>>>,
 }
 
@@ -285,6 +293,7 @@ impl GpuDevice {
             commands,
             report: Arc::new(report),
             default_checks,
+            pass_precision_check: options.pass_precision_check,
             thread: Arc::new(Mutex::new(Some(thread))),
         })
     }
@@ -323,6 +332,11 @@ impl GpuDevice {
     /// before sleeping: what the device thread itself polls ([`thread::spin_wait`]).
     pub(crate) fn spin_wait(&self) -> std::time::Duration {
         thread::spin_wait(&self.report)
+    }
+
+    /// [`DeviceOptions::pass_precision_check`].
+    pub(crate) fn passes_precision_check(&self) -> bool {
+        self.pass_precision_check
     }
 
     /// Whether kernels of `precision` can run here.

@@ -6,6 +6,10 @@ use std::time::Duration;
 use crate::device::{CompileStage, ModelKey, PipelineKey};
 use crate::wgsl::{CodegenError, LoopLimitExceeded};
 
+/// The start of [`GpuError::NeedsF64`]'s message: what a program finds in a reason it is
+/// given as a string (`RanOn::Cpu`) to tell this refusal from others.
+pub const NEEDS_F64: &str = "the model needs f64 on the GPU";
+
 /// Why a GPU operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
@@ -44,10 +48,13 @@ pub enum GpuError {
         /// The adapter's name.
         adapter: String,
     },
-    /// `PrecisionMode::Auto` found that f32 does not compute the model well enough for NUTS,
-    /// and the adapter has no f64: a supervisor samples on the CPU instead, saying why.
+    /// `PrecisionMode::Auto` found that f32 does not compute the model well enough for NUTS
+    /// (the check before warmup, or an f32 warmup whose step size collapsed), and the adapter
+    /// has no f64: a supervisor samples on the CPU instead, saying why. The message starts
+    /// with [`NEEDS_F64`]: a program that prints it may add how to insist on f32.
     #[error(
-        "the model needs f64 on the GPU ({found}) and GPU adapter {adapter} has no f64 support (SHADER_F64); use the CPU, or --precision f32 to sample in f32 anyway"
+        "{} ({found}) and GPU adapter {adapter} has no f64 support (SHADER_F64)",
+        NEEDS_F64
     )]
     NeedsF64 {
         /// The adapter's name.

@@ -52,6 +52,7 @@ pub use steps::{FusedLeapfrog, LeapfrogStart, LeapfrogSteps};
 use crate::device::{GpuDevice, KernelOverrides, KernelPlan, ModelKey, Prepare};
 use crate::error::GpuError;
 use crate::wgsl::{KernelKind, LoopBudget, Precision};
+use precision::WarmupWatch;
 
 /// Which GPU kernel runs the chains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -230,8 +231,9 @@ impl GpuRun {
 ///
 /// [`GpuError::Sampler`] for invalid settings, a dense metric, chains without a finite
 /// starting point, a failed step-size search or a stop asked by `observer`;
-/// [`GpuError::NeedsF64`] when [`PrecisionMode::Auto`] finds that the model needs f64 and the
-/// adapter has none; device errors ([`GpuError::DeviceLost`], [`GpuError::DeviceThreadGone`],
+/// [`GpuError::NeedsF64`] when [`PrecisionMode::Auto`] finds that the model needs f64 (its
+/// check before warmup, or an f32 run's failed warmup or first points) and the adapter has
+/// none; device errors ([`GpuError::DeviceLost`], [`GpuError::DeviceThreadGone`],
 /// [`GpuError::F64Unsupported`], ...) as they happen.
 pub fn sample_on_device(
     device: &GpuDevice,
@@ -282,23 +284,93 @@ pub fn sample_on_device_with(
         overrides,
     )?;
     loop_budget(device, program, request.settings.max_depth, &plan)?;
-    let (mut choice, cpu_step_size) = precision::choose(device, request)?;
+    let (choice, cpu_step_size) = precision::choose(device, request)?;
+    if request.precision != PrecisionMode::Auto || choice.precision != Precision::F32 {
+        let run = run_in(device, request, choice.precision, overrides, observer)?;
+        return Ok(GpuRun {
+            precision: choice,
+            ..run
+        });
+    }
+    let watch = WarmupWatch::new(
+        observer,
+        request.chains.iter().map(|spec| spec.chain),
+        cpu_step_size,
+        Iterations::of(request)?.warmup,
+        request.settings.max_depth,
+    );
+    let result = run_in(device, request, Precision::F32, overrides, &watch);
+    let found = match (watch.collapse(), &result) {
+        (Some(found), _) => found,
+        // The run's own check of its first points found what the check before warmup did
+        // not see (other chains' points): f32 is not good enough after all.
+        (
+            None,
+            Err(GpuError::DensityMismatch {
+                chain, point, what, ..
+            }),
+        ) => format!("f32 at chain {chain}'s {point}: {what}"),
+        (None, _) => {
+            watch.finish();
+            let mut choice = choice;
+            if let Some(warning) = watch.warning() {
+                choice.reason = format!(
+                    "{}; warning: then {warning}, too late to restart in f64 (its saved warmup draws were out): the posterior may be wrong",
+                    choice.reason
+                );
+            }
+            return result.map(|run| GpuRun {
+                precision: choice,
+                ..run
+            });
+        }
+    };
+    // The f32 run stopped at the end of warmup or at its first points, none of its draws
+    // handed over: it starts again in f64, or the model goes where f64 is.
+    if !device.supports(Precision::F64) {
+        return Err(GpuError::NeedsF64 {
+            adapter: device.report().name.clone(),
+            found,
+        });
+    }
+    tracing::info!(%found, "auto precision: restarting in f64");
+    let choice = PrecisionChoice {
+        precision: Precision::F64,
+        reason: format!("{}; then {found}: restarted in f64", choice.reason),
+    };
+    let run = run_in(device, request, Precision::F64, overrides, observer)?;
+    Ok(GpuRun {
+        precision: choice,
+        ..run
+    })
+}
+
+/// Runs `request` in `precision` with its kernel, from its upload to its last draw.
+fn run_in(
+    device: &GpuDevice,
+    request: &GpuSampleRequest,
+    precision: Precision,
+    overrides: &KernelOverrides,
+    observer: &dyn Observer,
+) -> Result<GpuRun, GpuError> {
     let resolved;
-    let (request, plan) = if choice.precision == request.resolved_precision() {
-        (request, plan)
+    let request = if precision == request.resolved_precision() {
+        request
     } else {
         resolved = GpuSampleRequest {
-            precision: choice.precision.into(),
+            precision: precision.into(),
             ..request.clone()
         };
-        let plan =
-            device.kernel_plan(program, choice.precision, request.chains.len(), overrides)?;
-        (&resolved, plan)
+        &resolved
     };
-    let key = device
-        .upload_model(&request.model, choice.precision)
-        .wait()?;
-    let run = match request.kernel {
+    let plan = device.kernel_plan(
+        request.model.program(),
+        precision,
+        request.chains.len(),
+        overrides,
+    )?;
+    let key = device.upload_model(&request.model, precision).wait()?;
+    match request.kernel {
         GpuKernel::Nuts {
             transitions_per_dispatch,
         } => nuts_driver::run(
@@ -317,12 +389,7 @@ pub fn sample_on_device_with(
             steps_per_dispatch.max(1),
             observer,
         ),
-    }?;
-    choice.watch(&run.traces, cpu_step_size, request.settings.max_depth);
-    Ok(GpuRun {
-        precision: choice,
-        ..run
-    })
+    }
 }
 
 /// Starts building the pipelines of a run: the `logp_grad` kernel of its initial points and

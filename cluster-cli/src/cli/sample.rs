@@ -93,7 +93,8 @@ struct GpuArgs {
     /// Floating-point precision on the GPU [default: auto]. auto evaluates the model in f32
     /// on the GPU against f64 on the CPU before warmup, at initial points and along short
     /// trajectories in the typical set (found by a brief CPU run), and samples in f32 where
-    /// f32 agrees, else in f64; on a GPU without f64 (SHADER_F64) it samples on the CPU
+    /// f32 agrees, else in f64; an f32 warmup whose step size collapses far below the CPU
+    /// run's starts again in f64. On a GPU without f64 (SHADER_F64) it samples on the CPU
     /// instead, saying why. f32 and f64 run unchecked as asked. The summary's first line
     /// says which precision ran and why.
     #[arg(long, value_enum)]
@@ -252,6 +253,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
                 ),
                 RanOn::Cpu { reason, refused } => {
                     if *refused {
+                        let reason = with_precision_hint(reason);
                         errln!("warning: {reason}; sampled on the CPU instead");
                     }
                     format!(" on {}", output.ran_on)
@@ -259,6 +261,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
                 RanOn::Split {
                     reason, cpu_chains, ..
                 } => {
+                    let reason = with_precision_hint(reason);
                     errln!("warning: {reason}; {cpu_chains} chains sampled on the CPU instead");
                     format!(
                         " on {}, {} kernel",
@@ -296,6 +299,15 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
         write_csv(output, &model, &columns, &settings, seed, &traces)?;
     }
     Ok(())
+}
+
+/// `reason`, and where it is auto's refusal of f32 on a GPU without f64, how to insist.
+fn with_precision_hint(reason: &str) -> String {
+    if reason.contains(gpu_actor::NEEDS_F64) {
+        format!("{reason} (--precision f32 samples it on the GPU in f32 anyway)")
+    } else {
+        reason.to_owned()
+    }
 }
 
 /// Runs every chain as one job of a GPU supervisor started for it, on a tokio runtime.

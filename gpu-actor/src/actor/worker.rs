@@ -243,6 +243,7 @@ impl GpuWorkerArgs {
             poll_timeout,
             compile_budget,
             hide_shader_f64: false,
+            pass_precision_check: false,
         }
     }
 }

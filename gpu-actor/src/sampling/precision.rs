@@ -24,19 +24,30 @@
 //! f64 where the adapter has `SHADER_F64`, and where it has not, the run is refused with
 //! [`GpuError::NeedsF64`], which a supervisor answers by sampling on the CPU.
 //!
-//! The check costs one `logp_grad` dispatch in f32 and the CPU warmup of two chains (a
-//! fraction of a second to a second for models of a few thousand tape entries, bounded for
-//! larger ones); no f64 pipeline is built for it.
+//! The check costs one `logp_grad` dispatch in f32 and the CPU warmup of two chains, whose
+//! gradient evaluations are bounded twice: by the program's size ([`PATH_WORK`]), and by
+//! their time ([`PATH_SECONDS`], priced by timing a few evaluations first), since the tape's
+//! length says little of what loops and matrix functions cost. A model whose gradient is
+//! slow on the CPU gets a shorter path (a weaker check) rather than a later first draw; no
+//! f64 pipeline is built for it.
+//!
+//! What the check misses, an f32 warmup shows: an f32 run auto chose is watched
+//! ([`WarmupWatch`]), and where its step sizes leave the CPU path's (collapsed far below it,
+//! or far above it with saturated trees) it starts again in f64 before any of its draws reach the caller (or is refused with
+//! [`GpuError::NeedsF64`] on an adapter without f64).
 
 use std::fmt;
+use std::time::Instant;
 
 use sampler::nuts::{self, Point};
-use sampler::{ChainRng, ChainSpec, ChainTrace, LogDensity, Metric, NoObserver, SamplerSettings};
+use sampler::{ChainRng, ChainSpec, LogDensity, Metric, NoObserver, SamplerSettings};
 
 use super::GpuSampleRequest;
 use crate::device::{GpuDevice, LogpGradRequest};
 use crate::error::GpuError;
 use crate::wgsl::Precision;
+
+pub(crate) use watch::WarmupWatch;
 
 /// The precision a run asks for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -92,50 +103,11 @@ impl PrecisionChoice {
             reason: "asked".to_owned(),
         }
     }
-
-    /// After an f32 run that auto chose: warmup's symptoms of a precision that is too low,
-    /// step sizes collapsed far below the CPU path's (by [`STEP_COLLAPSE`]), added to the
-    /// reason as a warning with how many transitions hit `max_depth`. The run cannot switch
-    /// precision then (its draws are out); the warning says what to do.
-    pub(crate) fn watch(
-        &mut self,
-        traces: &[ChainTrace],
-        cpu_step_size: Option<f64>,
-        max_depth: u32,
-    ) {
-        let Some(cpu_step_size) = cpu_step_size else {
-            return;
-        };
-        let mut step_sizes: Vec<f64> = traces.iter().map(|t| t.tuning.step_size).collect();
-        if self.precision != Precision::F32 || step_sizes.is_empty() {
-            return;
-        }
-        step_sizes.sort_by(f64::total_cmp);
-        let median = step_sizes[step_sizes.len() / 2];
-        if median * STEP_COLLAPSE >= cpu_step_size {
-            return;
-        }
-        let transitions: usize = traces.iter().map(|t| t.stats.len()).sum();
-        let saturated = traces
-            .iter()
-            .flat_map(|t| &t.stats)
-            .filter(|s| s.tree_depth >= max_depth)
-            .count();
-        let depth = if transitions > 0 {
-            format!(", {saturated} of {transitions} transitions at the maximum tree depth")
-        } else {
-            String::new()
-        };
-        let warning = format!(
-            "warning: f32 warmup's step size {median:.2e} is below 1/{STEP_COLLAPSE} of the CPU's {cpu_step_size:.2e}{depth}: \
-             the posterior may be wrong; run again with --precision f64"
-        );
-        tracing::warn!("{warning}");
-        self.reason = format!("{}; {warning}", self.reason);
-    }
 }
 
-/// How far below the CPU path's step size an f32 run's may fall before auto warns.
+/// How far from the CPU path's step size an f32 run's warmup may take its chains' step sizes
+/// (below it, or above it with saturated trees) before auto restarts the run in f64
+/// ([`WarmupWatch`]).
 pub const STEP_COLLAPSE: f64 = 30.0;
 
 /// The largest error of a log-density difference within one trajectory, in units of energy.
@@ -155,6 +127,17 @@ const TRAJECTORY_STEPS: usize = 8;
 const INITIAL_POINTS: usize = 4;
 /// What the CPU path may cost: gradient evaluations times the program's tape and data.
 const PATH_WORK: f64 = 4e8;
+/// What the CPU path's gradient evaluations may take, in seconds: the bound on what auto
+/// adds to a run's time to its first draw (about a second on a GPU), whatever the model's
+/// gradient costs on the CPU, where the tape's size says too little (loops, matrix
+/// functions).
+const PATH_SECONDS: f64 = 1.0;
+/// Gradient evaluations timed to price the CPU path, at most, and the seconds they may take.
+const PRICE_EVALUATIONS: usize = 16;
+const PRICE_SECONDS: f64 = 0.05;
+/// The CPU path's seconds per gradient evaluation over the evaluation's own: the sampler's
+/// work and the chains' threads (gp_pois_regr, 13 parameters: about 2 on an idle machine).
+const PATH_OVERHEAD: f64 = 2.0;
 
 /// What the check measured, over all its points.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -224,7 +207,7 @@ pub(crate) fn choose(
             let check = check_f32(device, request)?;
             let cpu_step_size = check.cpu_step_size;
             let found = check.describe();
-            if check.f32_agrees() {
+            if check.f32_agrees() || device.passes_precision_check() {
                 tracing::info!(%found, "auto precision: f32");
                 let choice = PrecisionChoice {
                     precision: Precision::F32,
@@ -277,7 +260,9 @@ pub fn check_f32(
         })
         .collect();
     let mut scales = Vec::new();
+    let started = Instant::now();
     let typical = typical_points(request);
+    let path_seconds = started.elapsed().as_secs_f64();
     let cpu_step_size = typical
         .iter()
         .map(|(_, step_size, _)| *step_size)
@@ -308,6 +293,7 @@ pub fn check_f32(
             });
         }
     }
+    let trajectories_seconds = started.elapsed().as_secs_f64() - path_seconds;
     let key = device.upload_model(model, Precision::F32).wait()?;
     let batch = device
         .logp_grad(LogpGradRequest {
@@ -317,6 +303,7 @@ pub fn check_f32(
             lanes: None,
         })
         .wait()?;
+    let device_seconds = started.elapsed().as_secs_f64() - path_seconds - trajectories_seconds;
     let mut check = PrecisionCheck {
         points: points.len(),
         cpu_step_size,
@@ -356,6 +343,13 @@ pub fn check_f32(
             None => {}
         }
     }
+    tracing::info!(
+        path_seconds,
+        trajectories_seconds,
+        device_seconds,
+        seconds = started.elapsed().as_secs_f64(),
+        "auto precision: the check's time"
+    );
     Ok(check)
 }
 
@@ -413,12 +407,8 @@ fn typical_points(request: &GpuSampleRequest) -> Vec<(Vec<f64>, f64, Vec<f64>)> 
     if !tuned.is_empty() {
         return tuned;
     }
-    let (num_warmup, max_depth) = path_budget(program, request.settings.max_depth);
-    let num_warmup = num_warmup.min(request.settings.num_warmup.max(PATH_MIN_WARMUP));
-    let settings = SamplerSettings {
-        num_warmup,
+    let base = SamplerSettings {
         num_draws: 1,
-        max_depth,
         metric: sampler::MetricKind::Diag,
         save_warmup: false,
         threads: PATH_CHAINS,
@@ -434,6 +424,15 @@ fn typical_points(request: &GpuSampleRequest) -> Vec<(Vec<f64>, f64, Vec<f64>)> 
             tuning: None,
         })
         .collect();
+    let evaluation_seconds = evaluation_seconds(request);
+    let (num_warmup, max_depth) =
+        path_budget(program, request.settings.max_depth, evaluation_seconds);
+    let num_warmup = num_warmup.min(request.settings.num_warmup.max(PATH_MIN_WARMUP));
+    let settings = SamplerSettings {
+        num_warmup,
+        max_depth,
+        ..base
+    };
     match sampler::sample_chains(
         || request.model.evaluator(),
         &settings,
@@ -441,17 +440,27 @@ fn typical_points(request: &GpuSampleRequest) -> Vec<(Vec<f64>, f64, Vec<f64>)> 
         &specs,
         &NoObserver,
     ) {
-        Ok(traces) => traces
-            .into_iter()
-            .filter(|trace| !trace.tuning.dense && trace.tuning.inv_metric.len() == dim)
-            .map(|trace| {
-                (
-                    trace.final_position,
-                    trace.tuning.step_size,
-                    trace.tuning.inv_metric,
-                )
-            })
-            .collect(),
+        Ok(traces) => {
+            tracing::info!(
+                num_warmup,
+                max_depth,
+                evaluation_seconds,
+                size = program.tape_len + program.data.len(),
+                grad_evals = traces.iter().map(|t| t.grad_evals_warmup).sum::<u64>(),
+                "auto precision: the CPU path"
+            );
+            traces
+                .into_iter()
+                .filter(|trace| !trace.tuning.dense && trace.tuning.inv_metric.len() == dim)
+                .map(|trace| {
+                    (
+                        trace.final_position,
+                        trace.tuning.step_size,
+                        trace.tuning.inv_metric,
+                    )
+                })
+                .collect()
+        }
         Err(error) => {
             tracing::info!(%error, "auto precision: the CPU path to the typical set failed");
             Vec::new()
@@ -459,20 +468,54 @@ fn typical_points(request: &GpuSampleRequest) -> Vec<(Vec<f64>, f64, Vec<f64>)> 
     }
 }
 
+/// Seconds per gradient evaluation of the CPU path: the fastest of a few evaluations at the
+/// first chain's initial point (the fastest, so that the machine's load, which slows the
+/// path's wall-clock time as it does everything else, does not shorten the path and weaken
+/// the check), times [`PATH_OVERHEAD`] for the sampler's own work.
+fn evaluation_seconds(request: &GpuSampleRequest) -> f64 {
+    let Some(q) = initial_points(request).into_iter().next() else {
+        return 0.0;
+    };
+    let mut density = request.model.evaluator();
+    let mut grad = vec![0.0; q.len()];
+    density.logp_grad(&q, &mut grad);
+    let started = Instant::now();
+    let mut fastest = f64::INFINITY;
+    for _ in 0..PRICE_EVALUATIONS {
+        let evaluation = Instant::now();
+        density.logp_grad(&q, &mut grad);
+        fastest = fastest.min(evaluation.elapsed().as_secs_f64());
+        if started.elapsed().as_secs_f64() > PRICE_SECONDS {
+            break;
+        }
+    }
+    fastest * PATH_OVERHEAD
+}
+
 /// Warmup transitions and tree depth of the CPU path for `program`, so that its gradient
-/// evaluations times the program's size stay within [`PATH_WORK`].
-fn path_budget(program: &sampler::Program, max_depth: u32) -> (u64, u32) {
+/// evaluations times the program's size stay within [`PATH_WORK`], and at
+/// `evaluation_seconds` each (per chain; the two run side by side) within [`PATH_SECONDS`].
+fn path_budget(program: &sampler::Program, max_depth: u32, evaluation_seconds: f64) -> (u64, u32) {
     let size = (program.tape_len + program.data.len()).max(1) as f64;
-    let evaluations = PATH_WORK / size / PATH_CHAINS as f64;
+    let by_work = PATH_WORK / size / PATH_CHAINS as f64;
+    // Rounded down to a power of two: noise in the timing seldom changes the path.
+    let by_time = PATH_SECONDS / evaluation_seconds;
+    let by_time = if by_time >= 1.0 {
+        by_time.log2().floor().exp2()
+    } else {
+        0.0
+    };
+    let evaluations = by_work.min(by_time);
     let mut depth = max_depth.clamp(1, 8);
     while depth > 3 && PATH_WARMUP as f64 * f64::from(1u32 << depth) > evaluations {
         depth -= 1;
     }
     let warmup = (evaluations / f64::from(1u32 << depth)).clamp(20.0, PATH_WARMUP as f64);
-    // Only the largest models get fewer than the usual minimum: a weaker check, in bounded
+    // Only the costliest models get fewer than the usual minimum: a weaker check, in bounded
     // time.
     (warmup as u64, depth)
 }
 
 #[cfg(test)]
 mod tests;
+mod watch;

@@ -303,3 +303,108 @@ fn precision_auto_on_an_f32_only_device_says_the_model_needs_f64() {
     assert!(error.to_string().contains("needs f64"), "{error}");
     device.shutdown().expect("the device shuts down");
 }
+
+/// Counts the draws handed over, warmup and sampling apart, and each sampling draw's
+/// (chain, iteration) once.
+#[derive(Default)]
+struct Counted {
+    seen: std::sync::Mutex<std::collections::HashSet<(u32, u64)>>,
+    warmup: std::sync::atomic::AtomicU64,
+    sampling: std::sync::atomic::AtomicU64,
+}
+
+impl sampler::Observer for Counted {
+    fn on_draw(&self, event: &sampler::DrawEvent) {
+        use std::sync::atomic::Ordering;
+        if event.warmup {
+            self.warmup.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.sampling.fetch_add(1, Ordering::Relaxed);
+            let fresh = self
+                .seen
+                .lock()
+                .expect("not poisoned")
+                .insert((event.chain.0, event.iteration));
+            assert!(
+                fresh,
+                "chain {} draw {} twice",
+                event.chain.0, event.iteration
+            );
+        }
+    }
+}
+
+/// f32 runs the check lets through (a hook makes it pass) on an ill-conditioned regression:
+/// from random starts the f32 warmup's step sizes leave the CPU's, from near the fit the
+/// run's own first-point check refuses f32; either way auto starts again in f64 (which
+/// matches the CPU), the caller gets each draw once, none of the f32 run's, and the reason
+/// says why. Without f64 the model is refused as needing f64.
+#[test]
+fn precision_auto_restarts_a_failed_f32_run_in_f64() {
+    let Some(shared) = support::shared_device() else {
+        return;
+    };
+    if !support::supports(&shared, Precision::F64) {
+        return;
+    }
+    let open = |hide_shader_f64| {
+        gpu_actor::GpuDevice::open(&gpu_actor::DeviceOptions {
+            pass_precision_check: true,
+            hide_shader_f64,
+            ..gpu_actor::DeviceOptions::default()
+        })
+        .expect("the device opens")
+    };
+    let (with_f64, without_f64) = (open(false), open(true));
+    let (model, fit) = regression("regression_scale");
+    let random = (0..N_CHAINS).map(|c| ChainSpec::new(ChainId(c))).collect();
+    let mut request = request(&model, random);
+    request.settings.num_warmup = 150;
+    request.settings.num_draws = 150;
+    let sample = |device: &gpu_actor::GpuDevice, request: &GpuSampleRequest| {
+        let counted = Counted::default();
+        let result = gpu_actor::sample_on_device_with(
+            device,
+            request,
+            &gpu_actor::KernelOverrides::default(),
+            &counted,
+        );
+        let sampling = counted.sampling.load(std::sync::atomic::Ordering::Relaxed);
+        (result, sampling)
+    };
+    let restarted = |request: &GpuSampleRequest, symptom: &str| {
+        let (result, sampling) = sample(&with_f64, request);
+        let run = result.expect("the GPU run");
+        eprintln!("{}", run.precision);
+        assert_eq!(run.precision.precision, Precision::F64, "{}", run.precision);
+        assert!(
+            run.precision.reason.contains(symptom)
+                && run.precision.reason.ends_with("restarted in f64"),
+            "{}",
+            run.precision
+        );
+        assert_eq!(sampling, u64::from(N_CHAINS) * request.settings.num_draws);
+        run.traces
+    };
+
+    let traces = restarted(&request, "f32 warmup's step sizes");
+    let cpu = crate::support::cpu_traces(&request);
+    assert_means_match("regression_scale", &cpu, &traces);
+    let (refused, sampling) = sample(&without_f64, &request);
+    let error = refused.expect_err("refused");
+    eprintln!("{error}");
+    assert!(error.model_unsupported(), "{error}");
+    assert!(
+        error.to_string().contains("f32 warmup's step sizes"),
+        "{error}"
+    );
+    assert_eq!(sampling, 0);
+
+    request.chains = chains_near(fit);
+    request.settings.num_warmup = 50;
+    request.settings.num_draws = 20;
+    restarted(&request, "first point");
+    for device in [with_f64, without_f64] {
+        device.shutdown().expect("the device shuts down");
+    }
+}

@@ -1,9 +1,10 @@
 //! The summary of many chains: computed in parallel exactly as `RunSummary::new` computes it,
-//! printed with one line for all chains and one warning for all low E-BFMIs.
+//! printed with one line for all chains and one warning for all low E-BFMIs; the hint added
+//! to a GPU's refusal of f32.
 
 use sampler::{ChainId, ChainTrace, DrawStats, SamplerSettings, Tuning};
 
-use super::{MAX_CHAIN_LINES, summary_text};
+use super::{MAX_CHAIN_LINES, summary_text, with_precision_hint};
 
 /// A chain of one column; its energy either alternates (a high E-BFMI) or drifts (low).
 fn trace(chain: u32, low_ebfmi: bool) -> ChainTrace {
@@ -96,4 +97,23 @@ fn many_chains_get_one_line_and_one_e_bfmi_warning() {
     let chains = text.find(chains_line).expect("the chains line");
     let first_warning = text.find("warning:").expect("a warning");
     assert!(table < chains && chains < first_warning, "{text}");
+}
+
+/// The library's refusal names no flag; the command adds how to insist on f32, to that
+/// refusal only.
+#[test]
+fn a_refusal_of_f32_says_how_to_insist() {
+    let error = gpu_actor::GpuError::NeedsF64 {
+        adapter: "llvmpipe".into(),
+        found: "f32 log density off by 2.2e0".into(),
+    };
+    let message = error.to_string();
+    assert!(!message.contains("--"), "{message}");
+    let hinted = with_precision_hint(&message);
+    assert!(
+        hinted.starts_with(&message) && hinted.contains("--precision f32"),
+        "{hinted}"
+    );
+    let other = "GPU adapter llvmpipe cannot run this model: one leapfrog step takes too long";
+    assert_eq!(with_precision_hint(other), other);
 }

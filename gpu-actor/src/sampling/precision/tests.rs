@@ -1,7 +1,5 @@
 //! The plain parts of the precision check: the gradient error, the CPU path's budget and the
-//! watch of an f32 run (the device parts are in `tests/integration/precision.rs`).
-
-use sampler::{ChainId, ChainTrace, DrawStats, Tuning};
+//! collapse of an f32 warmup (the device parts are in `tests/integration/precision.rs`).
 
 use super::*;
 
@@ -22,67 +20,72 @@ fn the_cpu_path_shrinks_with_the_program() {
         tape_len: size,
         ..sampler::Program::default()
     };
-    assert_eq!(path_budget(&program(100), 10), (PATH_WARMUP, 8));
-    let (warmup, depth) = path_budget(&program(100_000), 10);
+    assert_eq!(path_budget(&program(100), 10, 0.0), (PATH_WARMUP, 8));
+    let (warmup, depth) = path_budget(&program(100_000), 10, 0.0);
     assert_eq!(depth, 3);
     assert!(warmup * (1 << depth) * 100_000 * PATH_CHAINS as u64 <= PATH_WORK as u64);
     // The largest programs keep a few transitions.
-    assert_eq!(path_budget(&program(1 << 30), 10), (20, 3));
+    assert_eq!(path_budget(&program(1 << 30), 10, 0.0), (20, 3));
     // A run's own depth is never exceeded.
-    assert_eq!(path_budget(&program(100), 5).1, 5);
-}
-
-fn trace(step_size: f64, depths: &[u32]) -> ChainTrace {
-    ChainTrace {
-        chain: ChainId(0),
-        n_columns: 1,
-        warmup_draws: Vec::new(),
-        warmup_stats: Vec::new(),
-        draws: vec![0.0; depths.len()],
-        stats: depths
-            .iter()
-            .map(|&tree_depth| DrawStats {
-                tree_depth,
-                ..DrawStats::default()
-            })
-            .collect(),
-        tuning: Tuning {
-            step_size,
-            inv_metric: vec![1.0],
-            dense: false,
-        },
-        init: vec![0.0],
-        final_position: vec![0.0],
-        grad_evals_warmup: 0,
-        grad_evals_sampling: 0,
-        warmup_seconds: 0.0,
-        sampling_seconds: 0.0,
-    }
+    assert_eq!(path_budget(&program(100), 5, 0.0).1, 5);
 }
 
 #[test]
-fn an_f32_run_whose_step_size_collapsed_says_so() {
-    let choice = || PrecisionChoice {
-        precision: Precision::F32,
-        reason: "auto: f32 agrees".to_owned(),
+fn the_cpu_path_shrinks_with_the_gradient_s_time() {
+    let small = sampler::Program {
+        tape_len: 100,
+        ..sampler::Program::default()
     };
-    let collapsed = [trace(1e-4, &[10, 10, 3]), trace(2e-4, &[10, 9, 10])];
-    let mut watched = choice();
-    watched.watch(&collapsed, Some(0.1), 10);
+    // A cheap gradient: the work bound alone.
+    assert_eq!(path_budget(&small, 10, 1e-7), (PATH_WARMUP, 8));
+    // 1 ms per gradient: 1000 within PATH_SECONDS, 512 once rounded, 64 transitions of 8
+    // steps; 32 at 2 ms.
+    assert_eq!(PATH_SECONDS, 1.0);
+    assert_eq!(path_budget(&small, 10, 1e-3), (64, 3));
+    assert_eq!(path_budget(&small, 10, 2e-3), (32, 3));
+    // Timing noise within the rounding changes nothing.
+    assert_eq!(path_budget(&small, 10, 1.5e-3), (64, 3));
+}
+
+#[test]
+fn a_collapsed_or_runaway_f32_warmup_says_so() {
+    let chain = |step_size: f64, saturated: u64| watch::ChainWarmup {
+        step_size,
+        late: 10,
+        saturated,
+    };
+    let found =
+        watch::collapse(&[chain(1e-4, 0), chain(0.1, 0), chain(0.1, 0)], 0.1).expect("collapsed");
     assert!(
-        watched.reason.contains("warning") && watched.reason.contains("4 of 6 transitions"),
-        "{watched}"
+        found.contains("in 1 of 3 chains") && found.contains("1 below 1/30"),
+        "{found}"
     );
-    // Nothing to say: a step size near the CPU's, no CPU path, or an f64 run.
-    let mut fine = choice();
-    fine.watch(&[trace(0.05, &[10])], Some(0.1), 10);
-    assert_eq!(fine, choice());
-    fine.watch(&collapsed, None, 10);
-    assert_eq!(fine, choice());
-    let mut f64_run = PrecisionChoice {
-        precision: Precision::F64,
-        ..choice()
-    };
-    f64_run.watch(&collapsed, Some(0.1), 10);
-    assert!(!f64_run.reason.contains("warning"));
+    // lavapipe's f32 on regression_scale: one chain collapsed, three ran away at depth 10.
+    let found = watch::collapse(
+        &[
+            chain(2.9e-5, 0),
+            chain(3.0, 10),
+            chain(3.0, 9),
+            chain(3.0, 10),
+        ],
+        1.56e-3,
+    )
+    .expect("ran away");
+    assert!(
+        found.contains("in 4 of 4 chains") && found.contains("3 above 30 times it"),
+        "{found}"
+    );
+    // A NaN step size is a failure too.
+    assert!(watch::collapse(&[chain(f64::NAN, 0)], 0.1).is_some());
+    // Nothing to say: step sizes near the CPU's, far above it with short trees (a short
+    // CPU path), one odd chain of five, or no chains.
+    assert_eq!(
+        watch::collapse(&[chain(0.05, 10), chain(0.2, 0)], 0.1),
+        None
+    );
+    assert_eq!(watch::collapse(&[chain(5.0, 2), chain(5.0, 0)], 0.1), None);
+    let mut five = vec![chain(0.1, 0); 4];
+    five.push(chain(1e-5, 0));
+    assert_eq!(watch::collapse(&five, 0.1), None);
+    assert_eq!(watch::collapse(&[], 0.1), None);
 }
