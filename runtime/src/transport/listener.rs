@@ -329,6 +329,16 @@ async fn preamble_of(
         answer_and_close(io, &status.encode()).await;
         return Err(Outcome::Closed);
     }
+    answer_ok(shared, &mut io).await?;
+    Ok(Opened::Session {
+        io,
+        name,
+        incarnation: hello.incarnation,
+    })
+}
+
+/// Tells the dialler to go on, naming this node.
+async fn answer_ok(shared: &Shared, io: &mut Io) -> Result<(), Outcome> {
     let ok = Status::Ok {
         incarnation: shared.incarnation,
         name: shared.name.as_str().as_bytes().to_vec(),
@@ -337,14 +347,7 @@ async fn preamble_of(
         io.write_all(&ok.encode()).await?;
         io.flush().await
     };
-    match written.await {
-        Ok(()) => Ok(Opened::Session {
-            io,
-            name,
-            incarnation: hello.incarnation,
-        }),
-        Err(_) => Err(Outcome::Closed),
-    }
+    written.await.map_err(|_| Outcome::Closed)
 }
 
 /// A link hello: its token checked against the node's links, answered.
@@ -362,18 +365,8 @@ async fn open_link(
         answer_and_close(io, &Status::UnknownLink.encode()).await;
         return Err(Outcome::Failed);
     }
-    let ok = Status::Ok {
-        incarnation: shared.incarnation,
-        name: shared.name.as_str().as_bytes().to_vec(),
-    };
-    let written = async {
-        io.write_all(&ok.encode()).await?;
-        io.flush().await
-    };
-    match written.await {
-        Ok(()) => Ok(Opened::Link { io, job }),
-        Err(_) => Err(Outcome::Closed),
-    }
+    answer_ok(shared, &mut io).await?;
+    Ok(Opened::Link { io, job })
 }
 
 /// Why a hello could not be read.
