@@ -358,24 +358,21 @@ async fn fetch(
             Some(mut link) if link.job() == job => {
                 // On a task of its own, so that the answer is read and decoded while the
                 // caller applies the previous one.
-                let (envelope, to) = (envelope.clone(), peer.clone());
+                let to = peer.clone();
                 let call = tokio::spawn(async move {
                     let answer = link.call::<JobWire>(&envelope, &to, POLL_TIMEOUT).await;
-                    (link, answer)
+                    answer.map(|answer| (link, answer))
                 });
-                let (link, answer) = tokio::select! {
-                    called = call => match called {
-                        Ok(called) => called,
-                        // The task panicked: the link is gone with it.
-                        Err(error) => {
-                            tracing::info!("job link to {peer} lost ({error}): polling through the session");
-                            continue;
-                        }
-                    },
+                let called = tokio::select! {
+                    called = call => called,
                     reason = client.watch() => return Err(Interrupted::Lost(reason)),
                 };
-                match answer {
-                    Ok(answer) => {
+                // A task that panicked took its link with it.
+                let called = called
+                    .map_err(|error| error.to_string())
+                    .and_then(|called| called.map_err(|failed| failed.to_string()));
+                match called {
+                    Ok((link, answer)) => {
                         client.link = Some(link);
                         client.polls.link += 1;
                         answer
