@@ -39,8 +39,8 @@ mod tests;
 use std::time::Duration;
 
 use sampler::{
-    AdaptationKind, ChainSpec, ChainTrace, CheckedModel, MetricKind, Observer, SampleError,
-    SamplerSettings, Seed,
+    AdaptationKind, ChainId, ChainSpec, ChainTrace, CheckedModel, MetricKind, Observer,
+    SampleError, SamplerSettings, Seed,
 };
 
 pub use precision::{
@@ -166,6 +166,9 @@ pub struct GpuRun {
     pub queued_warmup_dispatches: usize,
     /// The precision the chains ran in, and why.
     pub precision: PrecisionChoice,
+    /// The chains that ended warmup far below the others' log density and started sampling
+    /// from another chain's point (see `adapt::reseats`).
+    pub restarted: Vec<ChainId>,
 }
 
 /// Lockstep statistics summed over dispatches ([`GpuRun::lockstep`]).
@@ -267,6 +270,7 @@ pub fn sample_on_device_with(
                 precision: request.resolved_precision(),
                 reason: "no chains".to_owned(),
             },
+            restarted: Vec::new(),
         });
     }
     let program = request.model.program();

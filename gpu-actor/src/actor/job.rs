@@ -119,6 +119,18 @@ pub struct GpuShare {
     pub chains: usize,
     /// The precision they ran in, and why.
     pub precision: PrecisionChoice,
+    /// How many of them ended warmup far below the others and started sampling from another
+    /// chain's point.
+    pub restarted: usize,
+}
+
+/// What a worker's finished run says of itself besides its draws.
+#[derive(Clone, Debug)]
+pub(crate) struct RunNotes {
+    /// The precision the chains ran in, and why.
+    pub precision: PrecisionChoice,
+    /// How many chains started sampling from another chain's point.
+    pub restarted: usize,
 }
 
 impl fmt::Display for RanOn {
@@ -138,14 +150,16 @@ impl fmt::Display for RanOn {
 }
 
 /// `GPU gpu0 (NVIDIA H200) f32 (auto: ...)` for one share; `GPUs gpu0 (NVIDIA H200, 4096
-/// chains) f64 (...), gpu1 (...)` for several.
+/// chains) f64 (...), gpu1 (...)` for several; then the chains restarted after warmup, if
+/// any.
 fn write_shares(f: &mut fmt::Formatter<'_>, shares: &[GpuShare]) -> fmt::Result {
+    let restarted: usize = shares.iter().map(|share| share.restarted).sum();
     match shares {
         [share] => write!(
             f,
             "GPU {} ({}) {}",
             share.worker, share.adapter, share.precision
-        ),
+        )?,
         shares => {
             f.write_str("GPUs ")?;
             for (i, share) in shares.iter().enumerate() {
@@ -156,9 +170,15 @@ fn write_shares(f: &mut fmt::Formatter<'_>, shares: &[GpuShare]) -> fmt::Result 
                     share.worker, share.adapter, share.chains, share.precision
                 )?;
             }
-            Ok(())
         }
     }
+    if restarted > 0 {
+        write!(
+            f,
+            "; {restarted} chains ended warmup far below the others' log density and sampled from other chains' points"
+        )?;
+    }
+    Ok(())
 }
 
 /// A finished job.

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::WorkerId;
 use super::error::GpuActorError;
-use super::job::{CancelToken, GpuShare, JobId, RanOn, SampleJob, SampleOutput};
+use super::job::{CancelToken, GpuShare, JobId, RanOn, RunNotes, SampleJob, SampleOutput};
 use crate::sampling::PrecisionChoice;
 use crate::wgsl::Precision;
 
@@ -123,7 +123,7 @@ impl ActiveJob {
         &mut self,
         index: usize,
         result: Result<Vec<ChainTrace>, GpuActorError>,
-        precision: Option<PrecisionChoice>,
+        notes: Option<RunNotes>,
     ) {
         let answered = self.answered();
         let Some(part) = self.parts.get_mut(index) else {
@@ -134,16 +134,23 @@ impl ActiveJob {
                 worker,
                 adapter,
                 chains,
-            } => Ran::Gpu(GpuShare {
-                worker,
-                adapter,
-                chains,
+            } => {
                 // A worker's part that finished well always says.
-                precision: precision.unwrap_or_else(|| PrecisionChoice {
-                    precision: Precision::F32,
-                    reason: "unknown".to_owned(),
-                }),
-            }),
+                let notes = notes.unwrap_or_else(|| RunNotes {
+                    precision: PrecisionChoice {
+                        precision: Precision::F32,
+                        reason: "unknown".to_owned(),
+                    },
+                    restarted: 0,
+                });
+                Ran::Gpu(GpuShare {
+                    worker,
+                    adapter,
+                    chains,
+                    precision: notes.precision,
+                    restarted: notes.restarted,
+                })
+            }
             Part::OnCpu { reason, chains, .. } => Ran::Cpu { chains, reason },
             // Answered already (its worker's exit was seen first).
             other => {

@@ -17,14 +17,13 @@ use supervision::{Backoff, Decision, Exit, Intensity, Restart, Restarts, Strateg
 use tokio::time::Instant;
 
 use super::error::GpuActorError;
-use super::job::{JobId, SampleJob, SampleOutput};
+use super::job::{JobId, RunNotes, SampleJob, SampleOutput};
 use super::parts::{self, ActiveJob, Part, PartId, Reply};
 use super::shares::{self, Rates};
 use super::worker::{GpuWorker, GpuWorkerArgs, GpuWorkerMsg, WorkerFailure};
 use super::{WorkerId, cpu};
 use crate::device::{AdapterReport, DeviceOptions, DeviceStats, Fault, enumerate_adapters};
 use crate::error::GpuError;
-use crate::sampling::PrecisionChoice;
 
 /// How long the supervisor waits for a worker's report.
 const WORKER_REPORT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -181,7 +180,7 @@ pub(super) enum SupervisorEvent {
     JobDone {
         worker: WorkerId,
         job: PartId,
-        result: Result<(Vec<ChainTrace>, PrecisionChoice), GpuActorError>,
+        result: Result<(Vec<ChainTrace>, RunNotes), GpuActorError>,
         elapsed: Duration,
         failing: bool,
     },
@@ -822,7 +821,7 @@ fn job_done(
     state: &mut GpuSupervisorState,
     worker: WorkerId,
     part: PartId,
-    result: Result<(Vec<ChainTrace>, PrecisionChoice), GpuActorError>,
+    result: Result<(Vec<ChainTrace>, RunNotes), GpuActorError>,
     elapsed: Duration,
     failing: bool,
 ) {
@@ -849,11 +848,11 @@ fn job_done(
     }
     // Absent when the worker's exit was seen first and answered the caller.
     if let Some(active) = state.running.get_mut(&part.job) {
-        let (result, precision) = match result {
-            Ok((traces, precision)) => (Ok(traces), Some(precision)),
+        let (result, notes) = match result {
+            Ok((traces, notes)) => (Ok(traces), Some(notes)),
             Err(error) => (Err(error), None),
         };
-        active.part_finished(part.index, result, precision);
+        active.part_finished(part.index, result, notes);
         settle(state, part.job);
     }
 }

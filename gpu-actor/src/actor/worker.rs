@@ -20,14 +20,14 @@ use tokio::time::Instant;
 
 use super::WorkerId;
 use super::error::GpuActorError;
-use super::job::{CancelToken, JobObserver, SampleJob};
+use super::job::{CancelToken, JobObserver, RunNotes, SampleJob};
 use super::parts::PartId;
 use super::supervisor::{GpuSupervisorMsg, Internal, SupervisorEvent};
 use crate::device::{
     AdapterChoice, CompileStage, DeviceOptions, DeviceStats, Fault, GpuDevice, KernelOverrides,
 };
 use crate::error::GpuError;
-use crate::sampling::{PrecisionChoice, sample_on_device_with};
+use crate::sampling::sample_on_device_with;
 
 /// How long a worker waits for its device thread to take an injected fault or report its
 /// counters; the device thread answers between commands, so this bounds one command.
@@ -91,10 +91,7 @@ pub(super) enum GpuWorkerMsg {
     /// worker fails once it sees their effect.
     InjectFault(Fault, RpcReplyPort<Result<(), GpuActorError>>),
     /// The job's thread finished (sent by that thread).
-    Finished(
-        PartId,
-        Result<(Vec<ChainTrace>, PrecisionChoice), JobFailure>,
-    ),
+    Finished(PartId, Result<(Vec<ChainTrace>, RunNotes), JobFailure>),
 }
 
 /// A worker as [`GpuWorkerMsg::Report`] describes it.
@@ -278,7 +275,13 @@ fn start_next(myself: &ActorRef<GpuWorkerMsg>, state: &mut GpuWorkerState) {
                 &KernelOverrides::default(),
                 &observer,
             )
-            .map(|run| (run.traces, run.precision))
+            .map(|run| {
+                let notes = RunNotes {
+                    precision: run.precision,
+                    restarted: run.restarted.len(),
+                };
+                (run.traces, notes)
+            })
         }));
         let result = match result {
             // Nothing was drawn: the job goes back to the supervisor, for the CPU.
@@ -302,7 +305,7 @@ fn start_next(myself: &ActorRef<GpuWorkerMsg>, state: &mut GpuWorkerState) {
 fn finished(
     state: &mut GpuWorkerState,
     id: PartId,
-    result: Result<(Vec<ChainTrace>, PrecisionChoice), JobFailure>,
+    result: Result<(Vec<ChainTrace>, RunNotes), JobFailure>,
 ) -> Result<(), ActorProcessingErr> {
     let Some(running) = state.running.take_if(|running| running.id == id) else {
         return Ok(());

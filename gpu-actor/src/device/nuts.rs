@@ -281,6 +281,10 @@ pub(crate) enum NutsCommand {
     Collect(SessionId),
     Search(SessionId, NutsDispatch),
     Snapshot(SessionId),
+    /// Gives each `(chain, from)` pair's `chain` the state of chain `from`: its point, gradient
+    /// and every per-chain scalar (log density, step size, dual averaging). Their integer
+    /// state (iteration, random stream) stays their own. Between transitions only.
+    Reseat(SessionId, Vec<(usize, usize)>),
     Close(SessionId),
 }
 
@@ -770,6 +774,9 @@ impl DeviceThread {
             NutsCommand::Snapshot(id) => self
                 .nuts_snapshot(id)
                 .map(|snapshot| NutsReply::Snapshot(Box::new(snapshot))),
+            NutsCommand::Reseat(id, pairs) => {
+                self.nuts_reseat(id, &pairs).map(|()| NutsReply::Done)
+            }
             NutsCommand::Close(id) => {
                 if let Some(session) = self.nuts_sessions.remove(&id)
                     && let Some(staging) = session.queued.and_then(|queued| queued.staging)
@@ -1201,6 +1208,85 @@ impl DeviceThread {
             uint,
             step: row(NS_S_STEP),
             q,
+        })
+    }
+
+    /// Copies chain `from`'s point, gradient and scalars over chain `chain`'s, for each pair
+    /// (`NutsCommand::Reseat`): the current points and gradients (two adjacent vector roles)
+    /// and the scalar block are read back, patched here and written again. Once per run, so
+    /// the round trip is cheap next to the run.
+    fn nuts_reseat(&mut self, id: SessionId, pairs: &[(usize, usize)]) -> Result<(), GpuError> {
+        let session = self.nuts_session(id)?;
+        let sizes = session.sizes;
+        let (n, dim) = (sizes.n, sizes.dim);
+        if let Some((chain, from)) = pairs.iter().find(|(chain, from)| *chain >= n || *from >= n) {
+            return Err(GpuError::Device {
+                operation: "nuts reseat",
+                message: format!("chain {chain} or {from} is not one of the session's {n}"),
+            });
+        }
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        debug_assert_eq!(NS_V_GSAMP, NS_V_QSAMP + 1);
+        let size = session.precision.size_bytes() as usize;
+        let vec_start = sizes.vec_at(NS_V_QSAMP, 0, 0);
+        let vec_len = 2 * dim * n;
+        let scalar_start = sizes.scalar_at(0, 0);
+        let scalar_len = NS_S_COUNT * n;
+        let bytes = ((vec_len + scalar_len) * size) as u64;
+        let (submission, staging) = scoped(&self.device, "nuts reseat", || {
+            let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("nuts reseat"),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut encoder = self
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("nuts reseat"),
+                });
+            let vec_bytes = (vec_len * size) as u64;
+            encoder.copy_buffer_to_buffer(
+                &session.vec,
+                (vec_start * size) as u64,
+                &staging,
+                0,
+                vec_bytes,
+            );
+            encoder.copy_buffer_to_buffer(
+                &session.vec,
+                (scalar_start * size) as u64,
+                &staging,
+                vec_bytes,
+                (scalar_len * size) as u64,
+            );
+            (self.queue.submit([encoder.finish()]), staging)
+        })?;
+        let mut state = self.read_back(&staging, bytes, submission)?;
+        staging.destroy();
+        let (vectors, scalars) = state.split_at_mut(vec_len * size);
+        let copy = |values: &mut [u8], to: usize, from: usize| {
+            values.copy_within(from * size..(from + 1) * size, to * size);
+        };
+        for &(chain, from) in pairs {
+            for role in [NS_V_QSAMP, NS_V_GSAMP] {
+                for j in 0..dim {
+                    let at = |c| sizes.vec_at(role, j, c) - vec_start;
+                    copy(vectors, at(chain), at(from));
+                }
+            }
+            for role in 0..NS_S_COUNT {
+                let at = |c| sizes.scalar_at(role, c) - scalar_start;
+                copy(scalars, at(chain), at(from));
+            }
+        }
+        scoped(&self.device, "nuts reseat", || {
+            self.queue
+                .write_buffer(&session.vec, (vec_start * size) as u64, vectors);
+            self.queue
+                .write_buffer(&session.vec, (scalar_start * size) as u64, scalars);
         })
     }
 }

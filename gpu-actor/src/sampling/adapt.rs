@@ -60,6 +60,36 @@ pub(crate) fn lp_floor(log_densities: &[f64]) -> f64 {
     at(0.5) - LP_FENCE * spread
 }
 
+/// Which chains start sampling from another chain's point, and from which: the chains whose
+/// log density at the end of warmup lies below [`lp_floor`] of all chains' (or is not
+/// finite), each paired `(chain, from)` with a chain above it. The donors are spread evenly
+/// over the chains above the floor, in chain order, so a run's pairs depend on its draws
+/// only.
+///
+/// Why: pooled adaptation leaves a straggler's draws out of the metric (see the module's
+/// notes), but a chain still far out when warmup ends would sample from there with a step
+/// size tuned where it was: its draws would not be the posterior's for many iterations
+/// (a long ridge keeps such a chain for the whole run). Warmup's end state is any point the
+/// sampler likes, so starting such a chain from another chain's point keeps every kernel
+/// valid; the chains sample independently from there, each on its own random stream.
+pub(crate) fn reseats(last_log_densities: &[f64]) -> Vec<(usize, usize)> {
+    let floor = lp_floor(last_log_densities);
+    if floor == f64::NEG_INFINITY {
+        return Vec::new();
+    }
+    let below = |lp: f64| !(lp >= floor);
+    let (stragglers, donors): (Vec<usize>, Vec<usize>) =
+        (0..last_log_densities.len()).partition(|&c| below(last_log_densities[c]));
+    if donors.is_empty() {
+        return Vec::new();
+    }
+    stragglers
+        .iter()
+        .enumerate()
+        .map(|(k, &chain)| (chain, donors[k * donors.len() / stragglers.len()]))
+        .collect()
+}
+
 /// The log-density floors of the warmup blocks read so far: a block pools the draws above
 /// the floor of the chains' last draws of the block two before it, the latest one known
 /// whether or not the block before it was queued, so runs that queue blocks and runs that do
@@ -530,6 +560,28 @@ mod tests {
         let spread: Vec<f64> = (0..64).map(|k| -1e12 * f64::from(k + 1)).collect();
         assert!(spread.iter().all(|&lp| lp >= lp_floor(&spread)));
         assert_eq!(lp_floor(&typical[..7]), f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn only_stragglers_are_reseated_each_from_a_chain_above_the_floor() {
+        let typical: Vec<f64> = (0..64).map(|k| -50.0 - 0.05 * f64::from(k)).collect();
+        assert!(reseats(&typical).is_empty());
+        assert!(reseats(&typical[..7]).is_empty());
+        let mut lps = typical.clone();
+        lps[3] = -5.0e3;
+        lps[40] = f64::NAN;
+        lps[41] = f64::NEG_INFINITY;
+        let pairs = reseats(&lps);
+        let chains: Vec<usize> = pairs.iter().map(|&(chain, _)| chain).collect();
+        assert_eq!(chains, [3, 40, 41]);
+        let floor = lp_floor(&lps);
+        for &(_, from) in &pairs {
+            assert!(lps[from] >= floor, "donor {from}");
+        }
+        // Donors are spread, not all one chain.
+        let mut donors: Vec<usize> = pairs.iter().map(|&(_, from)| from).collect();
+        donors.dedup();
+        assert_eq!(donors.len(), 3);
     }
 
     #[test]

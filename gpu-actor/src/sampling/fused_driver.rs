@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use sampler::nuts::TransitionInfo;
 use sampler::{ChainTrace, DrawStats, Observer, SampleError, Tuning};
 
-use super::adapt::{IterationMoments, LpFloors, Search, Warmup, start_warmup};
+use super::adapt::{IterationMoments, LpFloors, Search, Warmup, reseats, start_warmup};
 use super::dual::DualAverage;
 use super::init::{InitialPoints, initial_points};
 use super::outputs::OutputWriter;
@@ -484,11 +484,16 @@ impl Driver<'_> {
 
     /// Warmup: blocks of the schedule, each block's transitions pooled into the metric at its
     /// end, and the step-size searches the boundaries ask for.
-    fn warm_up(&mut self, warmup: &mut Warmup, n_warm: u64) -> Result<(), GpuError> {
+    fn warm_up(
+        &mut self,
+        warmup: &mut Warmup,
+        n_warm: u64,
+    ) -> Result<Vec<sampler::ChainId>, GpuError> {
         self.search(warmup.initial_search(), true)?;
         // Robust pooling (`adapt.rs`), with the NUTS kernel's rule.
         let mut lp_floors = LpFloors::default();
         let mut iteration = 0;
+        let mut last = Vec::new();
         while iteration < n_warm {
             self.check_stop()?;
             let end = warmup.boundary(iteration, RECORD_EVERY, n_warm);
@@ -505,7 +510,7 @@ impl Driver<'_> {
                 }
                 warmup.learn(iteration + slot as u64, &moments);
             }
-            let last: Vec<f64> = finished
+            last = finished
                 .iter()
                 .map(|f| f.last().map_or(f64::NAN, |f| f.stats.lp))
                 .collect();
@@ -526,7 +531,31 @@ impl Driver<'_> {
                 self.search(search, false)?;
             }
         }
-        Ok(())
+        Ok(self.reseat(&last))
+    }
+
+    /// Starts the chains that end warmup far below the others (`last_lp`: each chain's log
+    /// density at its last warmup draw) from other chains' points, step sizes and dual
+    /// averaging (`adapt::reseats`); the chains restarted.
+    fn reseat(&mut self, last_lp: &[f64]) -> Vec<sampler::ChainId> {
+        let pairs = reseats(last_lp);
+        for &(c, from) in &pairs {
+            let donor = &self.chains[from];
+            let (q, g, logp) = donor.tree.point();
+            let (q, g) = (q.to_vec(), g.to_vec());
+            let (step, dual) = (donor.step, donor.dual);
+            let chain = &mut self.chains[c];
+            chain.tree.set_point(&q, &g, logp);
+            chain.step = step;
+            chain.dual = dual;
+        }
+        if !pairs.is_empty() {
+            tracing::info!(
+                chains = pairs.len(),
+                "chains far below the others at the end of warmup start sampling from others' points"
+            );
+        }
+        pairs.iter().map(|&(c, _)| self.chains[c].id).collect()
     }
 
     /// The tuning warmup left in each trace, and its gradient evaluations (the initial
@@ -873,9 +902,10 @@ pub(super) fn run(
         record,
         first_draws_checked: false,
     };
-    if let Some(warmup) = warmup.as_mut() {
-        driver.warm_up(warmup, n_warm)?;
-    }
+    let restarted = match warmup.as_mut() {
+        Some(warmup) => driver.warm_up(warmup, n_warm)?,
+        None => Vec::new(),
+    };
     let warmup_time = warmup_started.elapsed();
     driver.end_warmup();
     let sampling_started = Instant::now();
@@ -896,5 +926,6 @@ pub(super) fn run(
         sampling_time,
         queued_warmup_dispatches: 0,
         precision: super::PrecisionChoice::asked(request.resolved_precision()),
+        restarted,
     })
 }

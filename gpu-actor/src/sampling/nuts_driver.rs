@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use sampler::{AdaptationKind, ChainTrace, DrawStats, Observer, SampleError, Tuning};
 
-use super::adapt::{IterationMoments, LpFloors, Search, Warmup, start_warmup};
+use super::adapt::{IterationMoments, LpFloors, Search, Warmup, reseats, start_warmup};
 use super::init::{InitialPoints, initial_points};
 use super::outputs::OutputWriter;
 use super::records::{Draw, RecordSettings, empty_traces, give_room, record};
@@ -326,6 +326,8 @@ struct Run<'a> {
     queued_warmup_dispatches: usize,
     /// The log-density floors of the warmup blocks read (robust pooling, `adapt.rs`).
     lp_floors: LpFloors,
+    /// The chains that started sampling from another chain's point (`adapt::reseats`).
+    restarted: Vec<sampler::ChainId>,
 }
 
 impl Run<'_> {
@@ -577,6 +579,7 @@ impl Run<'_> {
         // What the block on the device, not yet read, was sent with.
         let mut queued: Option<NsParams> = None;
         let mut iteration = 0;
+        let mut last_lp = Vec::new();
         while iteration < n_warm {
             self.check_stop()?;
             let end = warmup.boundary(iteration, self.m, n_warm);
@@ -592,8 +595,8 @@ impl Run<'_> {
                     return Err(unexpected());
                 }
             }
-            let (block, last_lp) =
-                self.run_block(warmup, iteration, end, queue_blocks, &mut queued)?;
+            let block;
+            (block, last_lp) = self.run_block(warmup, iteration, end, queue_blocks, &mut queued)?;
             self.lp_floors.push(end, &last_lp);
             for (slot, moments) in block.iter().enumerate() {
                 warmup.learn(iteration + slot as u64, moments);
@@ -623,7 +626,28 @@ impl Run<'_> {
             }
         }
         self.record_unrecorded(true);
-        Ok(())
+        self.reseat(&last_lp)
+    }
+
+    /// Starts the chains that end warmup far below the others (`last_lp`: each chain's log
+    /// density at its last warmup draw) from other chains' points (`adapt::reseats`).
+    fn reseat(&mut self, last_lp: &[f64]) -> Result<(), GpuError> {
+        let pairs = reseats(last_lp);
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        self.restarted = pairs
+            .iter()
+            .map(|&(c, _)| self.request.chains[c].chain)
+            .collect();
+        tracing::info!(
+            chains = pairs.len(),
+            "chains far below the others at the end of warmup start sampling from others' points"
+        );
+        match self.send(NutsCommand::Reseat(self.session, pairs)).wait()? {
+            NutsReply::Done => Ok(()),
+            _ => Err(unexpected()),
+        }
     }
 
     /// Runs the warmup block of iterations `start..end` (sent already when `queue_blocks`)
@@ -865,6 +889,7 @@ impl Run<'_> {
             sampling_time,
             queued_warmup_dispatches: self.queued_warmup_dispatches,
             precision: super::PrecisionChoice::asked(self.request.resolved_precision()),
+            restarted: self.restarted,
         })
     }
 }
@@ -1027,6 +1052,7 @@ pub(super) fn run(
         started: warmup_started,
         queued_warmup_dispatches: 0,
         lp_floors: LpFloors::default(),
+        restarted: Vec::new(),
     };
     run.run(&init, room)
 }

@@ -34,6 +34,7 @@ fn run(dispatches: Vec<DispatchStats>) -> GpuRun {
             precision: crate::Precision::F32,
             reason: "asked".to_owned(),
         },
+        restarted: Vec::new(),
     }
 }
 

@@ -546,3 +546,78 @@ fn recording_a_batch_of_8192_chains() {
         seconds * 1e3 / batches as f64
     );
 }
+
+/// `NutsCommand::Reseat` gives each pair's chain the other's point and scalars (step size
+/// among them), in either layout of the chain state, and leaves every other chain alone.
+#[test]
+fn reseat_copies_a_chains_state_over_another_and_nothing_else() {
+    let Some(device) = device() else {
+        return;
+    };
+    let n = 16;
+    let (key, init) = setup(&device, n);
+    let snapshot = |session| {
+        let reply = device.nuts(NutsCommand::Snapshot(session)).wait();
+        match reply.expect("snapshots") {
+            NutsReply::Snapshot(snapshot) => snapshot,
+            _ => panic!("not a snapshot"),
+        }
+    };
+    for lanes in [1, 2] {
+        let overrides = crate::device::KernelOverrides {
+            lanes: Some(lanes),
+            ..Default::default()
+        };
+        let session = open_session_with(&device, key, &init, n, 4, overrides);
+        let steps: Vec<f64> = (0..n).map(|c| 0.125 * f64::from(c + 1)).collect();
+        device
+            .nuts(NutsCommand::Start(
+                session,
+                NutsStart {
+                    q: init.q.concat(),
+                    g: init.g.concat(),
+                    logp: init.logp.clone(),
+                    step: steps.clone(),
+                },
+            ))
+            .wait()
+            .expect("starts");
+        let before = snapshot(session);
+        let pairs = vec![(3, 10), (7, 1), (15, 0)];
+        device
+            .nuts(NutsCommand::Reseat(session, pairs.clone()))
+            .wait()
+            .expect("reseats");
+        let after = snapshot(session);
+        let dim = init.q[0].len();
+        let point = |snapshot: &crate::device::nuts::NutsSnapshot, c: usize| {
+            snapshot.q[c * dim..(c + 1) * dim].to_vec()
+        };
+        for c in 0..n as usize {
+            let from = pairs
+                .iter()
+                .find(|&&(chain, _)| chain == c)
+                .map_or(c, |&(_, from)| from);
+            assert_eq!(
+                point(&after, c),
+                point(&before, from),
+                "lanes {lanes}: chain {c}'s point"
+            );
+            assert_eq!(
+                after.step[c], steps[from],
+                "lanes {lanes}: chain {c}'s step size"
+            );
+        }
+        let bad = device
+            .nuts(NutsCommand::Reseat(session, vec![(0, n as usize)]))
+            .wait();
+        assert!(
+            bad.is_err(),
+            "lanes {lanes}: a chain out of range is refused"
+        );
+        device
+            .nuts(NutsCommand::Close(session))
+            .wait()
+            .expect("closes");
+    }
+}
