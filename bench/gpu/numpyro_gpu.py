@@ -2,8 +2,8 @@
 is compared with (``bench/gpu/README.md``).
 
 Same models as ``bench/numpyro_models.py`` (imported from there), on the data of our IR files
-``models/<model>.json`` (the numbers our sampler reads; ``shared/data`` is not carried to the
-device machine), ``chain_method="vectorized"``, NUTS with NumPyro's defaults (target 0.8,
+``models/<model>.json`` (the numbers our sampler reads, so the device machine needs nothing
+outside the repository), ``chain_method="vectorized"``, NUTS with NumPyro's defaults (target 0.8,
 depth 10, diagonal mass matrix), f32 unless ``--x64``.
 
 Per model and chain count, the same columns as ours, one JSON object per line on stdout
