@@ -201,6 +201,18 @@ fn summarize_chains(chains: &[Vec<f64>]) -> Summary {
     diagnostics::summarize(&slices)
 }
 
+/// `part` of `total` as a percentage, with two significant digits below 1% (so that a few
+/// in millions does not read as none).
+fn percent(part: usize, total: usize) -> String {
+    let p = 100.0 * part as f64 / total.max(1) as f64;
+    if p >= 1.0 || p == 0.0 {
+        format!("{p:.1}%")
+    } else {
+        let digits = (1.0 - p.log10().floor()) as usize;
+        format!("{p:.digits$}%")
+    }
+}
+
 fn warnings(
     rows: &[Row],
     chains: &[ChainDiagnostics],
@@ -213,18 +225,18 @@ fn warnings(
     let divergent: usize = chains.iter().map(|c| c.divergent).sum();
     if divergent > 0 {
         warnings.push(format!(
-            "{divergent} of {total} transitions after warmup ({:.1}%) were divergent: the posterior is not fully explored; \
+            "{divergent} of {total} transitions after warmup ({}) were divergent: the posterior is not fully explored; \
              raise --target-accept (now {}) or reparameterise the model",
-            100.0 * divergent as f64 / total as f64,
+            percent(divergent, total),
             settings.target_accept
         ));
     }
     let saturated: usize = chains.iter().map(|c| c.max_depth_hits).sum();
     if saturated > 0 {
         warnings.push(format!(
-            "{saturated} of {total} transitions ({:.1}%) hit the maximum tree depth of {}: sampling is inefficient; \
+            "{saturated} of {total} transitions ({}) hit the maximum tree depth of {}: sampling is inefficient; \
              raise --max-depth or reparameterise",
-            100.0 * saturated as f64 / total as f64,
+            percent(saturated, total),
             settings.max_depth
         ));
     }
@@ -355,6 +367,15 @@ impl fmt::Display for RunSummary {
 mod tests {
     use super::*;
     use crate::{CheckedModel, Limits, NoObserver, Seed};
+
+    #[test]
+    fn percentages_keep_two_significant_digits_below_one() {
+        assert_eq!(percent(2939, 8_192_000), "0.036%");
+        assert_eq!(percent(1, 200), "0.50%");
+        assert_eq!(percent(3, 200), "1.5%");
+        assert_eq!(percent(0, 200), "0.0%");
+        assert_eq!(percent(200, 200), "100.0%");
+    }
 
     #[test]
     fn rows_summarised_on_several_threads_equal_one_thread() {

@@ -175,7 +175,7 @@ fn write_shares(f: &mut fmt::Formatter<'_>, shares: &[GpuShare]) -> fmt::Result 
     if restarted > 0 {
         write!(
             f,
-            "; {restarted} chains ended warmup far below the others' log density and sampled from other chains' points"
+            "; {restarted} chains ended warmup far from the others (log density or step size) and sampled from where other chains ended it"
         )?;
     }
     Ok(())

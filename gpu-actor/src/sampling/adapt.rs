@@ -60,26 +60,42 @@ pub(crate) fn lp_floor(log_densities: &[f64]) -> f64 {
     at(0.5) - LP_FENCE * spread
 }
 
-/// Which chains start sampling from another chain's point, and from which: the chains whose
-/// log density at the end of warmup lies below [`lp_floor`] of all chains' (or is not
-/// finite), each paired `(chain, from)` with a chain above it. The donors are spread evenly
-/// over the chains above the floor, in chain order, so a run's pairs depend on its draws
-/// only.
+/// How many interquartile ranges of the chains' log step sizes beyond the quartiles a chain's
+/// final step size may lie before the chain counts as a straggler ([`reseats`]); and it must
+/// also be more than [`STEP_FACTOR`] from the median.
+pub(crate) const STEP_FENCE: f64 = 3.0;
+
+/// See [`STEP_FENCE`].
+pub(crate) const STEP_FACTOR: f64 = 2.0;
+
+/// Which chains start sampling from another chain's end of warmup, and from which: the
+/// chains whose log density at the end of warmup lies below [`lp_floor`] of all chains' (or
+/// is not finite), and those whose final step size is far from the others' ([`STEP_FENCE`],
+/// [`STEP_FACTOR`]), each paired `(chain, from)` with a chain that is neither. The donors are
+/// spread evenly over those chains, in chain order, so a run's pairs depend on its draws
+/// only. None with fewer than 8 chains.
 ///
 /// Why: pooled adaptation leaves a straggler's draws out of the metric (see the module's
 /// notes), but a chain still far out when warmup ends would sample from there with a step
 /// size tuned where it was: its draws would not be the posterior's for many iterations
-/// (a long ridge keeps such a chain for the whole run). Warmup's end state is any point the
-/// sampler likes, so starting such a chain from another chain's point keeps every kernel
-/// valid; the chains sample independently from there, each on its own random stream.
-pub(crate) fn reseats(last_log_densities: &[f64]) -> Vec<(usize, usize)> {
+/// (a long ridge keeps such a chain for the whole run). A chain that came back late has a
+/// step size averaged over where it was, which diverges in the typical set. Warmup's end
+/// state is any point and step size the sampler likes, so starting such a chain from
+/// another chain's keeps every kernel valid; the chains sample independently from there,
+/// each on its own random stream.
+pub(crate) fn reseats(last_log_densities: &[f64], steps: &[f64]) -> Vec<(usize, usize)> {
     let floor = lp_floor(last_log_densities);
     if floor == f64::NEG_INFINITY {
         return Vec::new();
     }
-    let below = |lp: f64| !(lp >= floor);
+    let step_range = step_range(steps);
+    let below = |c: usize| {
+        let lp = last_log_densities[c];
+        let step = steps.get(c).copied().unwrap_or(f64::NAN);
+        !(lp >= floor) || !step_range.contains(&step)
+    };
     let (stragglers, donors): (Vec<usize>, Vec<usize>) =
-        (0..last_log_densities.len()).partition(|&c| below(last_log_densities[c]));
+        (0..last_log_densities.len()).partition(|&c| below(c));
     if donors.is_empty() {
         return Vec::new();
     }
@@ -88,6 +104,29 @@ pub(crate) fn reseats(last_log_densities: &[f64]) -> Vec<(usize, usize)> {
         .enumerate()
         .map(|(k, &chain)| (chain, donors[k * donors.len() / stragglers.len()]))
         .collect()
+}
+
+/// The step sizes a chain may end warmup with and not count as a straggler: from the
+/// chains' step sizes (non-positive and non-finite ones ignored), the quartiles of their
+/// logarithms widened by [`STEP_FENCE`] interquartile ranges, and at least [`STEP_FACTOR`]
+/// either side of the median; every positive step with fewer than 8 chains.
+fn step_range(steps: &[f64]) -> std::ops::RangeInclusive<f64> {
+    let mut logs: Vec<f64> = steps
+        .iter()
+        .filter(|step| step.is_finite() && **step > 0.0)
+        .map(|step| step.ln())
+        .collect();
+    if logs.len() < 8 {
+        return f64::MIN_POSITIVE..=f64::MAX;
+    }
+    logs.sort_by(f64::total_cmp);
+    let at = |fraction: f64| logs[((logs.len() - 1) as f64 * fraction).round() as usize];
+    let (low, median, high) = (at(0.25), at(0.5), at(0.75));
+    let fence = STEP_FENCE * (high - low);
+    let factor = STEP_FACTOR.ln();
+    let lowest = (low - fence).min(median - factor);
+    let highest = (high + fence).max(median + factor);
+    lowest.exp()..=highest.exp()
 }
 
 /// The log-density floors of the warmup blocks read so far: a block pools the draws above
@@ -565,13 +604,15 @@ mod tests {
     #[test]
     fn only_stragglers_are_reseated_each_from_a_chain_above_the_floor() {
         let typical: Vec<f64> = (0..64).map(|k| -50.0 - 0.05 * f64::from(k)).collect();
-        assert!(reseats(&typical).is_empty());
-        assert!(reseats(&typical[..7]).is_empty());
+        let steps: Vec<f64> = (0..64).map(|k| 0.09 + 0.0003 * f64::from(k)).collect();
+        assert!(reseats(&typical, &steps).is_empty());
+        assert!(reseats(&typical[..7], &steps[..7]).is_empty());
         let mut lps = typical.clone();
         lps[3] = -5.0e3;
         lps[40] = f64::NAN;
         lps[41] = f64::NEG_INFINITY;
-        let pairs = reseats(&lps);
+        let steps = vec![0.1; 64];
+        let pairs = reseats(&lps, &steps);
         let chains: Vec<usize> = pairs.iter().map(|&(chain, _)| chain).collect();
         assert_eq!(chains, [3, 40, 41]);
         let floor = lp_floor(&lps);
@@ -582,6 +623,24 @@ mod tests {
         let mut donors: Vec<usize> = pairs.iter().map(|&(_, from)| from).collect();
         donors.dedup();
         assert_eq!(donors.len(), 3);
+    }
+
+    #[test]
+    fn chains_whose_step_size_is_far_from_the_others_are_reseated() {
+        let lps: Vec<f64> = (0..64).map(|k| -50.0 - 0.05 * f64::from(k)).collect();
+        let mut steps: Vec<f64> = (0..64).map(|k| 0.09 + 0.0003 * f64::from(k)).collect();
+        // Within a factor of 2 of the median: kept, however tight the others are.
+        steps[5] = 0.18;
+        steps[6] = 0.06;
+        steps[9] = 0.394;
+        steps[12] = 0.01;
+        steps[13] = f64::NAN;
+        let pairs = reseats(&lps, &steps);
+        let chains: Vec<usize> = pairs.iter().map(|&(chain, _)| chain).collect();
+        assert_eq!(chains, [9, 12, 13]);
+        for &(_, from) in &pairs {
+            assert!(![5, 6, 9, 12, 13].contains(&from), "donor {from}");
+        }
     }
 
     #[test]

@@ -535,10 +535,12 @@ impl Driver<'_> {
     }
 
     /// Starts the chains that end warmup far below the others (`last_lp`: each chain's log
-    /// density at its last warmup draw) from other chains' points, step sizes and dual
-    /// averaging (`adapt::reseats`); the chains restarted.
+    /// density at its last warmup draw) or with a step size far from theirs from other
+    /// chains' points, step sizes and dual averaging (`adapt::reseats`); the chains
+    /// restarted.
     fn reseat(&mut self, last_lp: &[f64]) -> Vec<sampler::ChainId> {
-        let pairs = reseats(last_lp);
+        let steps: Vec<f64> = self.chains.iter().map(|chain| chain.step).collect();
+        let pairs = reseats(last_lp, &steps);
         for &(c, from) in &pairs {
             let donor = &self.chains[from];
             let (q, g, logp) = donor.tree.point();
@@ -552,7 +554,7 @@ impl Driver<'_> {
         if !pairs.is_empty() {
             tracing::info!(
                 chains = pairs.len(),
-                "chains far below the others at the end of warmup start sampling from others' points"
+                "chains far from the others at the end of warmup (log density or step size) sample from where others ended it"
             );
         }
         pairs.iter().map(|&(c, _)| self.chains[c].id).collect()

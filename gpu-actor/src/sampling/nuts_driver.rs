@@ -630,9 +630,11 @@ impl Run<'_> {
     }
 
     /// Starts the chains that end warmup far below the others (`last_lp`: each chain's log
-    /// density at its last warmup draw) from other chains' points (`adapt::reseats`).
+    /// density at its last warmup draw) or with a step size far from theirs from other
+    /// chains' points and step sizes (`adapt::reseats`).
     fn reseat(&mut self, last_lp: &[f64]) -> Result<(), GpuError> {
-        let pairs = reseats(last_lp);
+        let ended = expect_snapshot(self.send(NutsCommand::Snapshot(self.session)).wait()?)?;
+        let pairs = reseats(last_lp, &ended.step);
         if pairs.is_empty() {
             return Ok(());
         }
@@ -642,7 +644,7 @@ impl Run<'_> {
             .collect();
         tracing::info!(
             chains = pairs.len(),
-            "chains far below the others at the end of warmup start sampling from others' points"
+            "chains far from the others at the end of warmup (log density or step size) sample from where others ended it"
         );
         match self.send(NutsCommand::Reseat(self.session, pairs)).wait()? {
             NutsReply::Done => Ok(()),
