@@ -19,9 +19,11 @@
 //! and takes them from the new job, so the outcome is the one an undisturbed run gives. A
 //! broadcast warmup runs again there, from the same random stream.
 
-use gpu_actor::PrecisionMode;
+use std::ops::Range;
 use std::time::Instant;
 
+use gpu_actor::PrecisionMode;
+use rayon::prelude::*;
 use sampler::{
     ChainId, ChainTrace, CheckedModel, DrawStats, Limits, Model, ModelError, Room, SamplerSettings,
     Seed, Tuning,
@@ -359,6 +361,10 @@ struct Partial {
 /// update per draw would cost the client more than the draws.
 const BLOCK_PROGRESS_STEPS: u64 = 20;
 
+/// Blocks of at least this many bytes of values are taken in on rayon's threads, chain by
+/// chain, when their entries come in chain order (the GPU tasks' do).
+const PARALLEL_BLOCK_BYTES: usize = 1 << 20;
+
 /// Builds a job's outcome from its events, checking that every chain's draws arrived whole
 /// and in order; across failovers, from the events of each job in turn.
 #[derive(Debug)]
@@ -599,26 +605,34 @@ impl Assembler {
                         attempts.len()
                     ))));
                 }
+                if block.values.len() >= PARALLEL_BLOCK_BYTES
+                    && let Some(groups) = self.chain_groups(&entries)?
+                {
+                    // Each group is one chain's: the chains' draws are appended side by side.
+                    let applied: Vec<Result<Vec<JobUpdate>, AssembleError>> = groups
+                        .into_par_iter()
+                        .map(|(partial, range)| {
+                            let mut updates = Vec::new();
+                            for (entry, &attempt) in
+                                entries[range.clone()].iter().zip(&attempts[range])
+                            {
+                                updates.extend(
+                                    apply_entry(partial, attempt, &block, entry).map_err(&bad)?,
+                                );
+                            }
+                            Ok(updates)
+                        })
+                        .collect();
+                    let mut updates = Vec::new();
+                    for result in applied {
+                        updates.extend(result?);
+                    }
+                    return Ok(updates);
+                }
                 let mut updates = Vec::with_capacity(entries.len());
                 for (entry, attempt) in entries.iter().zip(attempts) {
-                    let chain = entry.chain;
-                    let partial = self.partial(chain)?;
-                    if attempt != partial.attempt {
-                        continue;
-                    }
-                    append_entry(partial, &block, entry)
-                        .map_err(|reason| bad(format!("chain {chain}: {reason}")))?;
-                    let step = (block.total / BLOCK_PROGRESS_STEPS).max(1);
-                    let due = entry.iteration >= partial.reported.saturating_add(step)
-                        || entry.iteration >= block.total;
-                    if due && entry.iteration > partial.reported {
-                        partial.reported = entry.iteration;
-                        updates.push(JobUpdate::Progress {
-                            chain: ChainId(chain),
-                            iteration: entry.iteration,
-                            total: block.total,
-                        });
-                    }
+                    let partial = self.partial(entry.chain)?;
+                    updates.extend(apply_entry(partial, attempt, &block, entry).map_err(&bad)?);
                 }
                 Ok(updates)
             }
@@ -752,6 +766,44 @@ impl Assembler {
     }
 
     /// A chain of the current job.
+    /// The chains of a block's `entries` when they come in chain order (a chain's entries
+    /// next to each other): each chain's partial with the range of its entries, so that
+    /// the chains can take in their draws side by side. `None` when the entries are in
+    /// another order; an error for a chain the job does not run.
+    fn chain_groups(
+        &mut self,
+        entries: &[BlockEntry],
+    ) -> Result<Option<Vec<(&mut Partial, Range<usize>)>>, WireError> {
+        let ordered = entries
+            .windows(2)
+            .all(|pair| pair[0].chain <= pair[1].chain);
+        if !ordered {
+            return Ok(None);
+        }
+        for entry in entries {
+            self.partial(entry.chain)?;
+        }
+        let mut groups = Vec::new();
+        let mut rest: &mut [Partial] = &mut self.chains;
+        let mut next_chain = 0;
+        let mut start = 0;
+        while start < entries.len() {
+            let chain = entries[start].chain as usize;
+            let end = start
+                + entries[start..]
+                    .iter()
+                    .take_while(|entry| entry.chain as usize == chain)
+                    .count();
+            let tail = std::mem::take(&mut rest).split_at_mut(chain - next_chain).1;
+            let (partial, tail) = tail.split_first_mut().expect("checked by partial()");
+            groups.push((partial, start..end));
+            rest = tail;
+            next_chain = chain + 1;
+            start = end;
+        }
+        Ok(Some(groups))
+    }
+
     fn partial(&mut self, chain: u32) -> Result<&mut Partial, WireError> {
         let n_chains = self.chains.len();
         let job = self.job;
@@ -801,6 +853,33 @@ fn append(partial: &mut Partial, draws: WireDraws) -> Result<(), String> {
 }
 
 /// Appends the draws of a block's entry, read from the block's columns in place.
+/// Takes in one entry of a block for its chain's `partial` (skipped when it belongs to
+/// another `attempt`): its draws, and a `Progress` update when one is due.
+fn apply_entry(
+    partial: &mut Partial,
+    attempt: u32,
+    block: &WireDrawBlock,
+    entry: &BlockEntry,
+) -> Result<Option<JobUpdate>, String> {
+    if attempt != partial.attempt {
+        return Ok(None);
+    }
+    let chain = entry.chain;
+    append_entry(partial, block, entry).map_err(|reason| format!("chain {chain}: {reason}"))?;
+    let step = (block.total / BLOCK_PROGRESS_STEPS).max(1);
+    let due =
+        entry.iteration >= partial.reported.saturating_add(step) || entry.iteration >= block.total;
+    if due && entry.iteration > partial.reported {
+        partial.reported = entry.iteration;
+        return Ok(Some(JobUpdate::Progress {
+            chain: ChainId(chain),
+            iteration: entry.iteration,
+            total: block.total,
+        }));
+    }
+    Ok(None)
+}
+
 fn append_entry(
     partial: &mut Partial,
     block: &WireDrawBlock,

@@ -472,3 +472,84 @@ fn room_made_ahead_changes_no_draw() {
         assert_eq!(*capacity, draws as usize * n_columns, "the room's capacity");
     }
 }
+
+/// A large block in chain order is taken in chain by chain on several threads: the traces
+/// equal those of the same entries in another order (taken in one after another), two
+/// entries of one chain included; a gap or a chain the job lacks is still an error.
+#[test]
+fn a_large_block_taken_in_side_by_side_equals_one_taken_in_in_turn() {
+    use crate::wire::WireDrawBlock;
+    let (n_chains, n_columns) = (2048u32, 9usize);
+    let entry = |chain: u32, warmup: bool, draws: usize| {
+        let values: Vec<f64> = (0..draws * n_columns)
+            .map(|k| f64::from(chain) * 1e3 + k as f64 + if warmup { 0.5 } else { 0.0 })
+            .collect();
+        let stats: Vec<DrawStats> = (0..draws)
+            .map(|k| DrawStats {
+                lp: -(k as f64) - f64::from(chain),
+                tree_depth: chain % 7,
+                divergent: k % 3 == 0,
+                ..DrawStats::default()
+            })
+            .collect();
+        (chain, warmup, values, stats)
+    };
+    let mut entries: Vec<_> = (0..n_chains)
+        .flat_map(|chain| [entry(chain, true, 8), entry(chain, false, 10)])
+        .collect();
+    let make_block = |entries: &[(u32, bool, Vec<f64>, Vec<DrawStats>)]| {
+        let mut block = WireDrawBlock::new(n_columns, 18);
+        for (chain, warmup, values, stats) in entries {
+            let iteration = if *warmup { 8 } else { 18 };
+            block.push(*chain, *warmup, 0, iteration, values, stats);
+        }
+        assert!(block.values.len() >= PARALLEL_BLOCK_BYTES);
+        block
+    };
+    let event = |block: WireDrawBlock| WireJobEvent::Block {
+        attempts: vec![1; block.n_entries()],
+        block: block.into(),
+    };
+    let make = |entries: &[(u32, bool, Vec<f64>, Vec<DrawStats>)]| event(make_block(entries));
+    let traces = |event: WireJobEvent| {
+        let mut assembler = Assembler::new(JobId(3), n_chains);
+        let updates = assembler.apply(event).unwrap();
+        assert_eq!(
+            updates.len(),
+            2 * n_chains as usize,
+            "a progress update per entry"
+        );
+        assembler
+            .chains
+            .iter()
+            .map(|p| {
+                (
+                    p.draws.clone(),
+                    p.stats.clone(),
+                    p.warmup_draws.clone(),
+                    p.warmup_stats.clone(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let side_by_side = traces(make(&entries));
+    // Chains in descending order (each chain's own entries still in order): one by one.
+    let mut in_turn: Vec<_> = entries.chunks(2).rev().flatten().cloned().collect();
+    assert_eq!(traces(make(&in_turn)), side_by_side);
+    assert_eq!(side_by_side[5].0.len(), 10 * n_columns);
+    assert_eq!(side_by_side[5].2.len(), 8 * n_columns);
+    // A gap: chain 7's kept draws start at 3.
+    in_turn.clear();
+    let mut gap = make_block(&entries);
+    let at = (2 * 7 + 1) * 8;
+    gap.first[at..at + 8].copy_from_slice(&3u64.to_le_bytes());
+    let gap = event(gap);
+    let mut assembler = Assembler::new(JobId(3), n_chains);
+    let error = format!("{:?}", assembler.apply(gap).unwrap_err());
+    assert!(error.contains("chain 7"), "{error}");
+    // A chain the job does not run.
+    entries.push(entry(n_chains, false, 10));
+    let mut assembler = Assembler::new(JobId(3), n_chains);
+    let error = format!("{:?}", assembler.apply(make(&entries)).unwrap_err());
+    assert!(error.contains(&format!("chain {n_chains}")), "{error}");
+}
