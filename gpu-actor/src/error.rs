@@ -10,6 +10,10 @@ use crate::wgsl::{CodegenError, LoopLimitExceeded};
 /// given as a string (`RanOn::Cpu`) to tell this refusal from others.
 pub const NEEDS_F64: &str = "the model needs f64 on the GPU";
 
+/// What [`GpuError::DensityMismatch`]'s message says after the adapter's name: what a program
+/// finds in a reason it is given as a string to add how to sample on the CPU.
+pub const COMPUTES_WRONGLY: &str = "computes this model's log density wrongly";
+
 /// Why a GPU operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
@@ -179,9 +183,11 @@ pub enum GpuError {
     },
     /// The GPU's log density or gradient at a chain's first point, or its log density at the
     /// chain's first draw, disagrees with the CPU's: the device computes this model wrongly,
-    /// and the run stops.
+    /// and the run stops. The message contains [`COMPUTES_WRONGLY`] and names no flag: a
+    /// program that prints it may add how to sample on the CPU.
     #[error(
-        "GPU adapter {adapter} computes this model's log density wrongly: at chain {chain}'s {point} {what} (checked against the CPU); sample it on the CPU (`--device cpu`) and report the model"
+        "GPU adapter {adapter} {}: at chain {chain}'s {point} {what} (checked against the CPU); sample it on the CPU and report the model",
+        COMPUTES_WRONGLY
     )]
     DensityMismatch {
         /// The adapter's name.

@@ -27,7 +27,7 @@ pub use device::{
     F64BuiltinCheck, Fault, GpuDevice, KernelOverrides, KernelPlan, LogpGradBatch, LogpGradRequest,
     ModelKey, PipelineKey, RngSamples, enumerate_adapters,
 };
-pub use error::{CheckedPoint, GpuError, NEEDS_F64};
+pub use error::{COMPUTES_WRONGLY, CheckedPoint, GpuError, NEEDS_F64};
 pub use kernels::{normal_pair, philox4x32_10, uniform24, uniform53};
 pub use reply::Pending;
 pub use sampling::{

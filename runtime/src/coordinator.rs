@@ -469,6 +469,7 @@ fn poll(
             waiter.reply.send(Ok(JobReply::Events {
                 job: id,
                 events: Vec::new(),
+                notes: Vec::new(),
             }));
         }
         remove_job(state, id);

@@ -17,6 +17,7 @@ mod limits;
 mod link;
 mod membership;
 mod node;
+mod notes;
 mod outbox;
 mod pool;
 mod sampling;
@@ -40,6 +41,7 @@ pub use membership::{
     MembershipSettings, NodeInfo, NodeResources, Subscriber,
 };
 pub use node::{DrainReport, NODE_SERVER_NAME, Node, NodeError, NodeSettings, ROOT_NAME};
+pub use notes::{MAX_NOTE_BYTES, MAX_NOTES, RunNote};
 pub use sampling::{
     ChainPlacement, DEFAULT_BURN_IN, DevicePreference, Failover, JobOutcome, JobUpdate, MAX_CHAINS,
     PollCounts, RequestError, Retry, SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport,

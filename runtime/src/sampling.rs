@@ -31,9 +31,10 @@ use sampler::{
 
 use crate::ids::{JobId, NodeName};
 use crate::limits::{Holder, JobLimits, JobShape, LimitExceeded};
+use crate::notes::{MAX_NOTES, RunNote, RunNotes};
 use crate::wire::{
     BlockEntry, WireChainDone, WireDevice, WireDrawBlock, WireDraws, WireError, WireJobEvent,
-    WireRetry, WireSampleRequest, WireSettings, WireWarmup, WireWorkerKind,
+    WireRetry, WireRunNote, WireSampleRequest, WireSettings, WireWarmup, WireWorkerKind,
 };
 
 /// The chain number of the warmup chain of [`WarmupMode::Broadcast`]: its own random stream,
@@ -305,6 +306,10 @@ pub struct JobOutcome {
     pub failovers: Vec<Failover>,
     /// The warmup chain, with [`WarmupMode::Broadcast`].
     pub warmup: Option<WarmupReport>,
+    /// How chains ran, as their nodes said: where a GPU task ran, in which precision and
+    /// why, or why a GPU node ran them on its CPU (at most [`MAX_NOTES`], each at most
+    /// `MAX_NOTE_BYTES`, each once; across failovers, every coordinator's).
+    pub notes: Vec<RunNote>,
     /// From submission to the last event.
     pub wall_seconds: f64,
     /// How the job's polls travelled.
@@ -376,6 +381,8 @@ pub(crate) struct Assembler {
     retried: Vec<Retry>,
     failovers: Vec<Failover>,
     warmup: Option<WarmupReport>,
+    /// Every coordinator's notes, kept across failovers.
+    notes: RunNotes,
     finished: bool,
     started: Instant,
     /// Room for every chain's kept draws, made ahead of them.
@@ -415,6 +422,7 @@ impl Assembler {
             retried: Vec::new(),
             failovers: Vec::new(),
             warmup: None,
+            notes: RunNotes::default(),
             finished: false,
             started: Instant::now(),
             room: RoomState::None,
@@ -540,6 +548,16 @@ impl Assembler {
         };
         self.failovers.push(failover.clone());
         failover
+    }
+
+    /// Keeps a poll answer's notes (bounded: the first [`MAX_NOTES`] of the answer are
+    /// read, each cut and kept once).
+    pub(crate) fn note(&mut self, notes: Vec<WireRunNote>) -> Result<(), AssembleError> {
+        for note in notes.into_iter().take(MAX_NOTES) {
+            let node = node_name(&note.node)?;
+            self.notes.add(&node, &note.text);
+        }
+        Ok(())
     }
 
     /// Takes in one event; returns what to tell the caller. A `Failed` event, or one that
@@ -760,6 +778,7 @@ impl Assembler {
             retried: self.retried,
             failovers: self.failovers,
             warmup: self.warmup,
+            notes: self.notes.into_vec(),
             wall_seconds: self.started.elapsed().as_secs_f64(),
             polls: PollCounts::default(),
         })

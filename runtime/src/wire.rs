@@ -52,8 +52,8 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{JobId, NodeName, RequestId};
 pub use block::{BlockEntry, WireDrawBlock};
 pub use job::{
-    JobReply, JobRequest, JobWire, WireDevice, WireJobEvent, WireRetry, WireSampleRequest,
-    WireWarmup,
+    JobReply, JobRequest, JobWire, WireDevice, WireJobEvent, WireRetry, WireRunNote,
+    WireSampleRequest, WireWarmup,
 };
 pub use membership::{
     MembershipReply, MembershipRequest, MembershipWire, WireGpu, WireJoinError, WireMember,

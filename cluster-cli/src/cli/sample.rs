@@ -253,7 +253,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
                 ),
                 RanOn::Cpu { reason, refused } => {
                     if *refused {
-                        let reason = with_precision_hint(reason);
+                        let reason = with_hint(reason);
                         errln!("warning: {reason}; sampled on the CPU instead");
                     }
                     format!(" on {}", output.ran_on)
@@ -261,7 +261,7 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
                 RanOn::Split {
                     reason, cpu_chains, ..
                 } => {
-                    let reason = with_precision_hint(reason);
+                    let reason = with_hint(reason);
                     errln!("warning: {reason}; {cpu_chains} chains sampled on the CPU instead");
                     format!(
                         " on {}, {} kernel",
@@ -301,12 +301,27 @@ pub fn run(args: SampleArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `reason`, and where it is auto's refusal of f32 on a GPU without f64, how to insist.
-fn with_precision_hint(reason: &str) -> String {
+/// `reason`, with the flag that helps where the library's message names none: how to
+/// insist on f32 after auto's refusal of f32 on a GPU without f64, how to sample on the CPU
+/// after a GPU computed the model wrongly.
+pub(super) fn with_hint(reason: &str) -> String {
     if reason.contains(gpu_actor::NEEDS_F64) {
         format!("{reason} (--precision f32 samples it on the GPU in f32 anyway)")
+    } else if reason.contains(gpu_actor::COMPUTES_WRONGLY) {
+        format!("{reason} (--device cpu samples it on the CPU)")
     } else {
         reason.to_owned()
+    }
+}
+
+/// `error`, and where its message calls for one, the flag that helps ([`with_hint`]).
+pub(super) fn hinted<E: std::error::Error + Send + Sync + 'static>(error: E) -> anyhow::Error {
+    let text = error.to_string();
+    let with = with_hint(&text);
+    if with == text {
+        error.into()
+    } else {
+        anyhow::anyhow!(with)
     }
 }
 
@@ -373,7 +388,7 @@ async fn run_job(
             }
         }
     };
-    Ok(output?)
+    output.map_err(hinted)
 }
 
 /// The summary as printed: everything for a few chains; for many, one line for all chains

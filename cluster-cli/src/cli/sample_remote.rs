@@ -5,7 +5,9 @@
 //! over the cluster's workers, and follows the job: one line on stderr per placement,
 //! finished chain and retry, then the usual summary on stdout, with where each chain ran and
 //! what was retried. `--device gpu` sends the chains to GPU workers, wherever they are: this
-//! machine needs no GPU. Ctrl-C cancels the job on the cluster.
+//! machine needs no GPU; the summary's header then says, under its first line, where each
+//! GPU node ran its chains, in which precision and why (or why it used its CPU), as the
+//! nodes told the coordinator (`JobOutcome::notes`). Ctrl-C cancels the job on the cluster.
 //!
 //! If that node dies, stalls or drains mid-job, the client resubmits the chains it has not
 //! received to another member (one of the `--cluster` addresses, or a member the node
@@ -26,6 +28,7 @@ use runtime::{
 use sampler::{ChainId, ChainTrace, CheckedModel, SamplerSettings, Seed};
 
 use super::cluster::{TlsOptions, block_on, resolve};
+use super::sample::{hinted, with_hint};
 use crate::cookie::{CookieArgs, Missing};
 
 /// The options of `sample` that send it to a cluster.
@@ -61,7 +64,8 @@ enum WarmupArg {
 pub struct RemoteRun {
     /// One per chain, in chain order.
     pub traces: Vec<ChainTrace>,
-    /// The first line (model, chains, draws, seed, time, cluster).
+    /// The first line (model, chains, draws, seed, time, cluster), then a line per note
+    /// on how chains ran (`ran on node NODE: ...`).
     pub header: String,
     /// Where chains ran and what was retried (printed after the summary).
     pub report: String,
@@ -120,7 +124,7 @@ pub fn run(
     })??;
     let nodes: std::collections::BTreeSet<&NodeName> =
         outcome.placements.iter().map(|p| &p.node).collect();
-    let header = format!(
+    let mut header = format!(
         "{}: {} chains x {} draws after {} warmup{}, seed {} ({:.2} s on {} nodes of the cluster at {cluster}, job {})\n",
         model.name(),
         n_chains,
@@ -135,6 +139,14 @@ pub fn run(
         nodes.len(),
         outcome.job,
     );
+    for note in &outcome.notes {
+        let _ = writeln!(
+            header,
+            "ran on node {}: {}",
+            note.node,
+            with_hint(&note.text)
+        );
+    }
     let report = report(&outcome);
     Ok(RemoteRun {
         traces: outcome.traces,
@@ -166,7 +178,7 @@ async fn follow(client: &mut ClusterClient, request: &SampleRequest) -> anyhow::
     );
     loop {
         let update = tokio::select! {
-            update = job.next() => update?,
+            update = job.next() => update.map_err(hinted)?,
             _ = tokio::signal::ctrl_c() => {
                 errln!("interrupted: cancelling job {}", job.id());
                 let id = job.id();
@@ -179,7 +191,7 @@ async fn follow(client: &mut ClusterClient, request: &SampleRequest) -> anyhow::
             errln!("{line}");
         }
     }
-    Ok(job.outcome().await?)
+    job.outcome().await.map_err(hinted)
 }
 
 fn chain_list(chains: &[ChainId]) -> String {
@@ -229,7 +241,7 @@ fn describe(update: &JobUpdate) -> Option<String> {
                 chain_list(&chains),
                 first.attempt,
                 first.node,
-                first.reason
+                with_hint(&first.reason)
             ))
         }
         JobUpdate::CoordinatorDraining { node, grace } => Some(format!(
@@ -284,7 +296,9 @@ fn report(outcome: &JobOutcome) -> String {
         let _ = writeln!(
             text,
             "retried: {chain} from {} ({}); attempt {}{finally}",
-            retry.node, retry.reason, retry.attempt
+            retry.node,
+            with_hint(&retry.reason),
+            retry.attempt
         );
     }
     text

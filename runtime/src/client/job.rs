@@ -23,7 +23,7 @@ use crate::ids::{JobId, NodeName, job_span};
 use crate::sampling::{AssembleError, Assembler, JobOutcome, JobUpdate, PollCounts};
 use crate::wire::{
     self, CallError, Envelope, JobReply, JobRequest, JobWire, WireError, WireEvent, WireJobEvent,
-    WireSampleRequest,
+    WireRunNote, WireSampleRequest,
 };
 
 /// How long a poll waits at the coordinator for an event.
@@ -49,7 +49,7 @@ pub struct ClusterJob<'a> {
     assembler: Assembler,
     updates: VecDeque<JobUpdate>,
     /// Events fetched while the previous ones were applied.
-    ahead: Option<Vec<WireEvent<WireJobEvent>>>,
+    ahead: Option<Answer>,
     released: bool,
     failovers: u32,
     /// The nodes this job lost: not tried again.
@@ -57,6 +57,14 @@ pub struct ClusterJob<'a> {
     /// The coordinator said its node drains (it leaves when the job is done or its grace
     /// passes).
     coordinator_draining: bool,
+}
+
+/// A poll's answer.
+#[derive(Debug)]
+struct Answer {
+    events: Vec<WireEvent<WireJobEvent>>,
+    /// Every note on how the job's chains ran so far.
+    notes: Vec<WireRunNote>,
 }
 
 /// Why a poll gave no events.
@@ -153,8 +161,8 @@ impl<'a> ClusterJob<'a> {
             Some(events) => Ok(events),
             None => fetch(self.client, self.job, self.ack).await,
         };
-        let events = match fetched {
-            Ok(events) => events,
+        let Answer { events, notes } = match fetched {
+            Ok(answer) => answer,
             Err(Interrupted::Lost(reason)) => return self.fail_over(reason).await,
             Err(Interrupted::Error(error)) => return Err(error),
         };
@@ -174,15 +182,15 @@ impl<'a> ClusterJob<'a> {
             draining: &mut self.coordinator_draining,
         };
         if events.is_empty() || ends {
-            return applied.apply(job, &peer, events);
+            return applied.apply(job, &peer, events, notes);
         }
         let (ahead, result) = tokio::join!(fetch(self.client, job, last), async {
-            applied.apply(job, &peer, events)
+            applied.apply(job, &peer, events, notes)
         });
         result?;
         match ahead {
-            Ok(events) => {
-                self.ahead = Some(events);
+            Ok(answer) => {
+                self.ahead = Some(answer);
                 Ok(())
             }
             Err(Interrupted::Lost(reason)) => self.fail_over(reason).await,
@@ -284,13 +292,17 @@ struct Applied<'j> {
 }
 
 impl Applied<'_> {
-    /// Applies the events not seen yet, in order.
+    /// Keeps the notes, then applies the events not seen yet, in order.
     fn apply(
         &mut self,
         job: JobId,
         peer: &NodeName,
         events: Vec<WireEvent<WireJobEvent>>,
+        notes: Vec<WireRunNote>,
     ) -> Result<(), ClientError> {
+        self.assembler
+            .note(notes)
+            .map_err(|error| client_error(job, peer.clone(), error))?;
         for event in events {
             if event.seq <= *self.ack {
                 continue;
@@ -327,11 +339,7 @@ fn envelope(client: &ClusterClient, job: JobId, request: JobRequest) -> Envelope
 }
 
 /// The next events of `job` after `ack`, while watching its coordinator's node.
-async fn fetch(
-    client: &mut ClusterClient,
-    job: JobId,
-    ack: u64,
-) -> Result<Vec<WireEvent<WireJobEvent>>, Interrupted> {
+async fn fetch(client: &mut ClusterClient, job: JobId, ack: u64) -> Result<Answer, Interrupted> {
     let mut misses = 0;
     loop {
         let Some(coordinator) = COORDINATOR.remote_member(client.session) else {
@@ -424,7 +432,11 @@ async fn fetch(
         };
         client.liveness.heard();
         return match reply {
-            JobReply::Events { job: of, events } if of == job => Ok(events),
+            JobReply::Events {
+                job: of,
+                events,
+                notes,
+            } if of == job => Ok(Answer { events, notes }),
             // Never apply another job's events to this one.
             JobReply::Events { job: of, .. } => Err(Interrupted::Error(ClientError::Wire {
                 peer: client.peer.clone(),

@@ -40,6 +40,7 @@ use tokio::time::Instant;
 use super::placement::PendingGroup;
 use crate::ids::{JobId, NodeName, RequestId, TaskId};
 use crate::link::LinkToken;
+use crate::notes::RunNotes;
 use crate::outbox::{Outbox, Waiter};
 use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
 use crate::wire::{
@@ -207,6 +208,8 @@ pub(crate) struct Job {
     /// The token of the job's link, if it has one.
     pub(crate) link: Option<LinkToken>,
     retried: Vec<WireRetry>,
+    /// How its chains ran, as their pools said (every poll answer carries them).
+    notes: RunNotes,
     pub(crate) last_poll: Instant,
     /// Since when scheduling rounds found no worker that suits the job (while it had
     /// nothing running): workers may be restarting, so the job waits a while first.
@@ -243,6 +246,7 @@ impl Job {
             waiter: None,
             link: None,
             retried: Vec::new(),
+            notes: RunNotes::default(),
             last_poll: Instant::now(),
             no_worker_since: None,
             phase: Phase::Running,
@@ -486,7 +490,7 @@ impl Job {
                         return applied;
                     }
                 }
-                WireTaskEvent::ChainDone(done) => {
+                WireTaskEvent::ChainDone(mut done) => {
                     let chain = done.chain;
                     let Some(attempt) = self.running_attempt(chain, task) else {
                         continue;
@@ -507,6 +511,10 @@ impl Job {
                         return applied;
                     }
                     applied.finished_chains += 1;
+                    // Kept with the job, not forwarded with the chain.
+                    if let Some(text) = done.ran_on.take() {
+                        self.notes.add(&node, &text);
+                    }
                     if ChainId(chain) == WARMUP_CHAIN {
                         if let Some((warmup, result)) = &mut self.warmup {
                             warmup.state = ChainState::Done;
@@ -814,6 +822,7 @@ impl Job {
         waiter.reply.send(Ok(JobReply::Events {
             job: self.id,
             events,
+            notes: self.notes.to_wire(),
         }));
     }
 

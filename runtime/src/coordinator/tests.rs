@@ -10,10 +10,13 @@ use ractor::ActorId;
 use super::job::{Job, JobSpec, MAX_ATTEMPTS};
 use super::placement::{Capacity, PendingGroup, place, place_groups};
 use crate::ids::{JobId, NodeName, RequestId, TaskId};
+use crate::notes::MAX_NOTE_BYTES;
+use crate::outbox::Waiter;
 use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
 use crate::wire::{
-    WireChainDone, WireDrawBlock, WireDraws, WireFailure, WireJobEvent, WireSettings, WireStats,
-    WireTaskEvent, WireTuning,
+    Envelope, JobReply, JobWire, Responder, WireChainDone, WireChainSpec, WireDrawBlock, WireDraws,
+    WireError, WireFailure, WireJobEvent, WireRunNote, WireSettings, WireStats, WireTaskEvent,
+    WireTuning,
 };
 
 fn cpu(slots: u32, busy: u32) -> Capacity {
@@ -259,6 +262,7 @@ fn done(chain: u32, n_draws: u64) -> WireChainDone {
         grad_evals_sampling: 20,
         warmup_seconds: 0.1,
         sampling_seconds: 0.2,
+        ran_on: None,
     }
 }
 
@@ -1180,4 +1184,94 @@ fn a_subset_of_chains_is_checked_at_the_endpoint() {
     let whole = check(request(6, None)).unwrap();
     let part = check(request(6, Some(vec![1]))).unwrap();
     assert_ne!(whole.fingerprint, part.fingerprint);
+}
+
+/// Polls `job` after `ack` without waiting: the answer's events (acknowledged) and notes.
+fn poll_now(job: &mut Job, ack: &mut u64) -> (Vec<WireJobEvent>, Vec<WireRunNote>) {
+    let (port, mut answer) = ractor::concurrency::oneshot();
+    let responder = Responder::<JobWire>::new(port.into(), RequestId(2), node("c"));
+    job.poll(*ack, Waiter::new(responder, *ack, 0, None));
+    job.expire_waiter(tokio::time::Instant::now());
+    let bytes = answer.try_recv().expect("an answer");
+    let reply = Envelope::<Result<JobReply, WireError>>::decode(&bytes).unwrap();
+    let Ok(JobReply::Events { events, notes, .. }) = reply.body else {
+        panic!("{:?}", reply.body);
+    };
+    *ack = events.last().map_or(*ack, |e| e.seq);
+    (events.into_iter().map(|e| e.event).collect(), notes)
+}
+
+#[test]
+fn a_job_keeps_its_pools_notes_once_cut_and_answers_every_poll_with_them() {
+    let mut job = new_job(3, WarmupMode::Independent);
+    let pending = job.pending();
+    let (a, b) = (TaskId(1), TaskId(2));
+    let gpu = |job: &mut Job, task: TaskId, short, chains: &[WireChainSpec]| {
+        job.dispatch(
+            task,
+            ActorId::Local(task.0),
+            node(short),
+            WorkerKind::Gpu,
+            chains.to_vec(),
+        );
+    };
+    gpu(&mut job, a, "g", &pending[..2]);
+    gpu(&mut job, b, "h", &pending[2..]);
+    let text = "GPU gpu0 (llvmpipe) f32 (auto: f32 agrees with f64)";
+    let noted = |chain, text: &str| {
+        WireTaskEvent::ChainDone(WireChainDone {
+            ran_on: Some(text.to_owned()),
+            ..done(chain, 10)
+        })
+    };
+    // The same note from two chains of node g (two runs of one task) is kept once.
+    job.apply(
+        a,
+        vec![
+            progress(0, 0, 10),
+            noted(0, text),
+            progress(1, 0, 10),
+            noted(1, text),
+        ],
+    );
+    let mut ack = 0;
+    let (events, notes) = poll_now(&mut job, &mut ack);
+    assert_eq!(
+        notes,
+        [WireRunNote {
+            node: node("g").to_string(),
+            text: text.to_owned(),
+        }]
+    );
+    // Forwarded without it: the notes travel beside the events.
+    let forwarded: Vec<Option<&String>> = events
+        .iter()
+        .filter_map(|e| match e {
+            WireJobEvent::ChainDone { done, .. } => Some(done.ran_on.as_ref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(forwarded, [None, None]);
+
+    // Node h's note, too long, is cut; the answer after it still carries g's.
+    let long = format!(
+        "CPU (the GPU refused the model): {}",
+        "é".repeat(MAX_NOTE_BYTES)
+    );
+    job.apply(b, vec![progress(2, 0, 10), noted(2, &long)]);
+    let (events, notes) = poll_now(&mut job, &mut ack);
+    assert!(matches!(events.last(), Some(WireJobEvent::Finished { .. })));
+    let texts: Vec<(&str, usize)> = notes
+        .iter()
+        .map(|n| (n.node.as_str(), n.text.len()))
+        .collect();
+    assert_eq!(texts[0], ("g@127.0.0.1", text.len()));
+    assert_eq!(texts[1].0, "h@127.0.0.1");
+    assert!(texts[1].1 <= MAX_NOTE_BYTES && texts[1].1 > MAX_NOTE_BYTES - 4);
+    assert!(
+        notes[1]
+            .text
+            .starts_with("CPU (the GPU refused the model): é")
+    );
+    assert_eq!(texts.len(), 2);
 }

@@ -70,6 +70,7 @@ async fn run_job(
         let JobReply::Events {
             job: polled,
             events,
+            ..
         } = reply.body
         else {
             panic!("{:?}", reply.body);

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use gpu_actor::{
     CancelToken, GpuActorError, GpuError, GpuKernel, GpuSampleRequest, GpuSupervisor,
-    GpuSupervisorMsg, PrecisionMode, SampleJob,
+    GpuSupervisorMsg, PrecisionMode, RanOn, SampleJob,
 };
 use ractor::ActorRef;
 use sampler::{
@@ -183,6 +183,7 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
             &run.specs,
             stream.observer().as_ref(),
         )
+        .map(|traces| (traces, None))
         .map_err(|error| match error {
             SampleError::Cancelled => None,
             error => Some(RunOutcome::Failed(error.to_string())),
@@ -206,7 +207,7 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
         },
     };
     match result {
-        Ok(Ok(traces)) => {
+        Ok(Ok((traces, mut ran_on))) => {
             let mut traces: HashMap<ChainId, ChainTrace> = traces
                 .into_iter()
                 .map(|trace| (trace.chain, trace))
@@ -221,7 +222,11 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
                 .iter()
                 .enumerate()
                 .map(|(index, spec)| {
-                    let outcome = outcome(spec.chain, traces.remove(&spec.chain), index);
+                    let mut outcome = outcome(spec.chain, traces.remove(&spec.chain), index);
+                    // Where a GPU run ran goes with its first finished chain, once.
+                    if let RunOutcome::Done(done) = &mut outcome {
+                        done.ran_on = ran_on.take();
+                    }
                     let last = match (&outcome, &stream) {
                         (RunOutcome::Done(_), Stream::Chains(streamers)) => {
                             streamers.streamers[index].last_event()
@@ -255,12 +260,13 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
 }
 
 /// Runs `request` as one job of the node's GPU supervisor, `observer` seeing every draw;
-/// blocks this (run's) thread until the supervisor answers. `Err(None)`: cancelled.
+/// blocks this (run's) thread until the supervisor answers. Returns the traces and where
+/// they ran ([`ran_on_note`]); `Err(None)`: cancelled.
 fn sample_on_gpu(
     gpu: &GpuTarget,
     request: GpuSampleRequest,
     observer: Arc<dyn Observer + Send + Sync>,
-) -> Result<Vec<ChainTrace>, Option<RunOutcome>> {
+) -> Result<(Vec<ChainTrace>, Option<String>), Option<RunOutcome>> {
     let Some(supervisor) = ActorRef::<GpuSupervisorMsg>::where_is(GPU_SUPERVISOR_NAME) else {
         return Err(Some(RunOutcome::WorkerFailed {
             error: "the node's GPU supervisor is not running".to_owned(),
@@ -273,12 +279,24 @@ fn sample_on_gpu(
         .block_on(GpuSupervisor::sample(&supervisor, job, GPU_JOB_TIMEOUT));
     match answer {
         Ok(output) => {
-            // Where and in which precision, and why (auto's check): the node's log says.
+            // Where and in which precision, and why (auto's check): the node's log says, and
+            // the client is told.
             tracing::info!("{} chains ran on {}", output.traces.len(), output.ran_on);
-            Ok(output.traces)
+            let note = ran_on_note(&output.ran_on);
+            Ok((output.traces, Some(note)))
         }
         Err(error) => Err(gpu_failure(error)),
     }
+}
+
+/// Where a GPU job's chains ran, in which precision and why, as the client reads it (a
+/// `RunNote`'s text): `RanOn`'s line, and for chains that ran on the CPU, why.
+fn ran_on_note(ran_on: &RanOn) -> String {
+    let text = match ran_on {
+        RanOn::Gpu { .. } => ran_on.to_string(),
+        RanOn::Cpu { reason, .. } | RanOn::Split { reason, .. } => format!("{ran_on}: {reason}"),
+    };
+    crate::notes::bounded(&text)
 }
 
 /// What a GPU job's failure means for its chains: `None` when it was cancelled.

@@ -54,6 +54,7 @@ fn done(chain: u32, attempt: u32, n_draws: u64, node: &str) -> WireJobEvent {
             grad_evals_sampling: 3,
             warmup_seconds: 0.0,
             sampling_seconds: 0.0,
+            ran_on: None,
         },
     }
 }
@@ -366,6 +367,62 @@ fn a_coordinator_lost_after_the_last_chain_leaves_a_finished_job() {
     let outcome = assembler.finish().unwrap();
     assert_eq!(outcome.traces[1].draws, [2.0]);
     assert!(outcome.failovers.is_empty());
+}
+
+#[test]
+fn notes_are_kept_across_failovers_once_each_and_bounded() {
+    let note = |node: &str, text: &str| WireRunNote {
+        node: node.into(),
+        text: text.into(),
+    };
+    let mut assembler = Assembler::new(JobId(9), 2);
+    let first = note("g@h", "GPU gpu0 (llvmpipe) f32 (auto: f32 agrees with f64)");
+    // Every poll answer repeats the notes so far.
+    assembler.note(vec![first.clone()]).unwrap();
+    apply_all(
+        &mut assembler,
+        vec![progress(0, 1, 0, &[1.0]), done(0, 1, 1, "a@h")],
+    );
+    assembler.note(vec![first.clone()]).unwrap();
+    assembler.fail_over(
+        name("a@h"),
+        "connection lost".into(),
+        name("b@h"),
+        JobId(10),
+        &[1],
+    );
+    // The new coordinator's notes join the first one's; an answer's notes past the bound
+    // are not read.
+    let mut many = vec![note(
+        "k@h",
+        "CPU (the GPU refused the model): the model needs f64",
+    )];
+    many.extend((0..2 * MAX_NOTES).map(|i| note("k@h", &format!("note {i}"))));
+    assembler.note(many).unwrap();
+    // A note naming no node breaks the protocol.
+    assert!(matches!(
+        assembler.note(vec![note("not a node", "x")]),
+        Err(AssembleError::Protocol(_))
+    ));
+    apply_all(
+        &mut assembler,
+        vec![progress(1, 1, 0, &[2.0]), done(1, 1, 1, "b@h")],
+    );
+    assembler
+        .apply(WireJobEvent::Finished { retried: vec![] })
+        .unwrap();
+    let outcome = assembler.finish().unwrap();
+    assert_eq!(outcome.notes.len(), MAX_NOTES);
+    assert_eq!(
+        outcome.notes[0].to_string(),
+        "ran on node g@h: GPU gpu0 (llvmpipe) f32 (auto: f32 agrees with f64)"
+    );
+    assert_eq!(outcome.notes[1].node, name("k@h"));
+    assert!(outcome.notes[1].text.starts_with("CPU (the GPU refused"));
+    assert_eq!(
+        outcome.notes[MAX_NOTES - 1].text,
+        format!("note {}", MAX_NOTES - 3)
+    );
 }
 
 #[test]

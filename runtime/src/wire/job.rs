@@ -139,6 +139,11 @@ pub enum JobReply {
         job: JobId,
         /// The events.
         events: Vec<WireEvent<WireJobEvent>>,
+        /// Every note on how the job's chains ran so far (`crate::RunNote`: at most
+        /// `MAX_NOTES`, each at most `MAX_NOTE_BYTES`), in every answer: a client that
+        /// fails over keeps the ones it had. Absent from the bytes when empty.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        notes: Vec<WireRunNote>,
     },
     /// The job is stopped.
     Cancelled {
@@ -233,6 +238,15 @@ pub enum WireJobEvent {
         /// Why.
         error: String,
     },
+}
+
+/// A note on how some of a job's chains ran on one node (`crate::RunNote`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireRunNote {
+    /// The node.
+    pub node: String,
+    /// What it said (a GPU task's device, precision and why; a fallback to the CPU and why).
+    pub text: String,
 }
 
 /// One chain run again.

@@ -310,6 +310,13 @@ pub struct WireChainDone {
     pub warmup_seconds: f64,
     /// Seconds of the kept draws.
     pub sampling_seconds: f64,
+    /// From a pool to its coordinator, with the first finished chain of a GPU run: where
+    /// and in which precision the run's chains ran, and why (`gpu_actor::RanOn`, or why
+    /// they ran on the CPU), at most `MAX_NOTE_BYTES`. The coordinator keeps it with the job
+    /// (`crate::RunNote`) and forwards the chain without it. Absent from the bytes when
+    /// `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ran_on: Option<String>,
 }
 
 impl WireChainDone {
@@ -327,11 +334,13 @@ impl WireChainDone {
             grad_evals_sampling: trace.grad_evals_sampling,
             warmup_seconds: trace.warmup_seconds,
             sampling_seconds: trace.sampling_seconds,
+            ran_on: None,
         }
     }
 
     /// Bytes this takes on the wire, roughly.
     pub fn estimated_bytes(&self) -> usize {
         256 + 9 * (self.tuning.inv_metric.len() + self.init.len() + self.final_position.len())
+            + self.ran_on.as_ref().map_or(0, String::len)
     }
 }

@@ -523,3 +523,71 @@ fn settings_carry_the_gpu_precision_absent_for_auto() {
         assert_eq!(back.precision_mode(), mode);
     }
 }
+
+/// A poll answer without notes and a chain's report without `ran_on` are the bytes peers
+/// that predate them send, and with them they round trip.
+#[test]
+fn run_notes_are_absent_from_the_bytes_when_there_are_none() {
+    #[derive(Debug, PartialEq, Serialize, serde::Deserialize)]
+    enum OlderReply {
+        Events {
+            job: JobId,
+            events: Vec<WireEvent<WireJobEvent>>,
+        },
+    }
+    let older = OlderReply::Events {
+        job: JobId(3),
+        events: vec![],
+    };
+    let plain = JobReply::Events {
+        job: JobId(3),
+        events: vec![],
+        notes: vec![],
+    };
+    let older_bytes = rmp_serde::to_vec_named(&older).unwrap();
+    assert_eq!(rmp_serde::to_vec_named(&plain).unwrap(), older_bytes);
+    assert_eq!(
+        rmp_serde::from_slice::<JobReply>(&older_bytes).unwrap(),
+        plain
+    );
+    round_trip(JobReply::Events {
+        job: JobId(3),
+        events: vec![],
+        notes: vec![WireRunNote {
+            node: "g@127.0.0.1".into(),
+            text: "GPU gpu0 (llvmpipe) f64 (auto: f32 is off by 3.2 in a trajectory)".into(),
+        }],
+    });
+
+    let done = WireChainDone {
+        chain: 1,
+        n_columns: 1,
+        n_draws: 2,
+        n_warmup_draws: 0,
+        tuning: WireTuning {
+            step_size: 0.5,
+            inv_metric: vec![1.0],
+            dense: false,
+        },
+        init: vec![0.0],
+        final_position: vec![1.0],
+        grad_evals_warmup: 3,
+        grad_evals_sampling: 4,
+        warmup_seconds: 0.5,
+        sampling_seconds: 0.25,
+        ran_on: None,
+    };
+    let bytes = rmp_serde::to_vec_named(&done).unwrap();
+    assert!(!bytes.windows(6).any(|w| w == b"ran_on"));
+    let noted = WireChainDone {
+        ran_on: Some("CPU (the GPU refused the model): ...".into()),
+        ..done
+    };
+    round_trip(PoolReply::Events {
+        task: crate::ids::TaskId(2),
+        events: vec![WireEvent {
+            seq: 1,
+            event: WireTaskEvent::ChainDone(noted),
+        }],
+    });
+}

@@ -122,6 +122,32 @@ fn sampling_on_a_remote_gpu_from_a_cpu_only_client() {
         lines.join("\n")
     );
     assert!(lines.iter().any(|l| l == "retried: none"), "{lines:?}");
+    // Under the header's first line (stdout's lines keep their order; stderr's may come
+    // between them): where the GPU node ran the chains, in which precision and why (auto's
+    // check), as the node told the coordinator.
+    let header = lines
+        .iter()
+        .position(|l| l.contains(": 64 chains x 200 draws after 300 warmup, seed 11 ("))
+        .unwrap_or_else(|| panic!("no header in {lines:?}"));
+    let table = lines
+        .iter()
+        .position(|l| l.starts_with("chains by node: "))
+        .unwrap_or_else(|| panic!("no report in {lines:?}"));
+    let notes: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("ran on node "))
+        .collect();
+    let prefix = format!("ran on node {}: GPU gpu", g.name);
+    assert!(!notes.is_empty(), "no note on the GPU run in {lines:?}");
+    for note in &notes {
+        let at = lines.iter().position(|l| l == *note).unwrap();
+        assert!(header < at && at < table, "{lines:?}");
+        assert!(note.starts_with(&prefix), "{note}");
+        assert!(
+            note.contains(" f32 (auto: ") || note.contains(" f64 (auto: "),
+            "{note}"
+        );
+    }
     // The draws came through the job's link, not the cluster session.
     let polls = lines
         .iter()

@@ -4,7 +4,7 @@
 
 use sampler::{ChainId, ChainTrace, DrawStats, SamplerSettings, Tuning};
 
-use super::{MAX_CHAIN_LINES, summary_text, with_precision_hint};
+use super::{MAX_CHAIN_LINES, summary_text, with_hint};
 
 /// A chain of one column; its energy either alternates (a high E-BFMI) or drifts (low).
 fn trace(chain: u32, low_ebfmi: bool) -> ChainTrace {
@@ -109,11 +109,30 @@ fn a_refusal_of_f32_says_how_to_insist() {
     };
     let message = error.to_string();
     assert!(!message.contains("--"), "{message}");
-    let hinted = with_precision_hint(&message);
+    let hinted = with_hint(&message);
     assert!(
         hinted.starts_with(&message) && hinted.contains("--precision f32"),
         "{hinted}"
     );
     let other = "GPU adapter llvmpipe cannot run this model: one leapfrog step takes too long";
-    assert_eq!(with_precision_hint(other), other);
+    assert_eq!(with_hint(other), other);
+}
+
+/// So does a GPU that computes the model wrongly: the command adds how to sample on the CPU.
+#[test]
+fn a_wrong_gpu_density_says_how_to_sample_on_the_cpu() {
+    let error = gpu_actor::GpuError::DensityMismatch {
+        adapter: "llvmpipe".into(),
+        chain: 1,
+        point: gpu_actor::CheckedPoint::Initial,
+        what: "log density: gpu -3.5 cpu -3.25".into(),
+    };
+    let message = error.to_string();
+    assert!(!message.contains("--"), "{message}");
+    let hinted = with_hint(&message);
+    assert!(
+        hinted.starts_with(&message) && hinted.contains("--device cpu"),
+        "{hinted}"
+    );
+    assert!(!hinted.contains("--precision"), "{hinted}");
 }

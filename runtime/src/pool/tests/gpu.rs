@@ -236,6 +236,13 @@ async fn a_gpu_task_is_one_job_of_the_gpu_supervisor_and_survives_a_lost_device(
         assert_eq!(warmup, &trace.warmup_draws, "chain {}", trace.chain);
         assert_eq!(kept, &trace.draws, "chain {}", trace.chain);
     }
+    // Where the run ran comes once, with one of its chains: the supervisor's own line.
+    let notes: Vec<&str> = reports
+        .iter()
+        .flatten()
+        .filter_map(|done| done.ran_on.as_deref())
+        .collect();
+    assert_eq!(notes, [direct.ran_on.to_string().as_str()]);
     for done in reports.into_iter().flatten() {
         assert_eq!((done.n_warmup_draws, done.n_draws), (150, 300));
     }
