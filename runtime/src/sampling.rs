@@ -366,6 +366,9 @@ struct Partial {
 /// update per draw would cost the client more than the draws.
 const BLOCK_PROGRESS_STEPS: u64 = 20;
 
+/// One chain's partial and the range of its entries in a block.
+type ChainGroup<'a> = (&'a mut Partial, Range<usize>);
+
 /// Blocks of at least this many bytes of values are taken in on rayon's threads, chain by
 /// chain, when their entries come in chain order (the GPU tasks' do).
 const PARALLEL_BLOCK_BYTES: usize = 1 << 20;
@@ -792,7 +795,7 @@ impl Assembler {
     fn chain_groups(
         &mut self,
         entries: &[BlockEntry],
-    ) -> Result<Option<Vec<(&mut Partial, Range<usize>)>>, WireError> {
+    ) -> Result<Option<Vec<ChainGroup<'_>>>, WireError> {
         let ordered = entries
             .windows(2)
             .all(|pair| pair[0].chain <= pair[1].chain);
