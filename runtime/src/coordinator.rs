@@ -1,11 +1,11 @@
 //! The job coordinator: takes sampling jobs from clients, places their chains on the
-//! cluster's workers where the job finishes soonest, streams their events back, and runs
-//! again the chains of a worker that fails.
+//! cluster's pools where the job finishes soonest, streams their events back, and runs
+//! again the chains of a pool that fails.
 //!
 //! - **Placement.** A scheduling round asks every pool (this node's and its peers', through
 //!   pg) for its slots and load, and hands pending chains out by expected finish time
 //!   (`placement.rs`) from the speeds measured on earlier tasks of the same model
-//!   (`rates.rs`); a worker not measured yet gets a probe share first. A round runs when a
+//!   (`rates.rs`); a pool not measured yet gets a probe share first. A round runs when a
 //!   job arrives, when chains finish (chains are handed out as slots free up, which balances
 //!   chains of unequal length and corrects estimates that were off), when chains must run
 //!   again, and every [`TICK`] while chains wait.
@@ -15,7 +15,7 @@
 //!   a killed node, after the heartbeat timeout for a stalled one), when its pool is
 //!   unreachable or has forgotten it (a restarted pool), or when its polls time out three
 //!   times in a row. Its unfinished chains go back to pending with the same chain number
-//!   and seed (so they draw the same random numbers) and run on whatever worker has room,
+//!   and seed (so they draw the same random numbers) and run on whatever pool has room,
 //!   this node's included; chains that finished are kept. A chain whose worker fails under
 //!   it (a pool reports a lost GPU device or a panic) goes back to pending the same way. Each
 //!   retry is an event for the client, one info line here, and an entry in the job's final
@@ -37,9 +37,9 @@
 //!   is behind (`remote::JOB_BACKLOG_BYTES`), so that a slow client slows the pools rather
 //!   than filling this node's memory.
 //!
-//! State is plain code in `job.rs`; calls to workers run in tasks the coordinator owns
+//! State is plain code in `job.rs`; calls to pools run in tasks the coordinator owns
 //! (`remote.rs`). Every log line about a job is inside a `job` span naming it, as on the
-//! workers, whose spans take the job id from the envelope.
+//! pools, whose spans take the job id from the envelope.
 
 mod endpoint;
 mod job;
@@ -67,8 +67,8 @@ use crate::wire::{JobReply, JobWire, PoolWire, Responder, WireError, WireJobEven
 pub(crate) use endpoint::{CoordinatorEndpoint, EndpointArgs};
 use job::{Job, JobSpec};
 use placement::{Capacity, place_groups, suits};
-use rates::{RateBook, TaskTiming, WorkerKey};
-use remote::{Driver, WorkerView};
+use rates::{PoolKey, RateBook, TaskTiming};
+use remote::{Driver, PoolView};
 
 /// The name the coordinator registers under (one node per process).
 pub(crate) const COORDINATOR_NAME: &str = "bayes.coordinator";
@@ -76,7 +76,7 @@ pub(crate) const COORDINATOR_NAME: &str = "bayes.coordinator";
 /// How often waiting polls expire, leases are checked and waiting chains are placed again.
 const TICK: Duration = Duration::from_millis(250);
 
-/// How long a job with chains waiting and none running waits for a suitable worker to
+/// How long a job with chains waiting and none running waits for a suitable pool to
 /// appear (a restarting pool, a node joining) before it fails.
 const NO_WORKER_GRACE: Duration = Duration::from_secs(10);
 
@@ -123,14 +123,14 @@ pub(crate) enum CoordinatorMsg {
     /// Nodes coming and going.
     Membership(MembershipEvent),
     /// A scheduling round's answer.
-    Surveyed(Vec<WorkerView>),
+    Surveyed(Vec<PoolView>),
     /// What a task's driver fetched.
     TaskEvents {
         job: JobId,
         task: TaskId,
         events: Vec<WireTaskEvent>,
     },
-    /// A worker accepted a task (its chains count in the worker's own load from now on).
+    /// A pool accepted a task (its chains count in the pool's own load from now on).
     TaskAccepted { task: TaskId },
     /// A task's driver gave up.
     TaskLost {
@@ -140,7 +140,7 @@ pub(crate) enum CoordinatorMsg {
         /// The pool refused the task (nothing ran), rather than vanished under it.
         refused: bool,
     },
-    /// A worker refused a task over its node's limits: the job fails with its message (the
+    /// A pool refused a task over its node's limits: the job fails with its message (the
     /// chains would be as large anywhere else).
     TaskRefused {
         job: JobId,
@@ -156,9 +156,9 @@ pub(crate) enum CoordinatorMsg {
         grace: Duration,
         reply: RpcReplyPort<u32>,
     },
-    /// The node leaves: stop every driver, tell the workers to drop this node's tasks, and
+    /// The node leaves: stop every driver, tell the pools to drop this node's tasks, and
     /// dispatch nothing more (the jobs' clients resubmit elsewhere). Answered once the
-    /// workers answered or timed out.
+    /// pools answered or timed out.
     Leave(RpcReplyPort<()>),
 }
 
@@ -192,11 +192,11 @@ pub(crate) struct CoordinatorState {
     /// Drivers, surveys and cancels; dropping the set aborts them.
     tasks: JoinSet<()>,
     drivers: HashMap<TaskId, AbortHandle>,
-    workers: HashMap<ActorId, ActorRef<PoolWire>>,
-    /// Chains sent to each worker whose dispatch is not yet acknowledged: a status the
-    /// worker sent before it took them does not count them.
+    pools: HashMap<ActorId, ActorRef<PoolWire>>,
+    /// Chains sent to each pool whose dispatch is not yet acknowledged: a status the
+    /// pool sent before it took them does not count them.
     in_flight: HashMap<TaskId, (ActorId, u32)>,
-    /// What finished tasks measured of each worker's speed, per model.
+    /// What finished tasks measured of each pool's speed, per model.
     rates: RateBook,
     /// Each running task's job and timing, from its dispatch.
     timings: HashMap<TaskId, (JobId, TaskTiming)>,
@@ -245,7 +245,7 @@ impl Actor for Coordinator {
             leaving: false,
             tasks: JoinSet::new(),
             drivers: HashMap::new(),
-            workers: HashMap::new(),
+            pools: HashMap::new(),
             in_flight: HashMap::new(),
             rates: RateBook::default(),
             timings: HashMap::new(),
@@ -545,16 +545,12 @@ fn take_requests(state: &mut CoordinatorState) -> u64 {
     base
 }
 
-fn surveyed(
-    myself: &ActorRef<CoordinatorMsg>,
-    state: &mut CoordinatorState,
-    views: Vec<WorkerView>,
-) {
+fn surveyed(myself: &ActorRef<CoordinatorMsg>, state: &mut CoordinatorState, views: Vec<PoolView>) {
     state.surveying = false;
     if state.leaving {
         return;
     }
-    let views: Vec<WorkerView> = views
+    let views: Vec<PoolView> = views
         .into_iter()
         .filter(|view| {
             let draining = state.draining_nodes.contains(&view.node)
@@ -565,11 +561,11 @@ fn surveyed(
     let mut capacity: Vec<Capacity> = views
         .iter()
         .map(|view| {
-            let id = view.worker.get_id();
+            let id = view.pool.get_id();
             let in_flight: u32 = state
                 .in_flight
                 .values()
-                .filter(|(worker, _)| *worker == id)
+                .filter(|(pool, _)| *pool == id)
                 .map(|(_, chains)| chains)
                 .sum();
             Capacity::new(
@@ -589,7 +585,7 @@ fn surveyed(
         if groups.is_empty() {
             continue;
         }
-        // GPU workers adapt a diagonal metric only.
+        // GPU pools adapt a diagonal metric only.
         let dense = job.spec.settings.metric == crate::wire::WireMetric::Dense;
         let device = match job.spec.device {
             DevicePreference::Any if dense => DevicePreference::Cpu,
@@ -598,40 +594,40 @@ fn surveyed(
         let impossible = dense && device == DevicePreference::Gpu;
         if !views.iter().any(|view| suits(device, view.kind)) || impossible {
             // A pool that is restarting is missing from a round or two: fail only when no
-            // suitable worker was seen for a while.
-            let since = *job.no_worker_since.get_or_insert_with(Instant::now);
+            // suitable pool was seen for a while.
+            let since = *job.no_pool_since.get_or_insert_with(Instant::now);
             if !job.has_running() && (impossible || since.elapsed() >= NO_WORKER_GRACE) {
                 let error = match device {
                     DevicePreference::Gpu if dense => {
-                        "GPU workers adapt a diagonal metric only: use --metric diag, or CPU pools"
+                        "GPU pools adapt a diagonal metric only: use --metric diag, or CPU pools"
                     }
                     DevicePreference::Gpu => {
-                        "no GPU worker in the cluster (a node runs none on a software adapter unless started with --software-gpu or --cpu-slots 0)"
+                        "no GPU pool in the cluster (a node runs none on a software adapter unless started with --software-gpu or --cpu-slots 0)"
                     }
                     DevicePreference::Cpu if job.spec.device == DevicePreference::Any => {
-                        "no CPU pool in the cluster answered (a dense metric cannot run on GPU workers)"
+                        "no CPU pool in the cluster answered (a dense metric cannot run on GPU pools)"
                     }
-                    _ => "no worker in the cluster answered",
+                    _ => "no pool in the cluster answered",
                 };
                 tracing::warn!(job = %id, "{error}");
                 fail_job(state, id, error.to_owned());
             }
             continue;
         }
-        job.no_worker_since = None;
+        job.no_pool_since = None;
         let iterations = job_iterations(&job.spec);
-        for worker in &mut capacity {
-            let key = WorkerKey {
-                node: worker.node.clone(),
-                kind: worker.kind,
+        for pool in &mut capacity {
+            let key = PoolKey {
+                node: pool.node.clone(),
+                kind: pool.kind,
             };
-            worker.wave_seconds = state
+            pool.wave_seconds = state
                 .rates
                 .wave_seconds(&key, job.spec.model_hash, iterations);
-            worker.probing = state
+            pool.probing = state
                 .timings
                 .values()
-                .filter(|(of, timing)| *of == id && timing.worker == key)
+                .filter(|(of, timing)| *of == id && timing.pool == key)
                 .map(|(_, timing)| timing.started.elapsed())
                 .max();
         }
@@ -645,12 +641,12 @@ fn surveyed(
         );
         for (group, counts) in groups.into_iter().zip(plan) {
             let mut chains = group.chains;
-            for ((view, worker), count) in views.iter().zip(&capacity).zip(counts) {
+            for ((view, pool), count) in views.iter().zip(&capacity).zip(counts) {
                 if count == 0 {
                     continue;
                 }
                 let part: Vec<_> = chains.drain(..count as usize).collect();
-                dispatch(myself, state, id, view, worker.busy, part);
+                dispatch(myself, state, id, view, pool.busy, part);
             }
         }
     }
@@ -668,12 +664,12 @@ fn job_iterations(spec: &JobSpec) -> u64 {
     }
 }
 
-/// Sends `chains` of job `id` to the worker of `view`, which has `load` chains with them.
+/// Sends `chains` of job `id` to the pool of `view`, which has `load` chains with them.
 fn dispatch(
     myself: &ActorRef<CoordinatorMsg>,
     state: &mut CoordinatorState,
     id: JobId,
-    view: &WorkerView,
+    view: &PoolView,
     load: u32,
     chains: Vec<crate::wire::WireChainSpec>,
 ) {
@@ -684,7 +680,7 @@ fn dispatch(
     let task = TaskId::fresh();
     state
         .in_flight
-        .insert(task, (view.worker.get_id(), chains.len() as u32));
+        .insert(task, (view.pool.get_id(), chains.len() as u32));
     let warmup_only = chains.len() == 1 && chains[0].chain == crate::sampling::WARMUP_CHAIN.0;
     let iterations = if warmup_only {
         job.spec.settings.num_warmup
@@ -696,7 +692,7 @@ fn dispatch(
         (
             id,
             TaskTiming {
-                worker: WorkerKey {
+                pool: PoolKey {
                     node: view.node.clone(),
                     kind: view.kind,
                 },
@@ -711,12 +707,12 @@ fn dispatch(
     let numbers: Vec<String> = chains.iter().map(|c| chain_label(c.chain)).collect();
     let wire_task = job.dispatch(
         task,
-        view.worker.get_id(),
+        view.pool.get_id(),
         view.node.clone(),
         view.kind,
         chains,
     );
-    // The driver's own span: its calls and messages carry it to the workers and back.
+    // The driver's own span: its calls and messages carry it to the pools and back.
     let span = tracing::info_span!("job", job = %id);
     span.in_scope(|| {
         tracing::info!(
@@ -726,9 +722,7 @@ fn dispatch(
             view.kind
         )
     });
-    state
-        .workers
-        .insert(view.worker.get_id(), view.worker.clone());
+    state.pools.insert(view.pool.get_id(), view.pool.clone());
     let backlog = state
         .backlogs
         .entry(id)
@@ -737,7 +731,7 @@ fn dispatch(
     let driver = Driver {
         coordinator: myself.clone(),
         me: state.me.clone(),
-        worker: view.worker.clone(),
+        pool: view.pool.clone(),
         node: view.node.clone(),
         task: wire_task,
         request_base,
@@ -838,27 +832,27 @@ fn lose_task(
         }
     }
     if let Some(record) = record {
-        cancel_task(state, id, task, record.worker, record.node);
+        cancel_task(state, id, task, record.pool, record.node);
     }
     schedule(myself, state);
 }
 
-/// Tells a worker to drop a task (best effort), in a task of our own.
+/// Tells a pool to drop a task (best effort), in a task of our own.
 fn cancel_task(
     state: &mut CoordinatorState,
     job: JobId,
     task: TaskId,
-    worker: ActorId,
+    pool: ActorId,
     node: NodeName,
 ) {
-    let Some(worker) = state.workers.get(&worker).cloned() else {
+    let Some(pool) = state.pools.get(&pool).cloned() else {
         return;
     };
     let me = state.me.clone();
     let request = take_requests(state);
     state
         .tasks
-        .spawn(remote::cancel(me, worker, node, job, task, request));
+        .spawn(remote::cancel(me, pool, node, job, task, request));
 }
 
 /// Ends a job with `error` and cancels its tasks.
@@ -876,7 +870,7 @@ fn fail_job(state: &mut CoordinatorState, id: JobId, error: String) {
         }
         state.in_flight.remove(&task);
         state.timings.remove(&task);
-        cancel_task(state, id, task, record.worker, record.node);
+        cancel_task(state, id, task, record.pool, record.node);
     }
 }
 
@@ -924,7 +918,7 @@ fn drain(state: &mut CoordinatorState, grace: Duration) {
     }
 }
 
-/// This node leaves: its drivers stop and the workers drop its tasks now, rather than run
+/// This node leaves: its drivers stop and the pools drop its tasks now, rather than run
 /// chains nobody will collect (their clients resubmit them elsewhere).
 async fn leave(state: &mut CoordinatorState) {
     state.leaving = true;
@@ -943,13 +937,13 @@ async fn leave(state: &mut CoordinatorState) {
         }
         state.in_flight.remove(&task);
         state.timings.remove(&task);
-        let Some(worker) = state.workers.get(&record.worker).cloned() else {
+        let Some(pool) = state.pools.get(&record.pool).cloned() else {
             continue;
         };
         let request = take_requests(state);
         cancels.spawn(remote::cancel(
             state.me.clone(),
-            worker,
+            pool,
             record.node,
             job,
             task,
@@ -957,7 +951,7 @@ async fn leave(state: &mut CoordinatorState) {
         ));
     }
     if !cancels.is_empty() {
-        tracing::info!("leaving: {} tasks dropped on their workers", cancels.len());
+        tracing::info!("leaving: {} tasks dropped on their pools", cancels.len());
     }
     while cancels.join_next().await.is_some() {}
 }

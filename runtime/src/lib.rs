@@ -44,8 +44,8 @@ pub use node::{DrainReport, NODE_SERVER_NAME, Node, NodeError, NodeSettings, ROO
 pub use notes::{MAX_NOTE_BYTES, MAX_NOTES, RunNote};
 pub use sampling::{
     ChainPlacement, DEFAULT_BURN_IN, DevicePreference, Failover, JobOutcome, JobUpdate, MAX_CHAINS,
-    PollCounts, RequestError, Retry, SampleRequest, WARMUP_CHAIN, WarmupMode, WarmupReport,
-    WorkerKind,
+    PollCounts, PoolKind, RequestError, Retry, SampleRequest, WARMUP_CHAIN, WarmupMode,
+    WarmupReport,
 };
 pub use session::{ConnectError, SessionEvent, SessionEventKind};
 /// The node's tree is built with the one supervision mechanism of the project.

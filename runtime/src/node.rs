@@ -78,7 +78,7 @@ use crate::pool::{
     Backend, CPU_POOL_NAME, EndpointArgs as PoolEndpointArgs, GPU_POOL_NAME, GPU_SUPERVISOR_NAME,
     PoolArgs, PoolEndpoint, PoolMsg, SamplerPool,
 };
-use crate::sampling::WorkerKind;
+use crate::sampling::PoolKind;
 use crate::transport::{
     LISTENER_NAME, ListenerArgs, TlsIdentity, Transport, TransportListener, TransportSettings,
 };
@@ -547,10 +547,10 @@ fn children(settings: &NodeSettings, transport: &Transport) -> Vec<ChildSpec> {
         .resources
         .gpu_in_use()
         .is_some()
-        .then(|| pool(settings, WorkerKind::Gpu));
+        .then(|| pool(settings, PoolKind::Gpu));
     // No CPU slots: the node coordinates (and runs its GPU pool, if any) but samples nothing
     // on its CPU.
-    let cpu_pool = (settings.resources.cpu_slots > 0).then(|| pool(settings, WorkerKind::Cpu));
+    let cpu_pool = (settings.resources.cpu_slots > 0).then(|| pool(settings, PoolKind::Cpu));
     [node_server, listener, membership, endpoint]
         .into_iter()
         .chain(gpu_pool)
@@ -568,15 +568,15 @@ fn children(settings: &NodeSettings, transport: &Transport) -> Vec<ChildSpec> {
 }
 
 /// A sampler pool (CPU or GPU) and its endpoint, under a supervisor of their own.
-fn pool(settings: &NodeSettings, kind: WorkerKind) -> ChildSpec {
+fn pool(settings: &NodeSettings, kind: PoolKind) -> ChildSpec {
     let (name, prefix, backend, slots) = match kind {
-        WorkerKind::Cpu => (
+        PoolKind::Cpu => (
             CPU_POOL_NAME,
             "cpu-pool",
             Backend::Cpu,
             settings.resources.cpu_slots,
         ),
-        WorkerKind::Gpu => (GPU_POOL_NAME, "gpu-pool", Backend::Gpu, settings.gpu_slots),
+        PoolKind::Gpu => (GPU_POOL_NAME, "gpu-pool", Backend::Gpu, settings.gpu_slots),
     };
     let worker = {
         let args = PoolArgs {

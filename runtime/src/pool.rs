@@ -49,11 +49,11 @@ use tokio::time::Instant;
 use crate::ids::{JobId, NodeName, TaskId, job_span};
 use crate::membership::{MEMBERSHIP_NAME, MembershipEvent, MembershipMsg, Subscriber};
 use crate::outbox::{Backlog, Outbox, Waiter};
-use crate::sampling::WorkerKind;
+use crate::sampling::PoolKind;
 use crate::ticker::Ticker;
 use crate::wire::{
-    MAX_POLL_REPLY_BYTES, PoolReply, PoolWire, Responder, WireError, WireFailure, WireTaskEvent,
-    WireWorkerKind,
+    MAX_POLL_REPLY_BYTES, PoolReply, PoolWire, Responder, WireError, WireFailure, WirePoolKind,
+    WireTaskEvent,
 };
 pub(crate) use endpoint::{EndpointArgs, PoolEndpoint};
 use runner::{ChainEnd, ChainRun, GpuTarget, RunOutcome};
@@ -162,7 +162,7 @@ type TaskKey = (NodeName, TaskId);
 
 /// The pool's state.
 pub(crate) struct PoolState {
-    kind: WorkerKind,
+    kind: PoolKind,
     slots: usize,
     allow_fault_injection: bool,
     task_lease: Duration,
@@ -254,8 +254,8 @@ impl Actor for SamplerPool {
     ) -> Result<Self::State, ActorProcessingErr> {
         let ticker = Ticker::start(&myself, TICK, || PoolMsg::Tick);
         let kind = match args.backend {
-            Backend::Cpu => WorkerKind::Cpu,
-            Backend::Gpu => WorkerKind::Gpu,
+            Backend::Cpu => PoolKind::Cpu,
+            Backend::Gpu => PoolKind::Gpu,
         };
         tracing::debug!("{kind} pool with {} slots", args.slots);
         Ok(PoolState {
@@ -416,8 +416,8 @@ fn fail_runs(state: &mut PoolState) {
 fn status(state: &PoolState) -> PoolReply {
     PoolReply::Status {
         kind: match state.kind {
-            WorkerKind::Cpu => WireWorkerKind::Cpu,
-            WorkerKind::Gpu => WireWorkerKind::Gpu,
+            PoolKind::Cpu => WirePoolKind::Cpu,
+            PoolKind::Gpu => WirePoolKind::Gpu,
         },
         slots: state.slots as u32,
         running: busy(state) as u32,
@@ -492,8 +492,8 @@ fn run(
 fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
     loop {
         let free = match state.kind {
-            WorkerKind::Cpu => state.slots.saturating_sub(busy(state)),
-            WorkerKind::Gpu => usize::MAX,
+            PoolKind::Cpu => state.slots.saturating_sub(busy(state)),
+            PoolKind::Gpu => usize::MAX,
         };
         if free == 0 {
             return;
@@ -502,7 +502,7 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
             return;
         };
         let mut indices = vec![index];
-        if state.kind == WorkerKind::Gpu {
+        if state.kind == PoolKind::Gpu {
             while indices.len() < free
                 && let Some((next, next_index)) = state.queue.front()
                 && *next == key
@@ -526,7 +526,7 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
         let specs: Vec<ChainSpec> = indices.iter().map(|&i| task.chains[i].clone()).collect();
         let chains: Vec<ChainId> = specs.iter().map(|spec| spec.chain).collect();
         let cancel = Arc::new(AtomicBool::new(false));
-        let gpu = (state.kind == WorkerKind::Gpu).then(|| GpuTarget {
+        let gpu = (state.kind == PoolKind::Gpu).then(|| GpuTarget {
             runtime: tokio::runtime::Handle::current(),
             cancel: CancelToken::new(),
             precision: task.gpu_precision,

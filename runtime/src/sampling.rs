@@ -34,7 +34,7 @@ use crate::limits::{Holder, JobLimits, JobShape, LimitExceeded};
 use crate::notes::{MAX_NOTES, RunNote, RunNotes};
 use crate::wire::{
     BlockEntry, WireChainDone, WireDevice, WireDrawBlock, WireDraws, WireError, WireJobEvent,
-    WireRetry, WireRunNote, WireSampleRequest, WireSettings, WireWarmup, WireWorkerKind,
+    WirePoolKind, WireRetry, WireRunNote, WireSampleRequest, WireSettings, WireWarmup,
 };
 
 /// The chain number of the warmup chain of [`WarmupMode::Broadcast`]: its own random stream,
@@ -166,27 +166,27 @@ pub enum RequestError {
 
 /// A kind of worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WorkerKind {
+pub enum PoolKind {
     /// A CPU sampler pool.
     Cpu,
     /// A GPU worker.
     Gpu,
 }
 
-impl From<WireWorkerKind> for WorkerKind {
-    fn from(kind: WireWorkerKind) -> Self {
+impl From<WirePoolKind> for PoolKind {
+    fn from(kind: WirePoolKind) -> Self {
         match kind {
-            WireWorkerKind::Cpu => WorkerKind::Cpu,
-            WireWorkerKind::Gpu => WorkerKind::Gpu,
+            WirePoolKind::Cpu => PoolKind::Cpu,
+            WirePoolKind::Gpu => PoolKind::Gpu,
         }
     }
 }
 
-impl std::fmt::Display for WorkerKind {
+impl std::fmt::Display for PoolKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            WorkerKind::Cpu => "cpu",
-            WorkerKind::Gpu => "gpu",
+            PoolKind::Cpu => "cpu",
+            PoolKind::Gpu => "gpu",
         })
     }
 }
@@ -194,14 +194,14 @@ impl std::fmt::Display for WorkerKind {
 /// Something that happened to a running job.
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobUpdate {
-    /// Chains were sent to a worker.
+    /// Chains were sent to a pool.
     Placed {
         /// The chains ([`WARMUP_CHAIN`] for the warmup chain).
         chains: Vec<ChainId>,
-        /// The worker's node.
+        /// The pool's node.
         node: NodeName,
-        /// The worker's kind.
-        worker: WorkerKind,
+        /// The pool's kind.
+        pool: PoolKind,
     },
     /// The warmup chain of [`WarmupMode::Broadcast`] finished.
     WarmupDone(WarmupReport),
@@ -571,14 +571,10 @@ impl Assembler {
             reason,
         };
         match event {
-            WireJobEvent::Placed {
-                chains,
-                node,
-                worker,
-            } => Ok(vec![JobUpdate::Placed {
+            WireJobEvent::Placed { chains, node, pool } => Ok(vec![JobUpdate::Placed {
                 chains: chains.into_iter().map(ChainId).collect(),
                 node: node_name(&node)?,
-                worker: worker.into(),
+                pool: pool.into(),
             }]),
             WireJobEvent::WarmupDone {
                 node,

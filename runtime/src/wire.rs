@@ -60,8 +60,7 @@ pub use membership::{
     WireMemberState, WireMemberStatus, WireNodeInfo, WireResources, WireTlsProblem,
 };
 pub use pool::{
-    PoolReply, PoolRequest, PoolWire, WireFailure, WireFault, WireTask, WireTaskEvent,
-    WireWorkerKind,
+    PoolReply, PoolRequest, PoolWire, WireFailure, WireFault, WirePoolKind, WireTask, WireTaskEvent,
 };
 pub use sampling::{
     WireAdaptation, WireChainDone, WireChainSpec, WireDraws, WireMetric, WirePrecision,

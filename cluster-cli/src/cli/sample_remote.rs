@@ -211,12 +211,8 @@ fn chain_list(chains: &[ChainId]) -> String {
 /// The stderr line of an update (none for progress).
 fn describe(update: &JobUpdate) -> Option<String> {
     match update {
-        JobUpdate::Placed {
-            chains,
-            node,
-            worker,
-        } => Some(format!(
-            "chains {} placed on {node} ({worker})",
+        JobUpdate::Placed { chains, node, pool } => Some(format!(
+            "chains {} placed on {node} ({pool})",
             chain_list(chains)
         )),
         JobUpdate::WarmupDone(report) => Some(format!(

@@ -454,11 +454,9 @@ async fn fetch(client: &mut ClusterClient, job: JobId, ack: u64) -> Result<Answe
 /// chains are debug lines).
 fn log_update(update: &JobUpdate) {
     match update {
-        JobUpdate::Placed {
-            chains,
-            node,
-            worker,
-        } => tracing::info!("{} chains placed on {node} ({worker})", chains.len()),
+        JobUpdate::Placed { chains, node, pool } => {
+            tracing::info!("{} chains placed on {node} ({pool})", chains.len())
+        }
         JobUpdate::WarmupDone(report) => {
             tracing::info!("warmup done on {}: broadcasting", report.node)
         }

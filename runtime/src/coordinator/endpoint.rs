@@ -93,7 +93,7 @@ impl Actor for CoordinatorEndpoint {
 }
 
 /// Checks a submitted job: the model decodes and validates here first, so that a bad model
-/// is the client's error at once rather than every worker's later, and the job is within
+/// is the client's error at once rather than every pool's later, and the job is within
 /// `limits` before anything is sized from its numbers.
 pub(super) fn check(
     request: WireSampleRequest,

@@ -1,5 +1,5 @@
 //! One job as its coordinator tracks it: the state of every chain, the tasks that run them,
-//! and the events for the client. Plain code: the actor feeds it what workers report and
+//! and the events for the client. Plain code: the actor feeds it what pools report and
 //! runs the effects (dispatches, cancels) it asks for.
 //!
 //! Chains move `Pending → Running(task) → Done`. A task that is lost (its node went down, its
@@ -8,7 +8,7 @@
 //! draws; chains that finished stay finished. A chain whose worker failed under it (a lost
 //! GPU device, a panic: [`WireFailure::Worker`]) goes back the same way, alone; a chain the
 //! sampler itself failed fails the job, since it would fail again anywhere. Draws are counted
-//! per chain as they pass, and a chain is done only when the count matches what its worker
+//! per chain as they pass, and a chain is done only when the count matches what its pool
 //! says it sent.
 //!
 //! **Poison jobs.** A request may kill whatever node runs it; the rules below keep such a job
@@ -42,10 +42,10 @@ use crate::ids::{JobId, NodeName, RequestId, TaskId};
 use crate::link::LinkToken;
 use crate::notes::RunNotes;
 use crate::outbox::{Outbox, Waiter};
-use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
+use crate::sampling::{DevicePreference, PoolKind, WARMUP_CHAIN, WarmupMode};
 use crate::wire::{
     JobReply, JobWire, MAX_POLL_REPLY_BYTES, Responder, WireChainSpec, WireDrawBlock, WireFailure,
-    WireJobEvent, WireRetry, WireSettings, WireTask, WireTaskEvent, WireTuning, WireWorkerKind,
+    WireJobEvent, WirePoolKind, WireRetry, WireSettings, WireTask, WireTaskEvent, WireTuning,
 };
 
 /// Attempts a chain gets in all: a chain whose attempts ended this many times without a
@@ -151,12 +151,12 @@ impl Chain {
     }
 }
 
-/// Chains of the job on one worker.
+/// Chains of the job on one pool.
 #[derive(Debug, Clone)]
 pub(crate) struct TaskRecord {
-    /// The worker's actor (its identity in this process).
-    pub(crate) worker: ActorId,
-    /// The worker's node.
+    /// The pool's actor (its identity in this process).
+    pub(crate) pool: ActorId,
+    /// The pool's node.
     pub(crate) node: NodeName,
     /// The chains, [`WARMUP_CHAIN`] included.
     pub(crate) chains: Vec<u32>,
@@ -211,9 +211,9 @@ pub(crate) struct Job {
     /// How its chains ran, as their pools said (every poll answer carries them).
     notes: RunNotes,
     pub(crate) last_poll: Instant,
-    /// Since when scheduling rounds found no worker that suits the job (while it had
-    /// nothing running): workers may be restarting, so the job waits a while first.
-    pub(crate) no_worker_since: Option<Instant>,
+    /// Since when scheduling rounds found no pool that suits the job (while it had
+    /// nothing running): pools may be restarting, so the job waits a while first.
+    pub(crate) no_pool_since: Option<Instant>,
     phase: Phase,
 }
 
@@ -248,7 +248,7 @@ impl Job {
             retried: Vec::new(),
             notes: RunNotes::default(),
             last_poll: Instant::now(),
-            no_worker_since: None,
+            no_pool_since: None,
             phase: Phase::Running,
         }
     }
@@ -382,13 +382,13 @@ impl Job {
         nodes.into_iter().cloned().collect()
     }
 
-    /// Records chains sent to a worker as task `task`; returns what to send it.
+    /// Records chains sent to a pool as task `task`; returns what to send it.
     pub(crate) fn dispatch(
         &mut self,
         task: TaskId,
-        worker: ActorId,
+        pool: ActorId,
         node: NodeName,
-        kind: WorkerKind,
+        kind: PoolKind,
         chains: Vec<WireChainSpec>,
     ) -> WireTask {
         let numbers: Vec<u32> = chains.iter().map(|c| c.chain).collect();
@@ -412,15 +412,15 @@ impl Job {
         self.outbox.push(WireJobEvent::Placed {
             chains: numbers.clone(),
             node: node.to_string(),
-            worker: match kind {
-                WorkerKind::Cpu => WireWorkerKind::Cpu,
-                WorkerKind::Gpu => WireWorkerKind::Gpu,
+            pool: match kind {
+                PoolKind::Cpu => WirePoolKind::Cpu,
+                PoolKind::Gpu => WirePoolKind::Gpu,
             },
         });
         self.tasks.insert(
             task,
             TaskRecord {
-                worker,
+                pool,
                 node,
                 received: numbers.iter().map(|&chain| (chain, (0, 0))).collect(),
                 chains: numbers,

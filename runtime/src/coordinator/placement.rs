@@ -1,24 +1,24 @@
-//! Where a job's pending chains go: plain arithmetic over the workers a scheduling round saw
+//! Where a job's pending chains go: plain arithmetic over the pools a scheduling round saw
 //! and what the coordinator measured of them (`rates.rs`).
 //!
-//! **By expected finish time.** Where the workers that may run a job have been measured on
-//! its model, the job's chains are split so that the whole job finishes soonest: each worker
+//! **By expected finish time.** Where the pools that may run a job have been measured on
+//! its model, the job's chains are split so that the whole job finishes soonest: each pool
 //! runs `slots` chains at once in waves of a measured length, and chains go where the last
-//! one finishes earliest (the smallest makespan over the workers' queues). A worker whose
+//! one finishes earliest (the smallest makespan over the pools' queues). A pool whose
 //! single wave takes longer than the job takes elsewhere gets nothing. Only what starts now
-//! is sent (a worker's free slots; a GPU pool's slots are the chains one GPU job runs), so
+//! is sent (a pool's free slots; a GPU pool's slots are the chains one GPU job runs), so
 //! later rounds, as chains finish, correct an estimate that was off and balance chains of
 //! unequal length.
 //!
-//! **Workers not measured yet** get a small share first (a probe): a CPU pool its free
-//! slots, spread one chain at a time to the pool with the most free slots; a GPU worker
-//! part of the job (all of it when it is the only worker that may run the job). While a
-//! probe runs, the rest of the job waits for its measurement, unless the measured workers
+//! **Pools not measured yet** get a small share first (a probe): a CPU pool its free
+//! slots, spread one chain at a time to the pool with the most free slots; a GPU pool
+//! part of the job (all of it when it is the only pool that may run the job). While a
+//! probe runs, the rest of the job waits for its measurement, unless the measured pools
 //! would finish all of it before the probe has even ended. With no measurement at all the
 //! probes are the placement.
 //!
 //! When every slot is taken (by this job or others) and the job has nothing running, it
-//! still gets one dispatch to the least-loaded worker, where it waits in that pool's queue:
+//! still gets one dispatch to the least-loaded pool, where it waits in that pool's queue:
 //! a job always makes progress, and one that already runs gets more as its chains finish.
 //!
 //! Chains that failed before avoid the nodes where they failed while another node can run
@@ -30,16 +30,16 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::ids::NodeName;
-use crate::sampling::{DevicePreference, WorkerKind};
+use crate::sampling::{DevicePreference, PoolKind};
 use crate::wire::WireChainSpec;
 
-/// A worker as a scheduling round saw it.
+/// A pool as a scheduling round saw it.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Capacity {
     /// Its node.
     pub(crate) node: NodeName,
-    /// CPU pool or GPU worker.
-    pub(crate) kind: WorkerKind,
+    /// CPU pool or GPU pool.
+    pub(crate) kind: PoolKind,
     /// Chains it runs at once.
     pub(crate) slots: u32,
     /// Chains running or queued there (by anyone).
@@ -52,8 +52,8 @@ pub(crate) struct Capacity {
 }
 
 impl Capacity {
-    /// A worker not measured on any model yet.
-    pub(crate) fn new(node: NodeName, kind: WorkerKind, slots: u32, busy: u32) -> Capacity {
+    /// A pool not measured on any model yet.
+    pub(crate) fn new(node: NodeName, kind: PoolKind, slots: u32, busy: u32) -> Capacity {
         Capacity {
             node,
             kind,
@@ -90,48 +90,48 @@ impl Capacity {
     }
 }
 
-/// Whether a worker of `kind` may run chains of a job that prefers `device`.
-pub(crate) fn suits(device: DevicePreference, kind: WorkerKind) -> bool {
+/// Whether a pool of `kind` may run chains of a job that prefers `device`.
+pub(crate) fn suits(device: DevicePreference, kind: PoolKind) -> bool {
     match device {
         DevicePreference::Any => true,
-        DevicePreference::Cpu => kind == WorkerKind::Cpu,
-        DevicePreference::Gpu => kind == WorkerKind::Gpu,
+        DevicePreference::Cpu => kind == PoolKind::Cpu,
+        DevicePreference::Gpu => kind == PoolKind::Gpu,
     }
 }
 
-/// Splits `n_pending` chains over `workers`: how many each gets (same order as `workers`).
-/// Updates each worker's `busy` by what it got, so that the next job of the same round sees
+/// Splits `n_pending` chains over `pools`: how many each gets (same order as `pools`).
+/// Updates each pool's `busy` by what it got, so that the next job of the same round sees
 /// the slots taken. `running` tells whether the job has chains running already. (The
 /// coordinator places a job's groups of chains with [`place_groups`], which does this for
-/// each group over the workers it may use.)
+/// each group over the pools it may use.)
 #[cfg(test)]
 pub(crate) fn place(
     n_pending: usize,
     device: DevicePreference,
     running: bool,
-    workers: &mut [Capacity],
+    pools: &mut [Capacity],
 ) -> Vec<u32> {
-    place_among(n_pending, device, running, workers, |_| true)
+    place_among(n_pending, device, running, pools, |_| true)
 }
 
-/// `place` over the workers `allowed` lets in.
+/// `place` over the pools `allowed` lets in.
 fn place_among(
     n_pending: usize,
     device: DevicePreference,
     running: bool,
-    workers: &mut [Capacity],
+    pools: &mut [Capacity],
     allowed: impl Fn(&Capacity) -> bool,
 ) -> Vec<u32> {
-    let fits = |worker: &Capacity| suits(device, worker.kind) && allowed(worker);
-    let suitable: Vec<usize> = (0..workers.len()).filter(|&i| fits(&workers[i])).collect();
-    let mut counts = vec![0u32; workers.len()];
+    let fits = |pool: &Capacity| suits(device, pool.kind) && allowed(pool);
+    let suitable: Vec<usize> = (0..pools.len()).filter(|&i| fits(&pools[i])).collect();
+    let mut counts = vec![0u32; pools.len()];
     let mut left = n_pending;
-    // Probes: a share for each worker not measured yet, GPU workers first (a batch of many
+    // Probes: a share for each pool not measured yet, GPU pools first (a batch of many
     // chains is what they are for).
     let unmeasured: Vec<usize> = suitable
         .iter()
         .copied()
-        .filter(|&i| workers[i].wave_seconds.is_none() && workers[i].probing.is_none())
+        .filter(|&i| pools[i].wave_seconds.is_none() && pools[i].probing.is_none())
         .collect();
     let share = if suitable.len() <= 1 {
         n_pending
@@ -139,49 +139,47 @@ fn place_among(
         n_pending.div_ceil(2 * suitable.len()).max(1)
     };
     for &index in &unmeasured {
-        if workers[index].kind == WorkerKind::Gpu && left > 0 {
-            let take = (workers[index].free() as usize).min(share);
-            give(&mut counts, workers, index, take, &mut left);
+        if pools[index].kind == PoolKind::Gpu && left > 0 {
+            let take = (pools[index].free() as usize).min(share);
+            give(&mut counts, pools, index, take, &mut left);
         }
     }
     while left > 0 {
         let best = unmeasured
             .iter()
             .copied()
-            .filter(|&i| workers[i].kind == WorkerKind::Cpu && workers[i].free() > 0)
+            .filter(|&i| pools[i].kind == PoolKind::Cpu && pools[i].free() > 0)
             .max_by(|&a, &b| {
-                let (a, b) = (&workers[a], &workers[b]);
+                let (a, b) = (&pools[a], &pools[b]);
                 a.free().cmp(&b.free()).then(b.load().total_cmp(&a.load()))
             });
         let Some(index) = best else { break };
-        give(&mut counts, workers, index, 1, &mut left);
+        give(&mut counts, pools, index, 1, &mut left);
     }
-    // The rest by expected finish time over the measured workers.
+    // The rest by expected finish time over the measured pools.
     let measured: Vec<usize> = suitable
         .iter()
         .copied()
-        .filter(|&i| workers[i].wave_seconds.is_some())
+        .filter(|&i| pools[i].wave_seconds.is_some())
         .collect();
     if left > 0 && !measured.is_empty() {
-        let plan = split_by_finish_time(left as u64, &measured, workers);
+        let plan = split_by_finish_time(left as u64, &measured, pools);
         let makespan = measured
             .iter()
             .zip(&plan)
             .filter(|&(_, &m)| m > 0)
-            .map(|(&i, &m)| workers[i].finish(m, wave(&workers[i])))
+            .map(|(&i, &m)| pools[i].finish(m, wave(&pools[i])))
             .fold(0.0, f64::max);
-        // A probe still running that has not yet taken as long as the measured workers
+        // A probe still running that has not yet taken as long as the measured pools
         // would for all of it: wait for its measurement.
         let wait = suitable.iter().any(|&i| {
-            workers[i].wave_seconds.is_none()
-                && workers[i]
-                    .probing
-                    .is_some_and(|d| d.as_secs_f64() < makespan)
+            pools[i].wave_seconds.is_none()
+                && pools[i].probing.is_some_and(|d| d.as_secs_f64() < makespan)
         });
         if !wait {
             for (&index, &m) in measured.iter().zip(&plan) {
-                let now = (m as usize).min(workers[index].free() as usize);
-                give(&mut counts, workers, index, now, &mut left);
+                let now = (m as usize).min(pools[index].free() as usize);
+                give(&mut counts, pools, index, now, &mut left);
             }
         }
     }
@@ -190,42 +188,42 @@ fn place_among(
         let least_loaded = suitable
             .iter()
             .copied()
-            .min_by(|&a, &b| workers[a].load().total_cmp(&workers[b].load()));
+            .min_by(|&a, &b| pools[a].load().total_cmp(&pools[b].load()));
         if let Some(index) = least_loaded {
-            let take = workers[index].slots.max(1) as usize;
-            give(&mut counts, workers, index, take, &mut left);
+            let take = pools[index].slots.max(1) as usize;
+            give(&mut counts, pools, index, take, &mut left);
         }
     }
     counts
 }
 
-/// Hands `take` more chains (at most `left`) to worker `index`.
-fn give(counts: &mut [u32], workers: &mut [Capacity], index: usize, take: usize, left: &mut usize) {
+/// Hands `take` more chains (at most `left`) to pool `index`.
+fn give(counts: &mut [u32], pools: &mut [Capacity], index: usize, take: usize, left: &mut usize) {
     let take = take.min(*left) as u32;
     counts[index] += take;
-    workers[index].busy += take;
+    pools[index].busy += take;
     *left -= take as usize;
 }
 
-/// A worker's measured wave, or never.
-fn wave(worker: &Capacity) -> f64 {
-    worker.wave_seconds.unwrap_or(f64::INFINITY)
+/// A pool's measured wave, or never.
+fn wave(pool: &Capacity) -> f64 {
+    pool.wave_seconds.unwrap_or(f64::INFINITY)
 }
 
-/// How many of `n` chains each of the `measured` workers gets so that the last one finishes
+/// How many of `n` chains each of the `measured` pools gets so that the last one finishes
 /// soonest: the smallest time by which they can run all `n` (bisection over a monotone
-/// count), then each worker, quickest wave first, up to what it finishes by then.
-fn split_by_finish_time(n: u64, measured: &[usize], workers: &[Capacity]) -> Vec<u64> {
+/// count), then each pool, quickest wave first, up to what it finishes by then.
+fn split_by_finish_time(n: u64, measured: &[usize], pools: &[Capacity]) -> Vec<u64> {
     let within = |seconds: f64| -> u64 {
         measured
             .iter()
-            .map(|&i| workers[i].chains_within(seconds, wave(&workers[i])))
+            .map(|&i| pools[i].chains_within(seconds, wave(&pools[i])))
             .fold(0u64, u64::saturating_add)
     };
-    // One worker alone can run them all by `high`.
+    // One pool alone can run them all by `high`.
     let mut high = measured
         .iter()
-        .map(|&i| workers[i].finish(n, wave(&workers[i])))
+        .map(|&i| pools[i].finish(n, wave(&pools[i])))
         .fold(f64::INFINITY, f64::min);
     let mut low = 0.0;
     for _ in 0..100 {
@@ -240,12 +238,12 @@ fn split_by_finish_time(n: u64, measured: &[usize], workers: &[Capacity]) -> Vec
         }
     }
     let mut order: Vec<usize> = (0..measured.len()).collect();
-    order.sort_by(|&a, &b| wave(&workers[measured[a]]).total_cmp(&wave(&workers[measured[b]])));
+    order.sort_by(|&a, &b| wave(&pools[measured[a]]).total_cmp(&wave(&pools[measured[b]])));
     let mut plan = vec![0u64; measured.len()];
     let mut left = n;
     for k in order {
-        let worker = &workers[measured[k]];
-        let take = worker.chains_within(high, wave(worker)).min(left);
+        let pool = &pools[measured[k]];
+        let take = pool.chains_within(high, wave(pool)).min(left);
         plan[k] = take;
         left -= take;
     }
@@ -257,14 +255,14 @@ fn split_by_finish_time(n: u64, measured: &[usize], workers: &[Capacity]) -> Vec
 pub(crate) struct PendingGroup {
     /// The chains.
     pub(crate) chains: Vec<WireChainSpec>,
-    /// Quarantined: all of them on one worker, on a node that runs nothing else of the job.
+    /// Quarantined: all of them on one pool, on a node that runs nothing else of the job.
     pub(crate) alone: bool,
-    /// Nodes where they failed: used only when no other node has a worker that suits.
+    /// Nodes where they failed: used only when no other node has a pool that suits.
     pub(crate) avoid: Vec<NodeName>,
 }
 
-/// Splits a job's pending `groups` over `workers`: for each group, how many of its chains
-/// each worker gets (same order as `workers`), updating `busy` as `place` does.
+/// Splits a job's pending `groups` over `pools`: for each group, how many of its chains
+/// each pool gets (same order as `pools`), updating `busy` as `place` does.
 /// `running` tells whether the job has chains running, on `nodes_running`;
 /// `nodes_quarantined` run its quarantined chains.
 pub(crate) fn place_groups(
@@ -273,7 +271,7 @@ pub(crate) fn place_groups(
     running: bool,
     nodes_running: &[NodeName],
     nodes_quarantined: &[NodeName],
-    workers: &mut [Capacity],
+    pools: &mut [Capacity],
 ) -> Vec<Vec<u32>> {
     let mut running = running;
     let mut busy_nodes: BTreeSet<NodeName> = nodes_running.iter().cloned().collect();
@@ -282,12 +280,12 @@ pub(crate) fn place_groups(
     for group in groups {
         let n = group.chains.len();
         // Another node that can run them at all is better than one where they failed.
-        let elsewhere = workers
+        let elsewhere = pools
             .iter()
             .any(|w| suits(device, w.kind) && !group.avoid.contains(&w.node));
         let avoided = |w: &Capacity| elsewhere && group.avoid.contains(&w.node);
         let counts = if group.alone {
-            let best = workers
+            let best = pools
                 .iter()
                 .enumerate()
                 .filter(|(_, w)| suits(device, w.kind) && !avoided(w))
@@ -296,21 +294,21 @@ pub(crate) fn place_groups(
                     a.free().cmp(&b.free()).then(b.load().total_cmp(&a.load()))
                 })
                 .map(|(index, _)| index);
-            let mut counts = vec![0u32; workers.len()];
+            let mut counts = vec![0u32; pools.len()];
             if let Some(index) = best {
                 counts[index] = n as u32;
-                workers[index].busy += n as u32;
-                quarantine.insert(workers[index].node.clone());
+                pools[index].busy += n as u32;
+                quarantine.insert(pools[index].node.clone());
             }
             counts
         } else {
-            place_among(n, device, running, workers, |w| {
+            place_among(n, device, running, pools, |w| {
                 !avoided(w) && !quarantine.contains(&w.node)
             })
         };
-        for (worker, &count) in workers.iter().zip(&counts) {
+        for (pool, &count) in pools.iter().zip(&counts) {
             if count > 0 {
-                busy_nodes.insert(worker.node.clone());
+                busy_nodes.insert(pool.node.clone());
                 running = true;
             }
         }

@@ -1,12 +1,12 @@
-//! What the coordinator has learned of its workers' speed, per model: the seconds one *wave*
+//! What the coordinator has learned of its pools' speed, per model: the seconds one *wave*
 //! takes (up to `slots` chains at once: a CPU pool's cores, the chains one GPU job runs), per
 //! iteration of a chain, measured on the tasks that finished there.
 //!
-//! A task of `n` chains sent to a worker that already had `b` chains and ran `slots` at
+//! A task of `n` chains sent to a pool that already had `b` chains and ran `slots` at
 //! once went through `ceil((b + n) / slots)` waves; its time from dispatch to its last chain
 //! over those waves and over its chains' iterations (warmup + draws) is one measurement.
-//! Placement (`placement.rs`) predicts a worker's finish time for more chains from it. The
-//! book is bounded: past [`MAX_ENTRIES`] workers x models, the oldest entry goes.
+//! Placement (`placement.rs`) predicts a pool's finish time for more chains from it. The
+//! book is bounded: past [`MAX_ENTRIES`] pools x models, the oldest entry goes.
 
 use std::collections::{HashMap, VecDeque};
 use std::time::Duration;
@@ -14,27 +14,27 @@ use std::time::Duration;
 use sampler::ModelHash;
 
 use crate::ids::NodeName;
-use crate::sampling::WorkerKind;
+use crate::sampling::PoolKind;
 
-/// Most (worker, model) pairs remembered.
+/// Most (pool, model) pairs remembered.
 pub(crate) const MAX_ENTRIES: usize = 4096;
 
 /// Weight of a new measurement against what was known (an exponential moving average).
 const NEW_WEIGHT: f64 = 0.5;
 
-/// A worker, as placement tells workers apart across scheduling rounds.
+/// A pool, as placement tells pools apart across scheduling rounds.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct WorkerKey {
+pub(crate) struct PoolKey {
     pub(crate) node: NodeName,
-    pub(crate) kind: WorkerKind,
+    pub(crate) kind: PoolKind,
 }
 
 /// A task's timing, kept from its dispatch to its end.
 #[derive(Debug, Clone)]
 pub(crate) struct TaskTiming {
-    pub(crate) worker: WorkerKey,
+    pub(crate) pool: PoolKey,
     pub(crate) model: ModelHash,
-    /// Chains the worker ran at once when the task was sent.
+    /// Chains the pool ran at once when the task was sent.
     pub(crate) slots: u32,
     /// Chains there when it was sent, this task's included.
     pub(crate) load: u32,
@@ -52,12 +52,12 @@ impl TaskTiming {
     }
 }
 
-/// Measured speeds, per worker and model.
+/// Measured speeds, per pool and model.
 #[derive(Debug, Default)]
 pub(crate) struct RateBook {
-    per_iteration: HashMap<(WorkerKey, ModelHash), f64>,
+    per_iteration: HashMap<(PoolKey, ModelHash), f64>,
     /// Keys in the order they were first measured: the oldest goes first.
-    order: VecDeque<(WorkerKey, ModelHash)>,
+    order: VecDeque<(PoolKey, ModelHash)>,
 }
 
 impl RateBook {
@@ -66,7 +66,7 @@ impl RateBook {
         let Some(value) = timing.per_iteration(elapsed) else {
             return;
         };
-        let key = (timing.worker.clone(), timing.model);
+        let key = (timing.pool.clone(), timing.model);
         match self.per_iteration.get_mut(&key) {
             Some(known) => *known = NEW_WEIGHT * value + (1.0 - NEW_WEIGHT) * *known,
             None => {
@@ -81,15 +81,15 @@ impl RateBook {
         }
     }
 
-    /// Seconds a wave of chains of `iterations` iterations takes on `worker`, if measured.
+    /// Seconds a wave of chains of `iterations` iterations takes on `pool`, if measured.
     pub(crate) fn wave_seconds(
         &self,
-        worker: &WorkerKey,
+        pool: &PoolKey,
         model: ModelHash,
         iterations: u64,
     ) -> Option<f64> {
         self.per_iteration
-            .get(&(worker.clone(), model))
+            .get(&(pool.clone(), model))
             .map(|per| per * iterations.max(1) as f64)
     }
 

@@ -1,10 +1,10 @@
-//! The coordinator's calls to workers, run as tasks the coordinator owns (aborted when it
+//! The coordinator's calls to pools, run as tasks the coordinator owns (aborted when it
 //! stops or when it gives a task up): a scheduling round's status queries, and one driver
 //! per task that dispatches it and polls its events until every chain reported.
 //!
 //! Every call has a timeout. A timeout means "outcome unknown": a dispatch is repeated with
 //! the same request and task ids (the pool starts nothing new), a poll with the same `ack`
-//! (the pool sends the same events again). An unreachable worker, a refusal, or too many
+//! (the pool sends the same events again). An unreachable pool, a refusal, or too many
 //! timeouts in a row end the driver with [`CoordinatorMsg::TaskLost`]; the coordinator runs
 //! the task's unfinished chains elsewhere. A task over the pool node's limits ends it with
 //! [`CoordinatorMsg::TaskRefused`] instead: the job fails with the pool's message.
@@ -23,7 +23,7 @@ use tokio::task::JoinSet;
 use super::CoordinatorMsg;
 use crate::discovery::{CPU_POOL, GPU_POOL};
 use crate::ids::{JobId, NodeName, RequestId, TaskId};
-use crate::sampling::WorkerKind;
+use crate::sampling::PoolKind;
 use crate::wire::{
     self, CallError, Envelope, MAX_POLL_REPLY_BYTES, PoolReply, PoolRequest, PoolWire, WireError,
     WireTask, WireTaskEvent,
@@ -31,11 +31,11 @@ use crate::wire::{
 
 /// Limit of a status query.
 const STATUS_TIMEOUT: Duration = Duration::from_secs(1);
-/// Limit of a dispatch (the worker decodes and checks the model before it answers).
+/// Limit of a dispatch (the pool decodes and checks the model before it answers).
 const RUN_TIMEOUT: Duration = Duration::from_secs(10);
 /// Dispatches tried before the task is given up.
 const RUN_ATTEMPTS: u32 = 3;
-/// How long a poll waits at the worker for an event.
+/// How long a poll waits at the pool for an event.
 const POLL_WAIT_MS: u32 = 1000;
 /// Limit of a poll: its wait plus room for the answer.
 const POLL_TIMEOUT: Duration = Duration::from_secs(3);
@@ -51,25 +51,25 @@ pub(crate) const JOB_BACKLOG_BYTES: usize = 8 * MAX_POLL_REPLY_BYTES;
 /// task lease).
 const KEEPALIVE: Duration = Duration::from_secs(5);
 
-/// A worker seen by a scheduling round.
+/// A pool seen by a scheduling round.
 #[derive(Debug, Clone)]
-pub(crate) struct WorkerView {
-    pub(crate) worker: ActorRef<PoolWire>,
+pub(crate) struct PoolView {
+    pub(crate) pool: ActorRef<PoolWire>,
     pub(crate) node: NodeName,
-    pub(crate) kind: WorkerKind,
+    pub(crate) kind: PoolKind,
     pub(crate) slots: u32,
     pub(crate) busy: u32,
 }
 
 /// Asks every pool in the cluster (CPU and GPU) for its capacity; the ones that answer in
 /// time.
-pub(crate) async fn survey(me: NodeName, request_base: u64) -> Vec<WorkerView> {
+pub(crate) async fn survey(me: NodeName, request_base: u64) -> Vec<PoolView> {
     let mut queries = JoinSet::new();
     let pools = GPU_POOL
         .all_members()
         .into_iter()
         .chain(CPU_POOL.all_members());
-    for (index, (_, worker)) in pools.enumerate() {
+    for (index, (_, pool)) in pools.enumerate() {
         let me = me.clone();
         queries.spawn(async move {
             let envelope = Envelope::new(
@@ -77,8 +77,8 @@ pub(crate) async fn survey(me: NodeName, request_base: u64) -> Vec<WorkerView> {
                 &me,
                 PoolRequest::Status,
             );
-            let peer = format!("{:?}", worker.get_id());
-            let reply = wire::call(&worker, &peer, &envelope, STATUS_TIMEOUT).await;
+            let peer = format!("{:?}", pool.get_id());
+            let reply = wire::call(&pool, &peer, &envelope, STATUS_TIMEOUT).await;
             match reply {
                 Ok(Envelope {
                     sender,
@@ -90,8 +90,8 @@ pub(crate) async fn survey(me: NodeName, request_base: u64) -> Vec<WorkerView> {
                             queued,
                         },
                     ..
-                }) => Some(WorkerView {
-                    worker,
+                }) => Some(PoolView {
+                    pool,
                     node: sender.parse().ok()?,
                     kind: kind.into(),
                     slots,
@@ -118,7 +118,7 @@ pub(crate) async fn survey(me: NodeName, request_base: u64) -> Vec<WorkerView> {
 pub(crate) struct Driver {
     pub(crate) coordinator: ActorRef<CoordinatorMsg>,
     pub(crate) me: NodeName,
-    pub(crate) worker: ActorRef<PoolWire>,
+    pub(crate) pool: ActorRef<PoolWire>,
     pub(crate) node: NodeName,
     pub(crate) task: WireTask,
     /// Request ids of this driver: `base`, `base + 1`, ...
@@ -150,7 +150,7 @@ pub(crate) async fn drive(mut driver: Driver) {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match wire::call(&driver.worker, driver.node.as_str(), &run, RUN_TIMEOUT).await {
+        match wire::call(&driver.pool, driver.node.as_str(), &run, RUN_TIMEOUT).await {
             Ok(_) => {
                 let _ = driver
                     .coordinator
@@ -203,7 +203,7 @@ pub(crate) async fn drive(mut driver: Driver) {
         )
         .with_job(job);
         next_request += 1;
-        match wire::call(&driver.worker, driver.node.as_str(), &poll, POLL_TIMEOUT).await {
+        match wire::call(&driver.pool, driver.node.as_str(), &poll, POLL_TIMEOUT).await {
             Ok(Envelope {
                 body: PoolReply::Events { events, .. },
                 ..
@@ -253,13 +253,7 @@ pub(crate) async fn drive(mut driver: Driver) {
         PoolRequest::Cancel { task },
     )
     .with_job(job);
-    let _ = wire::call(
-        &driver.worker,
-        driver.node.as_str(),
-        &cancel,
-        STATUS_TIMEOUT,
-    )
-    .await;
+    let _ = wire::call(&driver.pool, driver.node.as_str(), &cancel, STATUS_TIMEOUT).await;
 }
 
 /// Waits while the job's client is more than [`JOB_BACKLOG_BYTES`] behind, at most
@@ -273,11 +267,11 @@ async fn client_caught_up(backlog: &mut watch::Receiver<usize>) -> bool {
     tokio::time::timeout(KEEPALIVE, caught_up).await.is_ok()
 }
 
-/// Tells a worker to drop a task the coordinator gave up on (best effort: the worker may be
+/// Tells a pool to drop a task the coordinator gave up on (best effort: the pool may be
 /// gone; its lease would drop the task anyway).
 pub(crate) async fn cancel(
     me: NodeName,
-    worker: ActorRef<PoolWire>,
+    pool: ActorRef<PoolWire>,
     node: NodeName,
     job: JobId,
     task: TaskId,
@@ -285,7 +279,7 @@ pub(crate) async fn cancel(
 ) {
     let envelope =
         Envelope::new(RequestId(request), &me, PoolRequest::Cancel { task }).with_job(job);
-    let _ = wire::call(&worker, node.as_str(), &envelope, STATUS_TIMEOUT).await;
+    let _ = wire::call(&pool, node.as_str(), &envelope, STATUS_TIMEOUT).await;
 }
 
 /// A lost task's reason, in the words the retry report uses (which names the node).

@@ -1,7 +1,7 @@
 //! The coordinator's plain parts: placement by capacity, and a job's chains through
 //! dispatch, draws, completion, loss and retry, and the broadcast warmup; the poison-job
 //! rules (bounded attempts, nodes avoided, quarantine) with scheduling rounds run as the
-//! coordinator runs them, over fake workers.
+//! coordinator runs them, over fake pools.
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use super::placement::{Capacity, PendingGroup, place, place_groups};
 use crate::ids::{JobId, NodeName, RequestId, TaskId};
 use crate::notes::MAX_NOTE_BYTES;
 use crate::outbox::Waiter;
-use crate::sampling::{DevicePreference, WARMUP_CHAIN, WarmupMode, WorkerKind};
+use crate::sampling::{DevicePreference, PoolKind, WARMUP_CHAIN, WarmupMode};
 use crate::wire::{
     Envelope, JobReply, JobWire, Responder, WireChainDone, WireChainSpec, WireDrawBlock, WireDraws,
     WireError, WireFailure, WireJobEvent, WireRunNote, WireSettings, WireStats, WireTaskEvent,
@@ -20,140 +20,122 @@ use crate::wire::{
 };
 
 fn cpu(slots: u32, busy: u32) -> Capacity {
-    Capacity::new(node("w"), WorkerKind::Cpu, slots, busy)
+    Capacity::new(node("w"), PoolKind::Cpu, slots, busy)
 }
 
 #[test]
 fn placement_fills_free_slots_spreading_chains() {
-    let mut workers = [cpu(2, 0), cpu(2, 0), cpu(4, 0)];
+    let mut pools = [cpu(2, 0), cpu(2, 0), cpu(4, 0)];
     assert_eq!(
-        place(8, DevicePreference::Any, false, &mut workers),
+        place(8, DevicePreference::Any, false, &mut pools),
         [2, 2, 4]
     );
-    assert!(workers.iter().all(|w| w.busy == w.slots));
+    assert!(pools.iter().all(|w| w.busy == w.slots));
 
     // Three chains over three idle pools: one each, not three on the biggest.
-    let mut workers = [cpu(4, 0), cpu(4, 0), cpu(4, 0)];
+    let mut pools = [cpu(4, 0), cpu(4, 0), cpu(4, 0)];
     assert_eq!(
-        place(3, DevicePreference::Cpu, false, &mut workers),
+        place(3, DevicePreference::Cpu, false, &mut pools),
         [1, 1, 1]
     );
 
     // More chains than free slots: the rest wait for slots to free up.
-    let mut workers = [cpu(2, 1), cpu(2, 0)];
-    assert_eq!(
-        place(10, DevicePreference::Any, false, &mut workers),
-        [1, 2]
-    );
+    let mut pools = [cpu(2, 1), cpu(2, 0)];
+    assert_eq!(place(10, DevicePreference::Any, false, &mut pools), [1, 2]);
 }
 
 #[test]
 fn placement_of_a_job_with_no_free_slot_anywhere() {
     // Nothing running yet: one dispatch to the least-loaded pool, queued there.
-    let mut workers = [cpu(2, 6), cpu(4, 5)];
-    assert_eq!(
-        place(10, DevicePreference::Any, false, &mut workers),
-        [0, 4]
-    );
+    let mut pools = [cpu(2, 6), cpu(4, 5)];
+    assert_eq!(place(10, DevicePreference::Any, false, &mut pools), [0, 4]);
     // Already running: it waits for its own chains to free slots.
-    let mut workers = [cpu(2, 6), cpu(4, 5)];
-    assert_eq!(place(10, DevicePreference::Any, true, &mut workers), [0, 0]);
+    let mut pools = [cpu(2, 6), cpu(4, 5)];
+    assert_eq!(place(10, DevicePreference::Any, true, &mut pools), [0, 0]);
 }
 
 #[test]
-fn placement_sends_many_chains_to_gpu_workers_and_respects_the_preference() {
-    let gpu = Capacity::new(node("g"), WorkerKind::Gpu, 4096, 0);
-    // Not measured yet: the GPU worker gets a share as a probe, the CPU pool its free slots.
-    let mut workers = [cpu(2, 0), gpu.clone()];
+fn placement_sends_many_chains_to_gpu_pools_and_respects_the_preference() {
+    let gpu = Capacity::new(node("g"), PoolKind::Gpu, 4096, 0);
+    // Not measured yet: the GPU pool gets a share as a probe, the CPU pool its free slots.
+    let mut pools = [cpu(2, 0), gpu.clone()];
     assert_eq!(
-        place(100, DevicePreference::Any, false, &mut workers),
+        place(100, DevicePreference::Any, false, &mut pools),
         [2, 25]
     );
-    // The only worker that may run the job gets all of it at once.
-    let mut workers = [cpu(2, 0), gpu.clone()];
+    // The only pool that may run the job gets all of it at once.
+    let mut pools = [cpu(2, 0), gpu.clone()];
     assert_eq!(
-        place(100, DevicePreference::Gpu, false, &mut workers),
+        place(100, DevicePreference::Gpu, false, &mut pools),
         [0, 100]
     );
-    let mut workers = [cpu(2, 0), gpu.clone()];
-    assert_eq!(
-        place(100, DevicePreference::Cpu, false, &mut workers),
-        [2, 0]
-    );
-    let mut workers = [cpu(2, 0)];
-    assert_eq!(place(100, DevicePreference::Gpu, false, &mut workers), [0]);
+    let mut pools = [cpu(2, 0), gpu.clone()];
+    assert_eq!(place(100, DevicePreference::Cpu, false, &mut pools), [2, 0]);
+    let mut pools = [cpu(2, 0)];
+    assert_eq!(place(100, DevicePreference::Gpu, false, &mut pools), [0]);
 }
 
-fn measured(mut worker: Capacity, wave_seconds: f64) -> Capacity {
-    worker.wave_seconds = Some(wave_seconds);
-    worker
+fn measured(mut pool: Capacity, wave_seconds: f64) -> Capacity {
+    pool.wave_seconds = Some(wave_seconds);
+    pool
 }
 
 fn gpu(slots: u32, busy: u32) -> Capacity {
-    Capacity::new(node("g"), WorkerKind::Gpu, slots, busy)
+    Capacity::new(node("g"), PoolKind::Gpu, slots, busy)
 }
 
 #[test]
 fn placement_by_finish_time_sends_a_job_where_it_ends_soonest() {
     // A fast GPU (a wave of up to 4096 chains in 1 s) beside a 2-core pool (0.5 s a wave):
     // the pool can run four chains by the time the GPU has run the rest; two start now.
-    let mut workers = [measured(cpu(2, 0), 0.5), measured(gpu(4096, 0), 1.0)];
+    let mut pools = [measured(cpu(2, 0), 0.5), measured(gpu(4096, 0), 1.0)];
     assert_eq!(
-        place(100, DevicePreference::Any, false, &mut workers),
+        place(100, DevicePreference::Any, false, &mut pools),
         [2, 96]
     );
     // A software GPU (14 s a wave) beside a pool that runs all 64 chains in 0.32 s: the
     // software GPU gets nothing.
-    let mut workers = [measured(cpu(2, 0), 0.01), measured(gpu(1024, 0), 14.0)];
-    assert_eq!(
-        place(64, DevicePreference::Any, false, &mut workers),
-        [2, 0]
-    );
+    let mut pools = [measured(cpu(2, 0), 0.01), measured(gpu(1024, 0), 14.0)];
+    assert_eq!(place(64, DevicePreference::Any, false, &mut pools), [2, 0]);
     // Two pools of the same speed share a job evenly, as slots free up.
-    let mut workers = [measured(cpu(2, 0), 1.0), measured(cpu(2, 0), 1.0)];
-    assert_eq!(place(8, DevicePreference::Cpu, false, &mut workers), [2, 2]);
+    let mut pools = [measured(cpu(2, 0), 1.0), measured(cpu(2, 0), 1.0)];
+    assert_eq!(place(8, DevicePreference::Cpu, false, &mut pools), [2, 2]);
     // A pool whose one wave outlasts the whole job on the other gets nothing, free slots
     // or not; one that fits a wave in gets it.
-    let mut workers = [measured(cpu(2, 0), 1.0), measured(cpu(2, 0), 10.0)];
-    assert_eq!(place(8, DevicePreference::Cpu, false, &mut workers), [2, 0]);
-    let mut workers = [measured(cpu(2, 0), 1.0), measured(cpu(2, 0), 3.0)];
-    assert_eq!(place(8, DevicePreference::Cpu, false, &mut workers), [2, 2]);
+    let mut pools = [measured(cpu(2, 0), 1.0), measured(cpu(2, 0), 10.0)];
+    assert_eq!(place(8, DevicePreference::Cpu, false, &mut pools), [2, 0]);
+    let mut pools = [measured(cpu(2, 0), 1.0), measured(cpu(2, 0), 3.0)];
+    assert_eq!(place(8, DevicePreference::Cpu, false, &mut pools), [2, 2]);
     // Queued chains count: a busy fast pool waits its turn behind what it has.
-    let mut workers = [measured(cpu(2, 40), 1.0), measured(cpu(2, 0), 4.0)];
-    assert_eq!(place(4, DevicePreference::Cpu, false, &mut workers), [0, 2]);
+    let mut pools = [measured(cpu(2, 40), 1.0), measured(cpu(2, 0), 4.0)];
+    assert_eq!(place(4, DevicePreference::Cpu, false, &mut pools), [0, 2]);
 }
 
 #[test]
-fn placement_waits_for_a_probe_unless_the_measured_workers_finish_first() {
+fn placement_waits_for_a_probe_unless_the_measured_pools_finish_first() {
     let probing = |elapsed: f64| {
-        let mut worker = gpu(4096, 0);
-        worker.probing = Some(std::time::Duration::from_secs_f64(elapsed));
-        worker
+        let mut pool = gpu(4096, 0);
+        pool.probing = Some(std::time::Duration::from_secs_f64(elapsed));
+        pool
     };
     // The pool would need 25 s for the rest; the GPU's probe has run 0.1 s: wait for it.
-    let mut workers = [measured(cpu(2, 0), 0.05), probing(0.1)];
-    assert_eq!(
-        place(1000, DevicePreference::Any, true, &mut workers),
-        [0, 0]
-    );
+    let mut pools = [measured(cpu(2, 0), 0.05), probing(0.1)];
+    assert_eq!(place(1000, DevicePreference::Any, true, &mut pools), [0, 0]);
     // The probe has run 30 s, longer than the pool needs for everything: go on without it.
-    let mut workers = [measured(cpu(2, 0), 0.05), probing(30.0)];
-    assert_eq!(
-        place(1000, DevicePreference::Any, true, &mut workers),
-        [2, 0]
-    );
+    let mut pools = [measured(cpu(2, 0), 0.05), probing(30.0)];
+    assert_eq!(place(1000, DevicePreference::Any, true, &mut pools), [2, 0]);
 }
 
 #[test]
-fn the_rate_book_learns_per_worker_and_model_and_stays_bounded() {
-    use super::rates::{MAX_ENTRIES, RateBook, TaskTiming, WorkerKey};
-    let key = |short: &str| WorkerKey {
+fn the_rate_book_learns_per_pool_and_model_and_stays_bounded() {
+    use super::rates::{MAX_ENTRIES, PoolKey, RateBook, TaskTiming};
+    let key = |short: &str| PoolKey {
         node: node(short),
-        kind: WorkerKind::Cpu,
+        kind: PoolKind::Cpu,
     };
     let model = sampler::ModelHash([1; 16]);
-    let timing = |worker: WorkerKey, model, load| TaskTiming {
-        worker,
+    let timing = |pool: PoolKey, model, load| TaskTiming {
+        pool,
         model,
         slots: 4,
         load,
@@ -172,7 +154,7 @@ fn the_rate_book_learns_per_worker_and_model_and_stays_bounded() {
     // Half the iterations, half the wave.
     let half = book.wave_seconds(&key("a"), model, 1000).expect("measured");
     assert!((half - 0.75).abs() < 1e-9, "{half}");
-    // Another model or another worker is not measured by it.
+    // Another model or another pool is not measured by it.
     assert_eq!(
         book.wave_seconds(&key("a"), sampler::ModelHash([2; 16]), 2000),
         None
@@ -187,8 +169,8 @@ fn the_rate_book_learns_per_worker_and_model_and_stays_bounded() {
     assert!((wave - 2.0).abs() < 1e-9, "{wave}");
     // Bounded: the oldest entries go.
     for n in 0..(MAX_ENTRIES + 10) {
-        let worker = key(&format!("n{n}"));
-        book.record(&timing(worker, model, 4), std::time::Duration::from_secs(1));
+        let pool = key(&format!("n{n}"));
+        book.record(&timing(pool, model, 4), std::time::Duration::from_secs(1));
     }
     assert_eq!(book.len(), MAX_ENTRIES);
     assert_eq!(book.wave_seconds(&key("a"), model, 2000), None);
@@ -291,7 +273,7 @@ fn a_job_runs_its_chains_and_finishes_when_every_draw_arrived() {
         a,
         ActorId::Local(1),
         node("a"),
-        WorkerKind::Cpu,
+        PoolKind::Cpu,
         pending[..2].to_vec(),
     );
     assert_eq!((task.seed, task.burn_in, task.chains.len()), (7, 0, 2));
@@ -299,7 +281,7 @@ fn a_job_runs_its_chains_and_finishes_when_every_draw_arrived() {
         b,
         ActorId::Local(2),
         node("b"),
-        WorkerKind::Cpu,
+        PoolKind::Cpu,
         pending[2..].to_vec(),
     );
     assert!(!job.has_pending());
@@ -346,7 +328,7 @@ fn a_lost_task_reruns_only_its_unfinished_chains() {
     let mut job = new_job(2, WarmupMode::Independent);
     let pending = job.pending();
     let a = TaskId(1);
-    job.dispatch(a, ActorId::Local(1), node("a"), WorkerKind::Cpu, pending);
+    job.dispatch(a, ActorId::Local(1), node("a"), PoolKind::Cpu, pending);
     job.apply(
         a,
         vec![
@@ -374,7 +356,7 @@ fn a_lost_task_reruns_only_its_unfinished_chains() {
 
     // Late events of the lost task are ignored; the new attempt counts draws from zero.
     let b = TaskId(2);
-    job.dispatch(b, ActorId::Local(2), node("b"), WorkerKind::Cpu, pending);
+    job.dispatch(b, ActorId::Local(2), node("b"), PoolKind::Cpu, pending);
     job.apply(
         a,
         vec![progress(1, 3, 7), WireTaskEvent::ChainDone(done(1, 10))],
@@ -401,7 +383,7 @@ fn draws_that_do_not_join_up_or_do_not_add_up_break_the_task() {
     let mut job = new_job(1, WarmupMode::Independent);
     let pending = job.pending();
     let a = TaskId(1);
-    job.dispatch(a, ActorId::Local(1), node("a"), WorkerKind::Cpu, pending);
+    job.dispatch(a, ActorId::Local(1), node("a"), PoolKind::Cpu, pending);
     let applied = job.apply(a, vec![progress(0, 0, 4), progress(0, 5, 4)]);
     assert!(
         applied
@@ -443,7 +425,7 @@ fn gpu_job_events(blocks: bool, events_of_task: Vec<WireTaskEvent>) -> Vec<WireJ
         TaskId(1),
         ActorId::Local(1),
         node("g"),
-        WorkerKind::Gpu,
+        PoolKind::Gpu,
         pending,
     );
     let applied = job.apply(TaskId(1), events_of_task);
@@ -510,7 +492,7 @@ fn a_block_drops_chains_no_longer_running_in_its_task() {
     let mut job = new_job(3, WarmupMode::Independent);
     let pending = job.pending();
     let gpu = TaskId(1);
-    job.dispatch(gpu, ActorId::Local(1), node("g"), WorkerKind::Gpu, pending);
+    job.dispatch(gpu, ActorId::Local(1), node("g"), PoolKind::Gpu, pending);
     job.apply(
         gpu,
         vec![block(&[(0, 0, 2), (1, 0, 2), (2, 0, 2)]), device_lost(1)],
@@ -568,7 +550,7 @@ fn job_with_one_task() -> Job {
         TaskId(1),
         ActorId::Local(1),
         node("a"),
-        WorkerKind::Cpu,
+        PoolKind::Cpu,
         pending,
     );
     job
@@ -602,7 +584,7 @@ fn a_failed_chain_fails_the_job_and_too_many_losses_too() {
         let pending = job.pending();
         assert_eq!(pending.len(), 1, "attempt {attempt}");
         let task = TaskId(u64::from(attempt));
-        job.dispatch(task, ActorId::Local(1), node("a"), WorkerKind::Cpu, pending);
+        job.dispatch(task, ActorId::Local(1), node("a"), PoolKind::Cpu, pending);
         let refused = job.refuse(task, "the pool is draining");
         assert_eq!(
             refused.is_err(),
@@ -625,7 +607,7 @@ fn a_chain_whose_worker_failed_runs_again_alone_and_finished_chains_are_kept() {
     let mut job = new_job(3, WarmupMode::Independent);
     let pending = job.pending();
     let gpu = TaskId(1);
-    job.dispatch(gpu, ActorId::Local(1), node("g"), WorkerKind::Gpu, pending);
+    job.dispatch(gpu, ActorId::Local(1), node("g"), PoolKind::Gpu, pending);
     // Chain 0 finished before the device was lost under chains 1 and 2.
     let applied = job.apply(
         gpu,
@@ -662,7 +644,7 @@ fn a_chain_whose_worker_failed_runs_again_alone_and_finished_chains_are_kept() {
     let pending = job.pending();
     assert_eq!(pending.iter().map(|c| c.chain).collect::<Vec<_>>(), [1, 2]);
     let cpu = TaskId(2);
-    job.dispatch(cpu, ActorId::Local(2), node("c"), WorkerKind::Cpu, pending);
+    job.dispatch(cpu, ActorId::Local(2), node("c"), PoolKind::Cpu, pending);
     job.apply(
         cpu,
         vec![
@@ -687,13 +669,7 @@ fn a_chain_whose_worker_keeps_failing_fails_the_job_naming_it_and_the_cause() {
     for (attempt, short) in (1..=MAX_ATTEMPTS).zip(nodes) {
         let pending = job.pending();
         let task = TaskId(u64::from(attempt));
-        job.dispatch(
-            task,
-            ActorId::Local(1),
-            node(short),
-            WorkerKind::Gpu,
-            pending,
-        );
+        job.dispatch(task, ActorId::Local(1), node(short), PoolKind::Gpu, pending);
         let mut events = vec![device_lost(1)];
         if attempt == 1 {
             events.insert(0, WireTaskEvent::ChainDone(done(0, 0)));
@@ -719,7 +695,7 @@ fn broadcast_warmup_runs_one_chain_then_starts_every_chain_from_it() {
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].chain, WARMUP_CHAIN.0);
     let w = TaskId(1);
-    let task = job.dispatch(w, ActorId::Local(1), node("a"), WorkerKind::Cpu, pending);
+    let task = job.dispatch(w, ActorId::Local(1), node("a"), PoolKind::Cpu, pending);
     assert_eq!((task.settings.num_draws, task.burn_in), (0, 0));
     assert!(!job.has_pending());
 
@@ -743,7 +719,7 @@ fn broadcast_warmup_runs_one_chain_then_starts_every_chain_from_it() {
         TaskId(2),
         ActorId::Local(1),
         node("a"),
-        WorkerKind::Cpu,
+        PoolKind::Cpu,
         pending,
     );
     assert_eq!(task.burn_in, 25);
@@ -754,7 +730,7 @@ fn broadcast_warmup_runs_one_chain_then_starts_every_chain_from_it() {
 /// coordinator runs them (`Job::pending_groups`, then `place_groups`, then `Job::dispatch`).
 struct Fake {
     /// Node, slots.
-    workers: Vec<(NodeName, u32)>,
+    pools: Vec<(NodeName, u32)>,
     next_task: u64,
 }
 
@@ -764,20 +740,20 @@ type Dispatch = (TaskId, NodeName, Vec<u32>);
 impl Fake {
     fn new(nodes: &[(&str, u32)]) -> Self {
         Self {
-            workers: nodes.iter().map(|&(n, slots)| (node(n), slots)).collect(),
+            pools: nodes.iter().map(|&(n, slots)| (node(n), slots)).collect(),
             next_task: 1,
         }
     }
 
     /// The node goes down: its pool is seen no more.
     fn remove(&mut self, short: &str) {
-        self.workers.retain(|(n, _)| *n != node(short));
+        self.pools.retain(|(n, _)| *n != node(short));
     }
 
     fn round(&mut self, job: &mut Job) -> Vec<Dispatch> {
         let groups = job.pending_groups();
         let mut capacity: Vec<Capacity> = self
-            .workers
+            .pools
             .iter()
             .map(|(node, slots)| {
                 let busy = job
@@ -786,7 +762,7 @@ impl Fake {
                     .filter(|r| &r.node == node)
                     .map(|r| r.chains.len() as u32)
                     .sum();
-                Capacity::new(node.clone(), WorkerKind::Cpu, *slots, busy)
+                Capacity::new(node.clone(), PoolKind::Cpu, *slots, busy)
             })
             .collect();
         let plan = place_groups(
@@ -808,9 +784,9 @@ impl Fake {
                 let numbers = part.iter().map(|c| c.chain).collect();
                 let task = TaskId(self.next_task);
                 self.next_task += 1;
-                let node = self.workers[index].0.clone();
-                let worker = ActorId::Local(index as u64);
-                job.dispatch(task, worker, node.clone(), WorkerKind::Cpu, part);
+                let node = self.pools[index].0.clone();
+                let pool = ActorId::Local(index as u64);
+                job.dispatch(task, pool, node.clone(), PoolKind::Cpu, part);
                 dispatched.push((task, node, numbers));
             }
         }
@@ -945,7 +921,7 @@ fn quarantined_tasks_of_a_job_run_one_at_a_time() {
     assert_eq!(first.len(), 3, "{first:?}");
     for lost in &first[..2] {
         assert_eq!(job.lose(lost.0, "node lost: connection lost"), Ok(true));
-        cluster.workers.retain(|(n, _)| *n != lost.1);
+        cluster.pools.retain(|(n, _)| *n != lost.1);
     }
     // Two groups wait; the first runs on the one node free of the job, the second waits
     // for it although another node is free then.
@@ -1024,7 +1000,7 @@ fn placement_keeps_quarantined_chains_alone_and_off_the_nodes_they_avoid() {
             })
             .collect()
     };
-    let on = |short: &str, busy: u32| Capacity::new(node(short), WorkerKind::Cpu, 4, busy);
+    let on = |short: &str, busy: u32| Capacity::new(node(short), PoolKind::Cpu, 4, busy);
     let groups = [
         PendingGroup {
             chains: chains(&[0, 1]),
@@ -1038,39 +1014,32 @@ fn placement_keeps_quarantined_chains_alone_and_off_the_nodes_they_avoid() {
         },
     ];
     // a runs the job, b is where the suspects were lost: they go to c, the rest not to c.
-    let mut workers = [on("a", 1), on("b", 0), on("c", 0)];
+    let mut pools = [on("a", 1), on("b", 0), on("c", 0)];
     let plan = place_groups(
         &groups,
         DevicePreference::Any,
         true,
         &[node("a")],
         &[],
-        &mut workers,
+        &mut pools,
     );
     assert_eq!(plan, [vec![0, 0, 2], vec![1, 2, 0]]);
 
     // No node free of the job but the avoided one: they wait, the rest is placed.
-    let mut workers = [on("a", 1), on("b", 0)];
+    let mut pools = [on("a", 1), on("b", 0)];
     let plan = place_groups(
         &groups,
         DevicePreference::Any,
         true,
         &[node("a")],
         &[],
-        &mut workers,
+        &mut pools,
     );
     assert_eq!(plan, [vec![0, 0], vec![1, 2]]);
 
     // Only the avoided node exists: it runs them (alone).
-    let mut workers = [on("b", 0)];
-    let plan = place_groups(
-        &groups,
-        DevicePreference::Any,
-        false,
-        &[],
-        &[],
-        &mut workers,
-    );
+    let mut pools = [on("b", 0)];
+    let plan = place_groups(&groups, DevicePreference::Any, false, &[], &[], &mut pools);
     assert_eq!(plan, [vec![2], vec![0]]);
 }
 
@@ -1084,9 +1053,9 @@ fn a_job_over_a_subset_runs_those_chains_with_their_numbers_and_finishes_with_th
     let numbers: Vec<u32> = pending.iter().map(|c| c.chain).collect();
     assert_eq!(numbers, [1, 4]);
     let task = TaskId(3);
-    let wire = job.dispatch(task, ActorId::Local(1), node("a"), WorkerKind::Cpu, pending);
+    let wire = job.dispatch(task, ActorId::Local(1), node("a"), PoolKind::Cpu, pending);
     assert_eq!(wire.seed, 7);
-    // A chain the job does not run is ignored, whatever a worker says.
+    // A chain the job does not run is ignored, whatever a pool says.
     job.apply(
         task,
         vec![progress(0, 0, 10), WireTaskEvent::ChainDone(done(0, 10))],
@@ -1211,7 +1180,7 @@ fn a_job_keeps_its_pools_notes_once_cut_and_answers_every_poll_with_them() {
             task,
             ActorId::Local(task.0),
             node(short),
-            WorkerKind::Gpu,
+            PoolKind::Gpu,
             chains.to_vec(),
         );
     };

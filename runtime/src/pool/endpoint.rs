@@ -16,7 +16,7 @@ use super::{PoolMsg, PreparedTask};
 use crate::discovery::{CPU_POOL, GPU_POOL};
 use crate::ids::{NodeName, job_span};
 use crate::limits::{Holder, JobLimits, JobShape};
-use crate::sampling::{MAX_CHAINS, WorkerKind};
+use crate::sampling::{MAX_CHAINS, PoolKind};
 use crate::wire::{self, PoolRequest, PoolWire, Responder, WireError, WireFault, WireTask};
 
 /// Decoded models kept for the next dispatch of the same job.
@@ -34,7 +34,7 @@ pub(crate) struct EndpointArgs {
     /// The pool requests go to; a new pool comes with a new endpoint (rest-for-one).
     pub(crate) pool: ActorRef<PoolMsg>,
     /// The pool's kind: its process group, and what it accepts.
-    pub(crate) kind: WorkerKind,
+    pub(crate) kind: PoolKind,
     /// What one task may ask of this node.
     pub(crate) limits: JobLimits,
 }
@@ -44,7 +44,7 @@ pub(crate) struct EndpointArgs {
 pub(crate) struct EndpointState {
     me: NodeName,
     pool: ActorRef<PoolMsg>,
-    kind: WorkerKind,
+    kind: PoolKind,
     limits: JobLimits,
     models: ModelCache,
 }
@@ -60,8 +60,8 @@ impl Actor for PoolEndpoint {
         args: EndpointArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         match args.kind {
-            WorkerKind::Cpu => CPU_POOL.join(&myself),
-            WorkerKind::Gpu => GPU_POOL.join(&myself),
+            PoolKind::Cpu => CPU_POOL.join(&myself),
+            PoolKind::Gpu => GPU_POOL.join(&myself),
         }
         Ok(EndpointState {
             me: args.me,
@@ -150,7 +150,7 @@ impl wire::Answerable<PoolWire> for PoolMsg {
 /// kept its draws: a GPU batch holds them in host memory).
 fn prepare(
     task: WireTask,
-    kind: WorkerKind,
+    kind: PoolKind,
     limits: &JobLimits,
     me: &NodeName,
     models: &mut ModelCache,
@@ -166,7 +166,7 @@ fn prepare(
     settings
         .validate()
         .map_err(|error| invalid("settings", error.to_string()))?;
-    if kind == WorkerKind::Gpu && settings.metric == sampler::MetricKind::Dense {
+    if kind == PoolKind::Gpu && settings.metric == sampler::MetricKind::Dense {
         return Err(invalid(
             "settings",
             "GPU workers adapt a diagonal metric only (a dense metric runs on CPU pools)"

@@ -66,7 +66,7 @@ fn chunks_and_retries_make_whole_traces() {
         WireJobEvent::Placed {
             chains: vec![0, 1],
             node: "a@h".into(),
-            worker: WireWorkerKind::Cpu,
+            pool: WirePoolKind::Cpu,
         },
         progress(0, 1, 0, &[1.0, 2.0]),
         progress(1, 1, 0, &[9.0]),

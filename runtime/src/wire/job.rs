@@ -9,7 +9,7 @@ use ractor_cluster::RactorClusterMessage;
 use serde::{Deserialize, Serialize};
 
 use super::block::WireDrawBlock;
-use super::pool::WireWorkerKind;
+use super::pool::WirePoolKind;
 use super::sampling::{WireChainDone, WireDraws, WireSettings, WireTuning};
 use super::{Service, WireEvent};
 use crate::ids::JobId;
@@ -156,14 +156,15 @@ pub enum JobReply {
 /// [`WireWarmup::Broadcast`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum WireJobEvent {
-    /// Chains were sent to a worker.
+    /// Chains were sent to a pool.
     Placed {
         /// The chains.
         chains: Vec<u32>,
-        /// The worker's node.
+        /// The pool's node.
         node: String,
-        /// Its kind.
-        worker: WireWorkerKind,
+        /// Its kind (named `worker` on the wire, as before the pools were named so).
+        #[serde(rename = "worker")]
+        pool: WirePoolKind,
     },
     /// The warmup chain finished: every chain starts from its result.
     WarmupDone {

@@ -79,7 +79,7 @@ pub enum PoolReply {
     /// Capacity and load.
     Status {
         /// CPU threads or a GPU device.
-        kind: WireWorkerKind,
+        kind: WirePoolKind,
         /// Chains it runs at once.
         slots: u32,
         /// Chains running now.
@@ -110,7 +110,7 @@ pub enum PoolReply {
 
 /// What kind of worker a pool is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum WireWorkerKind {
+pub enum WirePoolKind {
     /// One chain per CPU core.
     Cpu,
     /// Many chains per dispatch on a GPU.

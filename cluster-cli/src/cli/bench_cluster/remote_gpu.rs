@@ -32,8 +32,8 @@ use gpu_actor::{
 };
 use ractor::{Actor, ActorRef};
 use runtime::{
-    ClusterClient, DevicePreference, JobOutcome, JobUpdate, PollCounts, SampleRequest, WarmupMode,
-    WorkerKind,
+    ClusterClient, DevicePreference, JobOutcome, JobUpdate, PollCounts, PoolKind, SampleRequest,
+    WarmupMode,
 };
 use sampler::{ChainId, ChainSpec, ChainTrace, CheckedModel, RunSummary, SamplerSettings, Seed};
 
@@ -274,7 +274,7 @@ async fn measure(
                 tasks = placed.len();
                 events = theirs.events;
                 polls = theirs.polls;
-                all_gpu &= placed.iter().all(|&kind| kind == WorkerKind::Gpu);
+                all_gpu &= placed.iter().all(|&kind| kind == PoolKind::Gpu);
                 let (mine_chain, theirs_chain) = (longest(&mine.traces), longest(&theirs.traces));
                 errln!(
                     "{} x {chains}: local {:.3} s (chains {mine_chain:.3} s), remote {:.3} s (chains {theirs_chain:.3} s on the node), {} tasks, {} progress events",
@@ -363,7 +363,7 @@ async fn remote_job(
     seed: Seed,
     chains: u32,
     device: DevicePreference,
-) -> anyhow::Result<(Timed, Vec<WorkerKind>)> {
+) -> anyhow::Result<(Timed, Vec<PoolKind>)> {
     let request = SampleRequest {
         // As the local run it is compared with.
         gpu_precision: gpu_actor::PrecisionMode::F32,
@@ -380,7 +380,7 @@ async fn remote_job(
     let mut events = 0;
     while let Some(update) = job.next().await? {
         match update {
-            JobUpdate::Placed { worker, .. } => placed.push(worker),
+            JobUpdate::Placed { pool, .. } => placed.push(pool),
             JobUpdate::Progress { .. } => events += 1,
             _ => {}
         }
@@ -416,7 +416,7 @@ async fn warm_remote(
     let deadline = Instant::now() + GPU_POOL_WAIT;
     loop {
         match remote_job(client, model, settings, seed, chains, DevicePreference::Gpu).await {
-            Ok((_, placed)) if placed.iter().all(|&kind| kind == WorkerKind::Gpu) => return Ok(()),
+            Ok((_, placed)) if placed.iter().all(|&kind| kind == PoolKind::Gpu) => return Ok(()),
             Ok(_) => bail!("the node ran GPU chains on a CPU pool"),
             Err(error) if Instant::now() < deadline => {
                 errln!("waiting for the node's GPU pool: {error:#}");
