@@ -57,6 +57,10 @@ pub struct ClusterJob<'a> {
     /// The coordinator said its node drains (it leaves when the job is done or its grace
     /// passes).
     coordinator_draining: bool,
+    /// Time spent applying events, and waiting for polls with nothing to apply: the
+    /// `runtime::timeline` event at the end of the job.
+    applying: Duration,
+    waiting: Duration,
 }
 
 /// A poll's answer.
@@ -95,6 +99,8 @@ impl<'a> ClusterJob<'a> {
             failovers: 0,
             lost: Vec::new(),
             coordinator_draining: false,
+            applying: Duration::ZERO,
+            waiting: Duration::ZERO,
         }
     }
 
@@ -134,7 +140,16 @@ impl<'a> ClusterJob<'a> {
     /// Waits for the job to finish and returns every chain's trace, where each ran and what
     /// was retried.
     pub async fn outcome(mut self) -> Result<JobOutcome, ClientError> {
+        let started = std::time::Instant::now();
         while self.next().await?.is_some() {}
+        tracing::debug!(
+            target: "runtime::timeline",
+            job_ms = started.elapsed().as_secs_f64() * 1e3,
+            apply_ms = self.applying.as_secs_f64() * 1e3,
+            wait_ms = self.waiting.as_secs_f64() * 1e3,
+            polls = self.client.polls.link + self.client.polls.session,
+            "job assembled"
+        );
         let job = self.job;
         let peer = self.client.peer.clone();
         let mut outcome = self
@@ -157,10 +172,12 @@ impl<'a> ClusterJob<'a> {
     /// batch is applied, the poll for the next one is already out, unless the batch ends the
     /// job: a large job's stream then never waits for the client's assembly.
     async fn poll(&mut self) -> Result<(), ClientError> {
+        let waiting = std::time::Instant::now();
         let fetched = match self.ahead.take() {
             Some(events) => Ok(events),
             None => fetch(self.client, self.job, self.ack).await,
         };
+        self.waiting += waiting.elapsed();
         let Answer { events, notes } = match fetched {
             Ok(answer) => answer,
             Err(Interrupted::Lost(reason)) => return self.fail_over(reason).await,
@@ -182,11 +199,19 @@ impl<'a> ClusterJob<'a> {
             draining: &mut self.coordinator_draining,
         };
         if events.is_empty() || ends {
-            return applied.apply(job, &peer, events, notes);
+            let applying = std::time::Instant::now();
+            let result = applied.apply(job, &peer, events, notes);
+            self.applying += applying.elapsed();
+            return result;
         }
+        let mut applying = Duration::ZERO;
         let (ahead, result) = tokio::join!(fetch(self.client, job, last), async {
-            applied.apply(job, &peer, events, notes)
+            let started = std::time::Instant::now();
+            let result = applied.apply(job, &peer, events, notes);
+            applying = started.elapsed();
+            result
         });
+        self.applying += applying;
         result?;
         match ahead {
             Ok(answer) => {

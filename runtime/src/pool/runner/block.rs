@@ -124,6 +124,11 @@ pub(super) struct BlockStreamer {
     last_flush: AtomicU64,
     /// Held by the thread that flushes.
     flush: Mutex<()>,
+    /// Nanoseconds the run's threads waited for the backlog to drain, and spent taking
+    /// blocks, and the blocks sent: the `runtime::timeline` event at the end of the run.
+    waited_ns: AtomicU64,
+    taking_ns: AtomicU64,
+    blocks: AtomicU64,
 }
 
 /// Bytes one draw of `n_values` values adds to a block.
@@ -160,6 +165,9 @@ impl BlockStreamer {
             start: Instant::now(),
             last_flush: AtomicU64::new(0),
             flush: Mutex::new(()),
+            waited_ns: AtomicU64::new(0),
+            taking_ns: AtomicU64::new(0),
+            blocks: AtomicU64::new(0),
         }
     }
 
@@ -175,6 +183,15 @@ impl BlockStreamer {
     /// chain's last progress event.
     pub(super) fn last_event(&self) -> Option<WireTaskEvent> {
         let _flushing = self.flush.lock().unwrap_or_else(|p| p.into_inner());
+        let ms = |ns: &AtomicU64| ns.load(Ordering::Relaxed) as f64 * 1e-6;
+        tracing::debug!(
+            target: "runtime::timeline",
+            run_ms = self.start.elapsed().as_secs_f64() * 1e3,
+            backlog_wait_ms = ms(&self.waited_ns),
+            take_ms = ms(&self.taking_ns),
+            blocks = self.blocks.load(Ordering::Relaxed),
+            "GPU run streamed"
+        );
         self.take_block()
             .map(|block| WireTaskEvent::Block(Arc::new(block)))
     }
@@ -278,9 +295,21 @@ impl BlockStreamer {
         if self.buffered.load(Ordering::Relaxed) < BLOCK_BYTES && !self.due() {
             return;
         }
+        let waiting = Instant::now();
         self.backlog
             .wait_below(GPU_TASK_BACKLOG_BYTES, &self.cancel);
-        if let Some(block) = self.take_block() {
+        let taking = Instant::now();
+        let block = self.take_block();
+        let nanos = |since: Instant, until: Instant| {
+            u64::try_from((until - since).as_nanos()).unwrap_or(u64::MAX)
+        };
+        let now = Instant::now();
+        self.waited_ns
+            .fetch_add(nanos(waiting, taking), Ordering::Relaxed);
+        self.taking_ns
+            .fetch_add(nanos(taking, now), Ordering::Relaxed);
+        if let Some(block) = block {
+            self.blocks.fetch_add(1, Ordering::Relaxed);
             let event = WireTaskEvent::Block(Arc::new(block));
             self.backlog.add(event.estimated_bytes());
             let _ = self.pool.cast(PoolMsg::ChainProgress {
