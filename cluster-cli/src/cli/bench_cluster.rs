@@ -409,6 +409,19 @@ impl LocalCluster {
                 .local_addr()?
                 .port();
             let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+            // The timeline events asked of this process (`RUST_LOG=...timeline=debug`) are
+            // asked of the nodes too, and their lines copied to this process's stderr.
+            let timeline: Vec<String> = std::env::var("RUST_LOG")
+                .unwrap_or_default()
+                .split(',')
+                .filter(|directive| directive.contains("::timeline"))
+                .map(str::to_owned)
+                .collect();
+            let mut filter = "info,ractor=error,ractor_cluster=error".to_owned();
+            for directive in &timeline {
+                filter.push(',');
+                filter.push_str(directive);
+            }
             let mut command = Command::new(exe);
             command
                 .args([
@@ -422,7 +435,7 @@ impl LocalCluster {
                 .args(&self.node_args)
                 .env("BAYES_CLUSTER_COOKIE", &self.cookie)
                 .env("XDG_CONFIG_HOME", &self.config)
-                .env("RUST_LOG", "info,ractor=error,ractor_cluster=error")
+                .env("RUST_LOG", &filter)
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped());
@@ -431,11 +444,15 @@ impl LocalCluster {
             }
             let mut child = command.spawn().context("cannot start a node")?;
             let stderr = child.stderr.take().context("node stderr")?;
+            let echo = !timeline.is_empty();
             let (lines, received) = mpsc::channel();
             // Reads the node's log to its end (so the pipe never fills); the thread ends
             // when the node exits.
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    if echo && line.contains("::timeline") {
+                        eprintln!("n{index}: {line}");
+                    }
                     let _ = lines.send(line);
                 }
             });
