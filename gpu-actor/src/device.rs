@@ -25,7 +25,7 @@ pub(crate) mod nuts;
 mod pipelines;
 mod plan;
 mod probe;
-mod resources;
+pub(crate) mod resources;
 mod rng_check;
 mod scope;
 mod thread;

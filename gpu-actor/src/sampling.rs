@@ -13,7 +13,9 @@
 //! random numbers named by (seed, chain, iteration, purpose): the same request gives the same
 //! draws on the same device, however the work is split into dispatches. Warmup adapts the step
 //! size per chain and the diagonal metric pooled over chains (`adapt.rs` says why), with
-//! Stan's or nutpie's schedule as the settings ask. A dense metric is refused.
+//! Stan's or nutpie's schedule as the settings ask. A dense metric is refused. Chains whose
+//! buffers do not fit one session of the device run in pieces, one session after another
+//! (`pieces.rs`).
 //!
 //! # Blocking
 //!
@@ -29,6 +31,7 @@ mod fused_driver;
 mod init;
 mod nuts_driver;
 mod outputs;
+mod pieces;
 mod precision;
 mod records;
 mod steps;
@@ -236,8 +239,9 @@ impl GpuRun {
 /// starting point, a failed step-size search or a stop asked by `observer`;
 /// [`GpuError::NeedsF64`] when [`PrecisionMode::Auto`] finds that the model needs f64 (its
 /// check before warmup, or an f32 run's failed warmup or first points) and the adapter has
-/// none; device errors ([`GpuError::DeviceLost`], [`GpuError::DeviceThreadGone`],
-/// [`GpuError::F64Unsupported`], ...) as they happen.
+/// none; [`GpuError::TooLarge`] when the buffers of a single chain do not fit the device
+/// (more chains than fit run in pieces); device errors ([`GpuError::DeviceLost`],
+/// [`GpuError::DeviceThreadGone`], [`GpuError::F64Unsupported`], ...) as they happen.
 pub fn sample_on_device(
     device: &GpuDevice,
     request: &GpuSampleRequest,
@@ -289,12 +293,41 @@ pub fn sample_on_device_with(
     )?;
     loop_budget(device, program, request.settings.max_depth, &plan)?;
     let (choice, cpu_step_size) = precision::choose(device, request)?;
+    pieces::run(device, request, overrides, observer, choice, cpu_step_size)
+}
+
+/// How the run of one piece of a request ([`run_chosen`]) ended.
+enum PieceEnd {
+    /// It ran.
+    Ran(GpuRun),
+    /// An f32 run that auto chose found f32 not good enough (what it found), at the end of
+    /// warmup or at its first points, and stopped, none of its draws handed over: it must
+    /// start again in f64.
+    F32Failed(String),
+}
+
+/// Runs `request` (one piece of a request, `pieces.rs`, whose first chain is the request's
+/// `first_chain`) in `choice`'s precision. An f32 run that auto chose is watched
+/// (`WarmupWatch`, against the CPU path's step size `cpu_step_size`).
+fn run_chosen(
+    device: &GpuDevice,
+    request: &GpuSampleRequest,
+    first_chain: usize,
+    overrides: &KernelOverrides,
+    observer: &dyn Observer,
+    choice: &PrecisionChoice,
+    cpu_step_size: Option<f64>,
+) -> Result<PieceEnd, GpuError> {
+    let run_in = |precision, observer: &dyn Observer| {
+        run_in(device, request, precision, overrides, observer)
+            .map_err(|err| pieces::in_request(err, first_chain))
+    };
     if request.precision != PrecisionMode::Auto || choice.precision != Precision::F32 {
-        let run = run_in(device, request, choice.precision, overrides, observer)?;
-        return Ok(GpuRun {
-            precision: choice,
+        let run = run_in(choice.precision, observer)?;
+        return Ok(PieceEnd::Ran(GpuRun {
+            precision: choice.clone(),
             ..run
-        });
+        }));
     }
     let watch = WarmupWatch::new(
         observer,
@@ -303,7 +336,7 @@ pub fn sample_on_device_with(
         Iterations::of(request)?.warmup,
         request.settings.max_depth,
     );
-    let result = run_in(device, request, Precision::F32, overrides, &watch);
+    let result = run_in(Precision::F32, &watch);
     let found = match (watch.collapse(), &result) {
         (Some(found), _) => found,
         // The run's own check of its first points found what the check before warmup did
@@ -316,37 +349,22 @@ pub fn sample_on_device_with(
         ) => format!("f32 at chain {chain}'s {point}: {what}"),
         (None, _) => {
             watch.finish();
-            let mut choice = choice;
+            let mut choice = choice.clone();
             if let Some(warning) = watch.warning() {
                 choice.reason = format!(
                     "{}; warning: then {warning}, too late to restart in f64 (its saved warmup draws were out): the posterior may be wrong",
                     choice.reason
                 );
             }
-            return result.map(|run| GpuRun {
-                precision: choice,
-                ..run
+            return result.map(|run| {
+                PieceEnd::Ran(GpuRun {
+                    precision: choice,
+                    ..run
+                })
             });
         }
     };
-    // The f32 run stopped at the end of warmup or at its first points, none of its draws
-    // handed over: it starts again in f64, or the model goes where f64 is.
-    if !device.supports(Precision::F64) {
-        return Err(GpuError::NeedsF64 {
-            adapter: device.report().name.clone(),
-            found,
-        });
-    }
-    tracing::info!(%found, "auto precision: restarting in f64");
-    let choice = PrecisionChoice {
-        precision: Precision::F64,
-        reason: format!("{}; then {found}: restarted in f64", choice.reason),
-    };
-    let run = run_in(device, request, Precision::F64, overrides, observer)?;
-    Ok(GpuRun {
-        precision: choice,
-        ..run
-    })
+    Ok(PieceEnd::F32Failed(found))
 }
 
 /// Runs `request` in `precision` with its kernel, from its upload to its last draw.

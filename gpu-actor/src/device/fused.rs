@@ -5,10 +5,10 @@
 use std::time::{Duration, Instant};
 
 use super::nuts::SessionId;
-use super::resources::{buffer, check_storage, encode, entry};
+use super::resources::{buffer, check_bytes, encode, entry};
 use super::scope::scoped;
 use super::thread::DeviceThread;
-use super::{KernelOverrides, ModelKey};
+use super::{KernelOverrides, KernelPlan, ModelKey};
 use crate::error::GpuError;
 use crate::kernels::layout::FuParams;
 use crate::wgsl::{KernelKind, Precision};
@@ -121,6 +121,34 @@ pub(crate) struct FusedSession {
     _scratch: wgpu::Buffer,
 }
 
+/// An error ([`GpuError::TooLarge`]) for the first buffer of a fused session of `n_chains`
+/// chains of `program`, dispatches of up to `max_steps` steps, that a device cannot hold
+/// under `plan` (its read-back buffer is as large as the steps'). What opening the session
+/// checks, for a caller that sizes its sessions first (`sampling/pieces.rs`).
+pub(crate) fn check_session(
+    program: &sampler::Program,
+    plan: &KernelPlan,
+    n_chains: usize,
+    max_steps: usize,
+) -> Result<(), GpuError> {
+    let bytes = |values: usize| values as u64 * plan.shader.precision.size_bytes();
+    let point_values = (3 * program.dim + 1) * n_chains;
+    for (what, needed) in [
+        ("the fused kernel's points", bytes(point_values)),
+        (
+            "the fused kernel's steps",
+            bytes(max_steps.max(1) * point_values),
+        ),
+        (
+            "the chains' tapes (storage placement)",
+            crate::wgsl::scratch_bytes(program, &plan.shader, n_chains),
+        ),
+    ] {
+        check_bytes(what, needed, plan.storage_limit)?;
+    }
+    Ok(())
+}
+
 impl FusedSession {
     pub(crate) fn model(&self) -> ModelKey {
         self.model
@@ -152,13 +180,7 @@ impl DeviceThread {
         let bytes = |values: usize| values as u64 * size;
         let out_values = max_steps * (3 * dim + 1) * n;
         let scratch_bytes = crate::wgsl::scratch_bytes(&program, &options, n);
-        for (what, needed) in [
-            ("the fused kernel's points", bytes((3 * dim + 1) * n)),
-            ("the fused kernel's steps", bytes(out_values)),
-            ("the chains' tapes (storage placement)", scratch_bytes),
-        ] {
-            check_storage(what, needed, &self.limits)?;
-        }
+        check_session(&program, &plan, n, max_steps)?;
         let layout = &self.layouts.fused;
         let device = &self.device;
         let session = scoped(device, "fused session allocation", || {

@@ -8,11 +8,11 @@ use std::time::{Duration, Instant};
 
 use super::pipelines::moments_pipeline;
 use super::resources::{
-    MappedBytes, StagingPool, buffer, check_storage, decode, decode_into, encode, entry,
+    MappedBytes, StagingPool, buffer, check_bytes, decode, decode_into, encode, entry,
 };
 use super::scope::scoped;
 use super::thread::DeviceThread;
-use super::{DrawsOutput, KernelOverrides, ModelKey};
+use super::{DrawsOutput, KernelOverrides, KernelPlan, ModelKey};
 use crate::error::GpuError;
 use crate::kernels::layout::{
     NM_CHUNK, NS_O_COUNT, NS_S_COUNT, NS_S_LOGP_SAMP, NS_S_STEP, NS_U_COUNT, NS_U_SEARCH_DIR,
@@ -37,6 +37,59 @@ pub(crate) struct NutsOpen {
     /// What the caller fixes of the kernels' plan, where sampling dispatches write their
     /// draws included.
     pub overrides: KernelOverrides,
+}
+
+/// What sizes a NUTS session's buffers besides its program and plan: [`NutsOpen`]'s numbers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct NutsShape {
+    pub n_chains: usize,
+    pub max_depth: u32,
+    /// Most output slots a dispatch may fill.
+    pub capacity: usize,
+    /// Whether dispatches may record gradients with the draws.
+    pub with_grad: bool,
+}
+
+impl NutsShape {
+    /// The sizes of the buffers of a session of this shape over `dim` coordinates, on
+    /// `lanes` invocations per chain.
+    fn sizes(&self, dim: usize, lanes: u32) -> NsSizes {
+        NsSizes {
+            n: self.n_chains,
+            dim,
+            max_depth: self.max_depth as usize,
+            capacity: self.capacity.max(1),
+            with_grad: self.with_grad,
+            chain_major: lanes > 1,
+        }
+    }
+}
+
+/// An error ([`GpuError::TooLarge`]) for the first buffer of a NUTS session of `shape` over
+/// `program` that a device cannot hold under `plan`: a storage buffer larger than
+/// `plan.storage_limit`, or the read-back buffer larger than `max_buffer_size`. What
+/// opening the session checks, for a caller that sizes its sessions first
+/// (`sampling/pieces.rs`).
+pub(crate) fn check_session(
+    program: &sampler::Program,
+    plan: &KernelPlan,
+    shape: &NutsShape,
+    max_buffer_size: u64,
+) -> Result<(), GpuError> {
+    let sizes = shape.sizes(program.dim, plan.shader.lanes);
+    SessionBytes::of(program, &plan.shader, &sizes).check(plan.storage_limit, max_buffer_size)
+}
+
+impl NutsOpen {
+    /// The numbers that size the session's buffers.
+    pub(crate) fn shape(&self) -> NutsShape {
+        NutsShape {
+            n_chains: self.n_chains,
+            max_depth: self.max_depth,
+            capacity: self.capacity,
+            with_grad: self.with_grad,
+        }
+    }
 }
 
 /// The starting state of every chain, chain after chain (`q[c * dim + j]`).
@@ -638,8 +691,9 @@ impl SessionBytes {
         }
     }
 
-    /// An error for the first buffer larger than the device binds.
-    fn check(&self, limits: &wgpu::Limits) -> Result<(), GpuError> {
+    /// An error for the first buffer larger than the device binds (`storage_limit`), or
+    /// a read-back buffer larger than it holds (`max_buffer_size`).
+    fn check(&self, storage_limit: u64, max_buffer_size: u64) -> Result<(), GpuError> {
         for (what, needed) in [
             ("the chains' state", self.vec),
             ("the chains' U-turn checkpoints", self.ckpt),
@@ -648,9 +702,9 @@ impl SessionBytes {
             ("the warmup moments", self.moments),
             ("the chains' tapes (storage placement)", self.scratch),
         ] {
-            check_storage(what, needed, limits)?;
+            check_bytes(what, needed, storage_limit)?;
         }
-        Ok(())
+        check_bytes("the read-back buffer", self.staging, max_buffer_size)
     }
 }
 
@@ -795,17 +849,10 @@ impl DeviceThread {
         let (program, plan) = self.plan(open.model, &open.overrides, open.n_chains)?;
         let options = plan.shader;
         let pipelines = self.nuts_pipelines(open.model, &program, options)?;
-        let sizes = NsSizes {
-            n: open.n_chains,
-            dim: program.dim,
-            max_depth: open.max_depth as usize,
-            capacity: open.capacity.max(1),
-            with_grad: open.with_grad,
-            chain_major: options.lanes > 1,
-        };
+        let sizes = open.shape().sizes(program.dim, options.lanes);
         let grid = self.chain_grid(open.n_chains, &options)?;
         let bytes = SessionBytes::of(&program, &options, &sizes);
-        bytes.check(&self.limits)?;
+        bytes.check(plan.storage_limit, self.limits.max_buffer_size)?;
         let staging = self.staging_pool(bytes.staging);
         // The plan's, unless this pool's buffers cannot be bound as storage.
         let draws = plan.draws.resolve(options.lanes, staging.storage());

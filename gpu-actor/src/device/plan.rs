@@ -39,6 +39,11 @@ pub struct KernelOverrides {
     /// budgets of [`wgsl::LoopBudget`], for tests of them on any device), where that is lower
     /// than the device's own cap; `None` for the device's own.
     pub loop_limit: Option<u64>,
+    /// Run as on a device whose storage bindings hold at most this many bytes, where that
+    /// is lower than the device's own limit (a test hook: a run whose chains' buffers do not
+    /// fit runs in pieces, `sampling/pieces.rs`, and lavapipe cannot allocate the GiBs that
+    /// would show it); `None` for the device's own.
+    pub storage_limit: Option<u64>,
     /// Where the NUTS kernel writes the draws of sampling dispatches.
     pub draws: DrawsOutput,
 }
@@ -71,6 +76,9 @@ pub struct KernelPlan {
     /// The most loop iterations one invocation may take: the device's cap
     /// ([`AdapterReport::loop_limit`]) or a lower one asked for; `None` for no cap.
     pub loop_limit: Option<u64>,
+    /// The largest buffer a session binds as storage, bytes: the device's binding and buffer
+    /// limits, or a lower one asked for ([`KernelOverrides::storage_limit`]).
+    pub storage_limit: u64,
     /// Where the NUTS kernel writes the draws of sampling dispatches:
     /// [`DrawsOutput::Mapped`] or [`DrawsOutput::Copied`].
     pub draws: DrawsOutput,
@@ -134,10 +142,17 @@ impl KernelPlan {
             (Some(own), Some(asked)) => Some(own.min(asked)),
             (own, asked) => own.or(asked),
         };
+        let own_storage = report
+            .limits
+            .max_storage_buffer_binding_size
+            .min(report.limits.max_buffer_size);
         Ok(KernelPlan {
             shader,
             lockstep_width,
             loop_limit,
+            storage_limit: overrides
+                .storage_limit
+                .map_or(own_storage, |asked| asked.min(own_storage)),
             draws: overrides
                 .draws
                 .resolve(lanes, report.features.mappable_primary_buffers),
@@ -156,6 +171,7 @@ impl KernelPlan {
             checks: Some(shader.checks),
             lockstep_width: Some(self.lockstep_width),
             loop_limit: self.loop_limit,
+            storage_limit: Some(self.storage_limit),
             draws: self.draws,
         }
     }

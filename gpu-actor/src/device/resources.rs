@@ -217,6 +217,11 @@ pub(crate) fn check_storage(
     let limit = limits
         .max_storage_buffer_binding_size
         .min(limits.max_buffer_size);
+    check_bytes(what, bytes, limit)
+}
+
+/// Checks a buffer's size against `limit` bytes.
+pub(crate) fn check_bytes(what: &'static str, bytes: u64, limit: u64) -> Result<(), GpuError> {
     if bytes > limit {
         return Err(GpuError::TooLarge {
             what,
@@ -330,6 +335,30 @@ pub(crate) struct LogpGradWorkspace {
 pub(crate) const LOGP_GRAD_PARAMS_BYTES: u64 = 16;
 
 impl LogpGradWorkspace {
+    /// The chains of the workspace made for a batch of `n_chains` points: more, so that a
+    /// sweep over batch sizes allocates a few times (it grows geometrically).
+    pub(crate) fn capacity_for(n_chains: usize) -> usize {
+        n_chains.next_power_of_two().max(64)
+    }
+
+    /// An error for the first buffer of a workspace of `capacity` chains of `program`, built
+    /// with `options`, that is larger than `storage_limit` bytes.
+    pub(crate) fn check(
+        program: &Program,
+        options: &ShaderOptions,
+        capacity: usize,
+        storage_limit: u64,
+    ) -> Result<(), GpuError> {
+        let point_bytes = capacity as u64 * program.dim as u64 * options.precision.size_bytes();
+        let scratch_bytes = crate::wgsl::scratch_bytes(program, options, capacity);
+        check_bytes("the batch's points", point_bytes, storage_limit)?;
+        check_bytes(
+            "the batch's tapes (storage placement)",
+            scratch_bytes,
+            storage_limit,
+        )
+    }
+
     pub(crate) fn new(
         device: &wgpu::Device,
         layouts: &Layouts,
@@ -344,12 +373,10 @@ impl LogpGradWorkspace {
         let point_bytes = chains * dim * size;
         let logp_bytes = chains * size;
         let scratch_bytes = crate::wgsl::scratch_bytes(program, options, capacity);
-        check_storage("the batch's points", point_bytes, limits)?;
-        check_storage(
-            "the batch's tapes (storage placement)",
-            scratch_bytes,
-            limits,
-        )?;
+        let storage_limit = limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size);
+        LogpGradWorkspace::check(program, options, capacity, storage_limit)?;
         scoped(device, "batch allocation", || {
             use wgpu::BufferUsages as U;
             let params = buffer(

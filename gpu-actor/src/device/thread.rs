@@ -632,8 +632,7 @@ impl DeviceThread {
         {
             return Ok(());
         }
-        // Grow geometrically, so that a sweep over batch sizes allocates a few times.
-        let capacity = n_chains.next_power_of_two().max(64);
+        let capacity = LogpGradWorkspace::capacity_for(n_chains);
         self.workspaces.remove(&key);
         let workspace = LogpGradWorkspace::new(
             &self.device,

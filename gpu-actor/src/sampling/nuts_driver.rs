@@ -27,8 +27,8 @@ use super::outputs::OutputWriter;
 use super::records::{Draw, RecordSettings, empty_traces, give_room, record};
 use super::{DispatchStats, GpuRun, GpuSampleRequest, Iterations, Phase, max_log_step};
 use crate::device::nuts::{
-    MomentsRequest, NutsBatch, NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsSnapshot,
-    NutsStart, SessionId,
+    MomentsRequest, NutsBatch, NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsShape,
+    NutsSnapshot, NutsStart, SessionId,
 };
 use crate::device::{GpuDevice, KernelPlan, ModelKey};
 use crate::error::{CheckedPoint, GpuError};
@@ -997,11 +997,12 @@ pub(super) fn run(
     let iterations = Iterations::of(request)?;
     let adapt = iterations.warmup > 0;
     let m = u64::from(transitions);
-    let sample_capacity = (3 * m).div_ceil(2) + 2;
-    let with_grad = adapt && settings.adaptation == AdaptationKind::Nutpie;
+    let sample_capacity = sample_capacity(m);
+    let shape = session_shape(request, transitions)?;
+    let with_grad = shape.with_grad;
 
     let warmup_started = Instant::now();
-    let capacity = m.max(sample_capacity);
+    let capacity = shape.capacity as u64;
     let (init, session) = open_session(device, key, request, plan, capacity, with_grad)?;
     let _guard = SessionGuard {
         device,
@@ -1057,6 +1058,30 @@ pub(super) fn run(
         restarted: Vec::new(),
     };
     run.run(&init, room)
+}
+
+/// Output slots of a sampling dispatch of about `m` transitions: room for chains that run
+/// ahead of the others.
+fn sample_capacity(m: u64) -> u64 {
+    (3 * m).div_ceil(2) + 2
+}
+
+/// The numbers that size the session of `request` run with `transitions` transitions per
+/// dispatch: its chains, trees, output slots (for a warmup dispatch of `transitions` or a
+/// sampling one) and whether warmup records gradients (nutpie's adaptation).
+pub(super) fn session_shape(
+    request: &GpuSampleRequest,
+    transitions: u32,
+) -> Result<NutsShape, GpuError> {
+    let settings = &request.settings;
+    let m = u64::from(transitions.max(1));
+    let adapt = Iterations::of(request)?.warmup > 0;
+    Ok(NutsShape {
+        n_chains: request.chains.len(),
+        max_depth: settings.max_depth,
+        capacity: m.max(sample_capacity(m)) as usize,
+        with_grad: adapt && settings.adaptation == AdaptationKind::Nutpie,
+    })
 }
 
 /// The draws each chain should make in a sampling dispatch of `params`, from the draws it

@@ -33,6 +33,8 @@ fn adapter(kind: DeviceKind, subgroups: Option<(u32, u32)>, mappable: bool) -> A
             ..AdapterFeatures::default()
         },
         limits: AdapterLimits {
+            max_buffer_size: 1 << 30,
+            max_storage_buffer_binding_size: 128 << 20,
             max_compute_workgroup_storage_size: 32 << 10,
             max_compute_invocations_per_workgroup: 1024,
             max_compute_workgroups_per_dimension: 65535,
@@ -118,6 +120,7 @@ fn overrides_are_taken_as_given() {
         checks: Some(IndexChecks::All),
         lockstep_width: Some(5),
         loop_limit: Some(77),
+        storage_limit: Some(4096),
         draws: DrawsOutput::Copied,
     };
     let plan = resolve(&hardware, &program, 1000, &asked).expect("resolves");
@@ -130,7 +133,15 @@ fn overrides_are_taken_as_given() {
     assert_eq!(shader.precision, Precision::F32);
     assert_eq!(plan.lockstep_width, 5);
     assert_eq!(plan.loop_limit, Some(77));
+    assert_eq!(plan.storage_limit, 4096);
     assert_eq!(plan.draws, DrawsOutput::Copied);
+    // A limit above the adapter's own leaves the adapter's.
+    let above = KernelOverrides {
+        storage_limit: Some(1 << 40),
+        ..asked
+    };
+    let plan = resolve(&hardware, &program, 1000, &above).expect("resolves");
+    assert_eq!(plan.storage_limit, 128 << 20);
 }
 
 #[test]
@@ -146,6 +157,7 @@ fn defaults_follow_the_adapter() {
     assert_eq!(split.draws, DrawsOutput::Mapped);
     assert_eq!(split.shader.checks, IndexChecks::Buffers);
     assert_eq!(split.loop_limit, None);
+    assert_eq!(split.storage_limit, 128 << 20);
     // Without subgroups, one invocation per chain, and the largest "subgroup" in lockstep.
     let whole = resolve(&plain, &program, 64, &open).expect("resolves");
     assert_eq!(whole.shader.lanes, 1);
