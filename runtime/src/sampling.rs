@@ -915,7 +915,7 @@ fn append_entry(
             stats.len()
         ));
     }
-    values.extend(block.values_of(entry));
+    block.append_values_of(entry, values);
     stats.extend(block.stats_of(entry));
     Ok(())
 }

@@ -103,6 +103,29 @@ impl WireDrawBlock {
         }
     }
 
+    /// [`Self::new`] with room for `entries` entries of `draws` draws in all, so that
+    /// pushing them never moves a column.
+    pub fn with_capacity(n_columns: usize, total: u64, entries: usize, draws: usize) -> Self {
+        let bytes = |width: usize| Vec::with_capacity(width * draws);
+        Self {
+            n_columns: u32::try_from(n_columns).unwrap_or(u32::MAX),
+            total,
+            chains: Vec::with_capacity(4 * entries),
+            warmup: Vec::with_capacity(entries),
+            first: Vec::with_capacity(8 * entries),
+            count: Vec::with_capacity(4 * entries),
+            iteration: Vec::with_capacity(8 * entries),
+            values: bytes(8 * n_columns),
+            lp: bytes(8),
+            accept_stat: bytes(8),
+            step_size: bytes(8),
+            tree_depth: bytes(4),
+            n_leapfrog: bytes(4),
+            divergent: bytes(1),
+            energy: bytes(8),
+        }
+    }
+
     /// Appends an entry: `stats.len()` draws of `chain` (`values` holds `n_columns` per
     /// draw), the first of them number `first` of its phase.
     pub fn push(
@@ -121,10 +144,7 @@ impl WireDrawBlock {
         let count = u32::try_from(stats.len()).unwrap_or(u32::MAX);
         self.count.extend_from_slice(&count.to_le_bytes());
         self.iteration.extend_from_slice(&iteration.to_le_bytes());
-        self.values.reserve(8 * values.len());
-        for value in values {
-            self.values.extend_from_slice(&value.to_le_bytes());
-        }
+        put_f64s(&mut self.values, values);
         for s in stats {
             self.lp.extend_from_slice(&s.lp.to_le_bytes());
             self.accept_stat
@@ -268,6 +288,20 @@ impl WireDrawBlock {
         }
     }
 
+    /// Appends the values of `entry`'s draws (one of [`WireDrawBlock::entries`]), row-major,
+    /// to `to`: [`Self::values_of`] as a copy of bytes.
+    pub fn append_values_of(&self, entry: &BlockEntry, to: &mut Vec<f64>) {
+        let width = 8 * self.n_columns as usize;
+        let bytes = &self.values[entry.draws.start * width..entry.draws.end * width];
+        if cfg!(target_endian = "little") {
+            let start = to.len();
+            to.resize(start + bytes.len() / 8, 0.0);
+            bytemuck::cast_slice_mut::<f64, u8>(&mut to[start..]).copy_from_slice(bytes);
+        } else {
+            to.extend(self.values_of(entry));
+        }
+    }
+
     /// The values of `entry`'s draws (one of [`WireDrawBlock::entries`]), row-major.
     pub fn values_of(&self, entry: &BlockEntry) -> impl Iterator<Item = f64> + '_ {
         let width = 8 * self.n_columns as usize;
@@ -327,6 +361,18 @@ impl WireDrawBlock {
             copy(&mut block.energy, &self.energy, 8);
         }
         block
+    }
+}
+
+/// Appends `values` as little-endian bytes (one copy where the machine is little-endian).
+fn put_f64s(to: &mut Vec<u8>, values: &[f64]) {
+    if cfg!(target_endian = "little") {
+        to.extend_from_slice(bytemuck::cast_slice(values));
+    } else {
+        to.reserve(8 * values.len());
+        for value in values {
+            to.extend_from_slice(&value.to_le_bytes());
+        }
     }
 }
 

@@ -236,7 +236,16 @@ impl BlockStreamer {
             .flat_map(|(_, _, _, segments)| segments)
             .find(|s| !s.stats.is_empty())
             .map_or(0, |s| s.values.len() / s.stats.len());
-        let mut block = WireDrawBlock::new(n_columns, self.total);
+        let entries = taken
+            .iter()
+            .map(|(_, _, _, segments)| segments.len().max(1))
+            .sum();
+        let draws = taken
+            .iter()
+            .flat_map(|(_, _, _, segments)| segments)
+            .map(|segment| segment.stats.len())
+            .sum();
+        let mut block = WireDrawBlock::with_capacity(n_columns, self.total, entries, draws);
         for (chain, iteration, kept, segments) in taken {
             if segments.is_empty() {
                 // Progress only: no draws, at the end of the kept ones so far.

@@ -43,10 +43,15 @@ fn sample() -> (WireDrawBlock, Vec<Entry>) {
             vec![stats(4), stats(5), stats(6)],
         ),
     ];
-    let mut block = WireDrawBlock::new(2, 100);
+    let mut block = WireDrawBlock::with_capacity(2, 100, 4, 6);
     for (chain, warmup, first, values, stats) in &entries {
         block.push(*chain, *warmup, *first, 42, values, stats);
     }
+    assert_eq!(
+        block.values.capacity(),
+        block.values.len(),
+        "room for every value"
+    );
     (block, entries)
 }
 
@@ -77,6 +82,10 @@ fn a_block_round_trips_through_an_envelope_and_gives_each_entry_its_draws() {
             bits(&decoded.values_of(entry).collect::<Vec<_>>()),
             bits(values)
         );
+        let mut appended = vec![9.5];
+        decoded.append_values_of(entry, &mut appended);
+        assert_eq!(bits(&appended[1..]), bits(values));
+        assert_eq!(appended[0], 9.5);
         assert_eq!(decoded.stats_of(entry).collect::<Vec<_>>(), *stats);
     }
     // Raw bytes: a few bytes of framing per column, not one MessagePack value per number.
