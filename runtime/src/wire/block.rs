@@ -126,6 +126,32 @@ impl WireDrawBlock {
         }
     }
 
+    /// Makes room for `entries` more entries of `draws` more draws in all.
+    pub fn reserve(&mut self, entries: usize, draws: usize) {
+        let n_columns = self.n_columns as usize;
+        for (column, width) in [
+            (&mut self.chains, 4),
+            (&mut self.warmup, 1),
+            (&mut self.first, 8),
+            (&mut self.count, 4),
+            (&mut self.iteration, 8),
+        ] {
+            column.reserve(width * entries);
+        }
+        for (column, width) in [
+            (&mut self.values, 8 * n_columns),
+            (&mut self.lp, 8),
+            (&mut self.accept_stat, 8),
+            (&mut self.step_size, 8),
+            (&mut self.tree_depth, 4),
+            (&mut self.n_leapfrog, 4),
+            (&mut self.divergent, 1),
+            (&mut self.energy, 8),
+        ] {
+            column.reserve(width.saturating_mul(draws));
+        }
+    }
+
     /// Appends an entry: `stats.len()` draws of `chain` (`values` holds `n_columns` per
     /// draw), the first of them number `first` of its phase.
     pub fn push(

@@ -83,20 +83,25 @@ impl ChainIndex {
     }
 }
 
-/// Consecutive draws of one chain and one phase.
+/// Consecutive draws of one chain and one phase; their values and statistics are the
+/// chain buffer's, after those of the segments before it.
 struct Segment {
     warmup: bool,
     first: u64,
+    draws: usize,
     /// What its draws added to `BlockStreamer::buffered`.
     bytes: usize,
-    values: Vec<f64>,
-    stats: Vec<DrawStats>,
 }
 
-/// One chain's buffered draws.
+/// One chain's buffered draws. A flush copies them into its block and clears the vectors,
+/// keeping their room: buffering a draw allocates nothing once the run is under way (with
+/// thousands of chains, one allocation per chain and flush, freed on the flushing thread,
+/// cost more than the draws' copies).
 #[derive(Default)]
 struct ChainBuffer {
     segments: Vec<Segment>,
+    values: Vec<f64>,
+    stats: Vec<DrawStats>,
     /// Iterations done, and as last sent.
     iteration: u64,
     sent_iteration: u64,
@@ -119,6 +124,7 @@ pub(super) struct BlockStreamer {
     chains: Vec<(u32, Mutex<ChainBuffer>)>,
     /// Bytes buffered, roughly (what the block will take).
     buffered: AtomicUsize,
+
     start: Instant,
     /// Nanoseconds from `start` to the last flush.
     last_flush: AtomicU64,
@@ -162,6 +168,7 @@ impl BlockStreamer {
                 .map(|c| (c.0, Mutex::new(ChainBuffer::default())))
                 .collect(),
             buffered: AtomicUsize::new(0),
+
             start: Instant::now(),
             last_flush: AtomicU64::new(0),
             flush: Mutex::new(()),
@@ -209,17 +216,49 @@ impl BlockStreamer {
     /// Every chain's buffered draws, and progress of chains that advanced, as one block;
     /// `None` when there is nothing to say. The caller holds the flush lock.
     fn take_block(&self) -> Option<WireDrawBlock> {
-        let mut taken = Vec::new();
+        let mut block = WireDrawBlock::new(0, self.total);
+        let mut n_columns = None;
         let mut bytes = 0;
+        let mut any = false;
         for (chain, buffer) in &self.chains {
             let mut buffer = buffer.lock().unwrap_or_else(|p| p.into_inner());
             if buffer.segments.is_empty() && buffer.iteration == buffer.sent_iteration {
                 continue;
             }
+            any = true;
             buffer.sent_iteration = buffer.iteration;
-            let segments = std::mem::take(&mut buffer.segments);
-            bytes += segments.iter().map(|s| s.bytes).sum::<usize>();
-            taken.push((*chain, buffer.iteration, buffer.kept_count, segments));
+            if buffer.segments.is_empty() {
+                // Progress only: no draws, at the end of the kept ones so far.
+                block.push(*chain, false, buffer.kept_count, buffer.iteration, &[], &[]);
+                continue;
+            }
+            // Every draw of a run has as many values: the first chain with draws says how
+            // many, and the block makes room for what was counted as buffered (it grows if
+            // more came since).
+            let n_columns = *n_columns.get_or_insert_with(|| {
+                let width = buffer.values.len() / buffer.stats.len().max(1);
+                block.n_columns = u32::try_from(width).unwrap_or(u32::MAX);
+                let buffered = self.buffered.load(Ordering::Relaxed);
+                block.reserve(self.chains.len(), buffered / draw_bytes(width));
+                width
+            });
+            let mut at = 0;
+            for segment in &buffer.segments {
+                let draws = at..at + segment.draws;
+                block.push(
+                    *chain,
+                    segment.warmup,
+                    segment.first,
+                    buffer.iteration,
+                    &buffer.values[draws.start * n_columns..draws.end * n_columns],
+                    &buffer.stats[draws],
+                );
+                at += segment.draws;
+                bytes += segment.bytes;
+            }
+            buffer.segments.clear();
+            buffer.values.clear();
+            buffer.stats.clear();
         }
         self.last_flush.store(self.since_start(), Ordering::Relaxed);
         // Threads may not have counted all of what is taken yet.
@@ -228,39 +267,8 @@ impl BlockStreamer {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
                 Some(b.saturating_sub(bytes))
             });
-        if taken.is_empty() {
+        if !any {
             return None;
-        }
-        let n_columns = taken
-            .iter()
-            .flat_map(|(_, _, _, segments)| segments)
-            .find(|s| !s.stats.is_empty())
-            .map_or(0, |s| s.values.len() / s.stats.len());
-        let entries = taken
-            .iter()
-            .map(|(_, _, _, segments)| segments.len().max(1))
-            .sum();
-        let draws = taken
-            .iter()
-            .flat_map(|(_, _, _, segments)| segments)
-            .map(|segment| segment.stats.len())
-            .sum();
-        let mut block = WireDrawBlock::with_capacity(n_columns, self.total, entries, draws);
-        for (chain, iteration, kept, segments) in taken {
-            if segments.is_empty() {
-                // Progress only: no draws, at the end of the kept ones so far.
-                block.push(chain, false, kept, iteration, &[], &[]);
-            }
-            for segment in segments {
-                block.push(
-                    chain,
-                    segment.warmup,
-                    segment.first,
-                    iteration,
-                    &segment.values,
-                    &segment.stats,
-                );
-            }
         }
         Some(block)
     }
@@ -356,17 +364,18 @@ impl Observer for BlockStreamer {
                     buffer.segments.push(Segment {
                         warmup,
                         first,
+                        draws: 0,
                         bytes: 0,
-                        values: Vec::new(),
-                        stats: Vec::new(),
                     });
                 }
                 let bytes = draw_bytes(event.values.len());
+                buffer.values.extend_from_slice(event.values);
+                buffer.stats.push(*event.stats);
                 if let Some(segment) = buffer.segments.last_mut() {
-                    segment.values.extend_from_slice(event.values);
-                    segment.stats.push(*event.stats);
+                    segment.draws += 1;
                     segment.bytes += bytes;
                 }
+
                 added = bytes;
             }
         }
