@@ -156,7 +156,8 @@ pub struct GpuRun {
     pub traces: Vec<ChainTrace>,
     /// Every dispatch, in order.
     pub dispatches: Vec<DispatchStats>,
-    /// Wall time of warmup (initial points, searches and warmup transitions).
+    /// Wall time of warmup (initial points, searches and warmup transitions; with auto
+    /// precision, an f32 run given up for f64 included).
     pub warmup_time: Duration,
     /// Of `warmup_time`: initial points and setting up the chains on the device.
     pub init_time: Duration,

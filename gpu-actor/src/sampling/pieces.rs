@@ -42,6 +42,8 @@ pub(super) fn run(
     let mut choice = choice;
     let mut pieces = plan(device, request, choice.precision, overrides, 0..n_chains)?;
     let mut done: Option<GpuRun> = None;
+    // The wall time of f32 pieces auto gave up on: warmup time of the run.
+    let mut abandoned = std::time::Duration::ZERO;
     let mut next = 0;
     while let Some(range) = pieces.get(next).cloned() {
         // The drivers stop within a dispatch; between pieces nothing else would ask.
@@ -49,6 +51,7 @@ pub(super) fn run(
             return Err(SampleError::Cancelled.into());
         }
         let piece = piece_request(request, range.clone());
+        let started = std::time::Instant::now();
         let end = run_chosen(
             device,
             &piece,
@@ -67,6 +70,7 @@ pub(super) fn run(
                 next += 1;
             }
             PieceEnd::F32Failed(found) => {
+                abandoned += started.elapsed();
                 // None of this piece's draws went to the caller: it starts again in f64, and
                 // so do the pieces after it, sized for f64's buffers.
                 if !device.supports(Precision::F64) {
@@ -96,7 +100,9 @@ pub(super) fn run(
             }
         }
     }
-    done.ok_or_else(|| SampleError::Settings("no chains to run".into()).into())
+    let mut done = done.ok_or_else(|| SampleError::Settings("no chains to run".into()))?;
+    done.warmup_time += abandoned;
+    Ok(done)
 }
 
 /// The pieces of `request`'s chains `chains` in `precision` on `device`: their ranges, in
