@@ -94,9 +94,8 @@ struct Segment {
 }
 
 /// One chain's buffered draws. A flush copies them into its block and clears the vectors,
-/// keeping their room: buffering a draw allocates nothing once the run is under way (with
-/// thousands of chains, one allocation per chain and flush, freed on the flushing thread,
-/// cost more than the draws' copies).
+/// keeping their room: buffering a draw allocates nothing once the run is under way, and
+/// the flushing thread frees nothing the chains' threads allocated.
 #[derive(Default)]
 struct ChainBuffer {
     segments: Vec<Segment>,
