@@ -731,8 +731,8 @@ impl DeviceThread {
     }
 
     /// The read-back buffers of `bytes` bytes each, shared with earlier sessions of that size:
-    /// allocating tens of megabytes of mappable memory took 30 ms on the H100's host, as long
-    /// as a few dispatches. Pools that no open session uses and of another size are dropped,
+    /// allocating tens of megabytes of mappable memory costs a hardware adapter's host as
+    /// much as a few dispatches. Pools that no open session uses and of another size are dropped,
     /// so that the device thread keeps at most one idle size.
     ///
     /// Where the device has `MAPPABLE_PRIMARY_BUFFERS`, the buffers are also storage, so that a

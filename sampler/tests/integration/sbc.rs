@@ -17,8 +17,8 @@ use sampler::{
     ModelBuilder, NoObserver, SamplerSettings, Seed, lgamma, sample,
 };
 
-/// Independent simulated data sets: a replication takes ~1 ms, so many are affordable, and
-/// many make the test sensitive to small miscalibration.
+/// Independent simulated data sets: a replication is a small model's short run, so many are
+/// affordable, and many make the test sensitive to small miscalibration.
 const N_REPLICATIONS: usize = 4000;
 /// Observations per data set.
 const N_OBSERVATIONS: usize = 10;
