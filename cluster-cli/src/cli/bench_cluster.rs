@@ -101,6 +101,7 @@ enum What {
 }
 
 pub fn run(args: BenchClusterArgs) -> anyhow::Result<()> {
+    crate::logging::init(crate::logging::CLIENT_DEFAULT);
     match args.what {
         What::Overhead { repeats } => overhead(repeats),
         What::Hostile {

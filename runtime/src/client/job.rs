@@ -61,6 +61,7 @@ pub struct ClusterJob<'a> {
     /// `runtime::timeline` event at the end of the job.
     applying: Duration,
     waiting: Duration,
+    started: std::time::Instant,
 }
 
 /// A poll's answer.
@@ -101,6 +102,7 @@ impl<'a> ClusterJob<'a> {
             coordinator_draining: false,
             applying: Duration::ZERO,
             waiting: Duration::ZERO,
+            started: std::time::Instant::now(),
         }
     }
 
@@ -140,11 +142,10 @@ impl<'a> ClusterJob<'a> {
     /// Waits for the job to finish and returns every chain's trace, where each ran and what
     /// was retried.
     pub async fn outcome(mut self) -> Result<JobOutcome, ClientError> {
-        let started = std::time::Instant::now();
         while self.next().await?.is_some() {}
         tracing::debug!(
             target: "runtime::timeline",
-            job_ms = started.elapsed().as_secs_f64() * 1e3,
+            job_ms = self.started.elapsed().as_secs_f64() * 1e3,
             apply_ms = self.applying.as_secs_f64() * 1e3,
             wait_ms = self.waiting.as_secs_f64() * 1e3,
             polls = self.client.polls.link + self.client.polls.session,
