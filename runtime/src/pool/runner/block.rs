@@ -1,5 +1,6 @@
 //! A GPU run's stream: the draws of all its chains buffered together and cast to the pool
-//! as one [`WireDrawBlock`] per flush, when the buffer passes [`BLOCK_BYTES`] or every
+//! as a few [`WireDrawBlock`]s per flush (one per part of the chains, built side by side),
+//! when the buffer passes [`BLOCK_BYTES`] or every
 //! [`FLUSH_INTERVAL`], instead of one event per chain (thousands of chains in lockstep would
 //! each flush at every interval, and the per-event costs would bound the stream).
 //!
@@ -20,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ractor::ActorRef;
+use rayon::prelude::*;
 use sampler::{ChainId, DrawEvent, DrawStats, Observer};
 
 use super::{Counts, FLUSH_INTERVAL};
@@ -35,6 +37,11 @@ pub(crate) const BLOCK_BYTES: usize = 8 * 1024 * 1024;
 /// enough blocks that the GPU rarely waits for the coordinator (twice the coordinator's
 /// backlog of a job, `JOB_BACKLOG_BYTES`).
 pub(crate) const GPU_TASK_BACKLOG_BYTES: usize = 64 * BLOCK_BYTES;
+
+/// Most parts a flush's walk over the chains is split into ([`BlockStreamer::take_blocks`]),
+/// and fewest chains a part has.
+const MAX_FLUSH_PARTS: usize = 8;
+const MIN_PART_CHAINS: usize = 1024;
 
 /// Bytes a thread buffers before it adds them to the shared count (and looks at the clock):
 /// small against [`BLOCK_BYTES`] even summed over every core.
@@ -215,11 +222,49 @@ impl BlockStreamer {
     /// Every chain's buffered draws, and progress of chains that advanced, as one block;
     /// `None` when there is nothing to say. The caller holds the flush lock.
     fn take_block(&self) -> Option<WireDrawBlock> {
+        let (block, bytes) = self.take_part(&self.chains, 1);
+        self.taken(bytes);
+        block
+    }
+
+    /// [`Self::take_block`] over parts of the chains side by side on rayon's threads: one
+    /// block per part with something to say, in chain order. A flush walks every chain's
+    /// buffer, thousands of scattered reads, so its parts are walked at once.
+    fn take_blocks(&self) -> Vec<WireDrawBlock> {
+        let parts = rayon::current_num_threads().clamp(1, MAX_FLUSH_PARTS);
+        let per_part = self.chains.len().div_ceil(parts).max(MIN_PART_CHAINS);
+        let taken: Vec<(Option<WireDrawBlock>, usize)> = self
+            .chains
+            .par_chunks(per_part)
+            .map(|chains| self.take_part(chains, parts))
+            .collect();
+        self.taken(taken.iter().map(|(_, bytes)| bytes).sum());
+        taken.into_iter().filter_map(|(block, _)| block).collect()
+    }
+
+    /// Notes a flush that took `bytes` of buffered draws.
+    fn taken(&self, bytes: usize) {
+        self.last_flush.store(self.since_start(), Ordering::Relaxed);
+        // Threads may not have counted all of what is taken yet.
+        let _ = self
+            .buffered
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                Some(b.saturating_sub(bytes))
+            });
+    }
+
+    /// The block of `chains`' buffered draws and progress (`None`: nothing to say), one of
+    /// `parts` parts of a flush, and the bytes of draws it took.
+    fn take_part(
+        &self,
+        chains: &[(u32, Mutex<ChainBuffer>)],
+        parts: usize,
+    ) -> (Option<WireDrawBlock>, usize) {
         let mut block = WireDrawBlock::new(0, self.total);
         let mut n_columns = None;
         let mut bytes = 0;
         let mut any = false;
-        for (chain, buffer) in &self.chains {
+        for (chain, buffer) in chains {
             let mut buffer = buffer.lock().unwrap_or_else(|p| p.into_inner());
             if buffer.segments.is_empty() && buffer.iteration == buffer.sent_iteration {
                 continue;
@@ -238,7 +283,7 @@ impl BlockStreamer {
                 let width = buffer.values.len() / buffer.stats.len().max(1);
                 block.n_columns = u32::try_from(width).unwrap_or(u32::MAX);
                 let buffered = self.buffered.load(Ordering::Relaxed);
-                block.reserve(self.chains.len(), buffered / draw_bytes(width));
+                block.reserve(chains.len(), buffered / parts / draw_bytes(width));
                 width
             });
             let mut at = 0;
@@ -259,17 +304,10 @@ impl BlockStreamer {
             buffer.values.clear();
             buffer.stats.clear();
         }
-        self.last_flush.store(self.since_start(), Ordering::Relaxed);
-        // Threads may not have counted all of what is taken yet.
-        let _ = self
-            .buffered
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                Some(b.saturating_sub(bytes))
-            });
         if !any {
-            return None;
+            return (None, bytes);
         }
-        Some(block)
+        (Some(block), bytes)
     }
 
     /// Counts `bytes` this thread just buffered; whether it is time to look at the shared
@@ -315,7 +353,7 @@ impl BlockStreamer {
         self.backlog
             .wait_below(GPU_TASK_BACKLOG_BYTES, &self.cancel);
         let taking = Instant::now();
-        let block = self.take_block();
+        let blocks = self.take_blocks();
         let nanos = |since: Instant, until: Instant| {
             u64::try_from((until - since).as_nanos()).unwrap_or(u64::MAX)
         };
@@ -324,7 +362,7 @@ impl BlockStreamer {
             .fetch_add(nanos(waiting, taking), Ordering::Relaxed);
         self.taking_ns
             .fetch_add(nanos(taking, now), Ordering::Relaxed);
-        if let Some(block) = block {
+        for block in blocks {
             self.blocks.fetch_add(1, Ordering::Relaxed);
             let event = WireTaskEvent::Block(Arc::new(block));
             self.backlog.add(event.estimated_bytes());
@@ -389,5 +427,88 @@ impl Observer for BlockStreamer {
 
     fn keeps_draws(&self) -> bool {
         false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ractor::{Actor, ActorProcessingErr};
+
+    /// An actor of the pool's messages that drops them: the streamer needs somewhere to
+    /// send, the test reads the blocks it takes.
+    struct Sink;
+
+    impl Actor for Sink {
+        type Msg = PoolMsg;
+        type State = ();
+        type Arguments = ();
+
+        async fn pre_start(&self, _: ActorRef<PoolMsg>, (): ()) -> Result<(), ActorProcessingErr> {
+            Ok(())
+        }
+    }
+
+    /// A flush walked in parts gives blocks that, one after another, hold every chain's
+    /// draws once, in chain order, as a flush in one part does.
+    #[tokio::test]
+    async fn a_flush_in_parts_takes_every_chains_draws_once_in_order() {
+        let (sink, handle) = Actor::spawn(None, Sink, ()).await.unwrap();
+        let n_chains = 3 * MIN_PART_CHAINS as u32 + 17;
+        let chains: Vec<ChainId> = (0..n_chains).map(ChainId).collect();
+        let streamer = |run| {
+            BlockStreamer::new(
+                RunId(run),
+                sink.clone(),
+                &chains,
+                0,
+                false,
+                10,
+                Arc::new(AtomicBool::new(false)),
+                Arc::new(Backlog::default()),
+            )
+        };
+        let (parts, whole) = (streamer(1), streamer(2));
+        for streamer in [&parts, &whole] {
+            // No flush of its own while the test feeds it, however slow the machine.
+            streamer.last_flush.store(u64::MAX / 2, Ordering::Relaxed);
+            for iteration in 0..2 {
+                for &chain in &chains {
+                    let values = [f64::from(chain.0), iteration as f64];
+                    let stats = DrawStats {
+                        lp: -f64::from(chain.0),
+                        ..DrawStats::default()
+                    };
+                    streamer.on_draw(&DrawEvent {
+                        chain,
+                        iteration,
+                        total: 10,
+                        warmup: false,
+                        stats: &stats,
+                        values: &values,
+                    });
+                }
+            }
+        }
+        let blocks = parts.take_blocks();
+        if rayon::current_num_threads() > 1 {
+            assert!(blocks.len() > 1, "{} blocks", blocks.len());
+        }
+        let one = whole.take_block().expect("draws to send");
+        let mut seen = Vec::new();
+        for block in &blocks {
+            for entry in block.entries().unwrap() {
+                let values: Vec<f64> = block.values_of(&entry).collect();
+                let chain = f64::from(entry.chain);
+                assert_eq!(values, [chain, 0.0, chain, 1.0], "chain {}", entry.chain);
+                seen.push(entry.chain);
+            }
+        }
+        assert_eq!(seen, (0..n_chains).collect::<Vec<_>>());
+        let whole_entries: Vec<u32> = one.entries().unwrap().iter().map(|e| e.chain).collect();
+        assert_eq!(whole_entries, seen);
+        assert!(parts.take_blocks().is_empty(), "nothing is taken twice");
+        sink.stop(None);
+        handle.await.unwrap();
     }
 }
