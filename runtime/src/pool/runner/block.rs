@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ractor::ActorRef;
-use rayon::prelude::*;
 use sampler::{ChainId, DrawEvent, DrawStats, Observer};
 
 use super::{Counts, FLUSH_INTERVAL};
@@ -227,17 +226,35 @@ impl BlockStreamer {
         block
     }
 
-    /// [`Self::take_block`] over parts of the chains side by side on rayon's threads: one
-    /// block per part with something to say, in chain order. A flush walks every chain's
-    /// buffer, thousands of scattered reads, so its parts are walked at once.
+    /// [`Self::take_block`] over parts of the chains side by side, each on a thread of its
+    /// own: one block per part with something to say, in chain order. A flush walks every
+    /// chain's buffer, thousands of scattered reads, so its parts are walked at once.
+    ///
+    /// Scoped threads, not rayon's pool: the flushing thread is often one of rayon's,
+    /// recording a GPU batch, and a rayon thread that waits for its jobs runs others
+    /// meanwhile, which may be draws of this run that wait for the flush lock it holds.
     fn take_blocks(&self) -> Vec<WireDrawBlock> {
-        let parts = rayon::current_num_threads().clamp(1, MAX_FLUSH_PARTS);
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let parts = cores.clamp(1, MAX_FLUSH_PARTS);
         let per_part = self.chains.len().div_ceil(parts).max(MIN_PART_CHAINS);
-        let taken: Vec<(Option<WireDrawBlock>, usize)> = self
-            .chains
-            .par_chunks(per_part)
-            .map(|chains| self.take_part(chains, parts))
-            .collect();
+        let taken: Vec<(Option<WireDrawBlock>, usize)> = if self.chains.len() <= per_part {
+            vec![self.take_part(&self.chains, 1)]
+        } else {
+            std::thread::scope(|scope| {
+                let parts: Vec<_> = self
+                    .chains
+                    .chunks(per_part)
+                    .map(|chains| scope.spawn(move || self.take_part(chains, parts)))
+                    .collect();
+                parts
+                    .into_iter()
+                    .map(|part| {
+                        part.join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    })
+                    .collect()
+            })
+        };
         self.taken(taken.iter().map(|(_, bytes)| bytes).sum());
         taken.into_iter().filter_map(|(block, _)| block).collect()
     }
@@ -491,7 +508,7 @@ mod tests {
             }
         }
         let blocks = parts.take_blocks();
-        if rayon::current_num_threads() > 1 {
+        if std::thread::available_parallelism().map_or(1, usize::from) > 1 {
             assert!(blocks.len() > 1, "{} blocks", blocks.len());
         }
         let one = whole.take_block().expect("draws to send");
@@ -508,6 +525,62 @@ mod tests {
         let whole_entries: Vec<u32> = one.entries().unwrap().iter().map(|e| e.chain).collect();
         assert_eq!(whole_entries, seen);
         assert!(parts.take_blocks().is_empty(), "nothing is taken twice");
+        sink.stop(None);
+        handle.await.unwrap();
+    }
+
+    /// Draws recorded on rayon's pool, as a GPU batch's are, flush many times over without
+    /// a thread waiting on itself (a flush that ran its parts on rayon's pool could, while it
+    /// waited for them, take up another draw of the run, which then waited for the flush
+    /// lock the same thread held).
+    #[tokio::test]
+    async fn draws_recorded_on_rayons_pool_flush_without_deadlock() {
+        use rayon::prelude::*;
+        let (sink, handle) = Actor::spawn(None, Sink, ()).await.unwrap();
+        let n_chains = 2 * MIN_PART_CHAINS as u32 + 5;
+        let chains: Vec<ChainId> = (0..n_chains).map(ChainId).collect();
+        let streamer = Arc::new(BlockStreamer::new(
+            RunId(3),
+            sink.clone(),
+            &chains,
+            0,
+            false,
+            40,
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(Backlog::default()),
+        ));
+        let (done, finished) = std::sync::mpsc::channel();
+        let recorder = Arc::clone(&streamer);
+        std::thread::spawn(move || {
+            // About 70 MB of draws: several flushes at 2 x BLOCK_BYTES, under the backlog.
+            let values = vec![0.5; 100];
+            // As many threads as a GPU node has cores, however few this machine has.
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(16)
+                .build()
+                .unwrap();
+            for iteration in 0..40 {
+                pool.install(|| {
+                    chains.par_iter().for_each(|&chain| {
+                        recorder.on_draw(&DrawEvent {
+                            chain,
+                            iteration,
+                            total: 40,
+                            warmup: false,
+                            stats: &DrawStats::default(),
+                            values: &values,
+                        });
+                    });
+                });
+            }
+            let _ = done.send(());
+        });
+        let recorded = finished.recv_timeout(std::time::Duration::from_secs(120));
+        assert!(recorded.is_ok(), "the draws' threads deadlocked");
+        assert!(
+            streamer.blocks.load(Ordering::Relaxed) > 1,
+            "flushed as it went"
+        );
         sink.stop(None);
         handle.await.unwrap();
     }
