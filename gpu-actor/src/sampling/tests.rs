@@ -1,8 +1,24 @@
-//! Unit tests of the run statistics and of the recording of draws.
+//! Unit tests of the run statistics and of the recording of draws; the device the tests of
+//! `sampling`'s modules open.
 
 use std::time::Duration;
 
 use super::{DispatchStats, GpuRun, LockstepTotals, Phase};
+use crate::device::{DeviceOptions, GpuDevice};
+use crate::error::GpuError;
+
+/// The first usable adapter; `None` (the test is skipped, saying so) where there is none,
+/// unless `REQUIRE_GPU=1` makes that a failure.
+pub(super) fn device() -> Option<GpuDevice> {
+    match GpuDevice::open(&DeviceOptions::default()) {
+        Ok(device) => Some(device),
+        Err(err @ GpuError::NoAdapter) if std::env::var("REQUIRE_GPU").as_deref() != Ok("1") => {
+            eprintln!("skipping GPU test: {err} (set REQUIRE_GPU=1 to make this a failure)");
+            None
+        }
+        Err(err) => panic!("cannot open a GPU device: {err}"),
+    }
+}
 
 fn dispatch(phase: Phase, steps: &[u64], width: usize) -> DispatchStats {
     // As the NUTS driver counts: a group's lanes busy while any lane is.

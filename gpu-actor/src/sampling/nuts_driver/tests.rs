@@ -10,24 +10,13 @@ use sampler::{
 };
 
 use super::{MomentsRequest, NutsBatch, pooled_moments};
+use crate::device::GpuDevice;
 use crate::device::nuts::{NutsCommand, NutsDispatch, NutsOpen, NutsReply, NutsStart, SessionId};
-use crate::device::{DeviceOptions, GpuDevice};
-use crate::error::GpuError;
 use crate::kernels::layout::{NS_FLAG_ADAPT, NS_OU_DIVERGENT, NS_U_DRAWS, NS_U_ITER, NsParams};
 use crate::sampling::adapt::IterationMoments;
 use crate::sampling::init::{InitialPoints, initial_points};
+use crate::sampling::tests::device;
 use crate::wgsl::Precision;
-
-fn device() -> Option<GpuDevice> {
-    match GpuDevice::open(&DeviceOptions::default()) {
-        Ok(device) => Some(device),
-        Err(err @ GpuError::NoAdapter) if std::env::var("REQUIRE_GPU").as_deref() != Ok("1") => {
-            eprintln!("skipping GPU test: {err} (set REQUIRE_GPU=1 to make this a failure)");
-            None
-        }
-        Err(err) => panic!("cannot open a GPU device: {err}"),
-    }
-}
 
 /// The host's moments of `batch`'s draws of iterations `start..start + len`, from the values
 /// read back, chain after chain in chunk order as the device merges them.

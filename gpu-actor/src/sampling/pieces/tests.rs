@@ -13,8 +13,9 @@ use sampler::{
 };
 
 use super::{most_chains, session_fits, split};
-use crate::device::{DeviceOptions, GpuDevice, KernelOverrides};
+use crate::device::{GpuDevice, KernelOverrides};
 use crate::error::GpuError;
+use crate::sampling::tests::device;
 use crate::sampling::{GpuKernel, GpuSampleRequest, PrecisionMode, sample_on_device_with};
 use crate::wgsl::Precision;
 
@@ -67,17 +68,6 @@ fn split_gives_the_fewest_equal_pieces() {
     assert_eq!(split(10, 4), [0..4, 4..7, 7..10]);
     assert_eq!(split(5, 100), vec![(0..5)]);
     assert_eq!(split(3, 1), [0..1, 1..2, 2..3]);
-}
-
-fn device() -> Option<GpuDevice> {
-    match GpuDevice::open(&DeviceOptions::default()) {
-        Ok(device) => Some(device),
-        Err(err @ GpuError::NoAdapter) if std::env::var("REQUIRE_GPU").as_deref() != Ok("1") => {
-            eprintln!("skipping GPU test: {err} (set REQUIRE_GPU=1 to make this a failure)");
-            None
-        }
-        Err(err) => panic!("cannot open a GPU device: {err}"),
-    }
 }
 
 const NUM_DRAWS: u64 = 200;
