@@ -103,29 +103,6 @@ impl WireDrawBlock {
         }
     }
 
-    /// [`Self::new`] with room for `entries` entries of `draws` draws in all, so that
-    /// pushing them never moves a column.
-    pub fn with_capacity(n_columns: usize, total: u64, entries: usize, draws: usize) -> Self {
-        let bytes = |width: usize| Vec::with_capacity(width * draws);
-        Self {
-            n_columns: u32::try_from(n_columns).unwrap_or(u32::MAX),
-            total,
-            chains: Vec::with_capacity(4 * entries),
-            warmup: Vec::with_capacity(entries),
-            first: Vec::with_capacity(8 * entries),
-            count: Vec::with_capacity(4 * entries),
-            iteration: Vec::with_capacity(8 * entries),
-            values: bytes(8 * n_columns),
-            lp: bytes(8),
-            accept_stat: bytes(8),
-            step_size: bytes(8),
-            tree_depth: bytes(4),
-            n_leapfrog: bytes(4),
-            divergent: bytes(1),
-            energy: bytes(8),
-        }
-    }
-
     /// Makes room for `entries` more entries of `draws` more draws in all.
     pub fn reserve(&mut self, entries: usize, draws: usize) {
         let n_columns = self.n_columns as usize;

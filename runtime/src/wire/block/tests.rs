@@ -43,7 +43,8 @@ fn sample() -> (WireDrawBlock, Vec<Entry>) {
             vec![stats(4), stats(5), stats(6)],
         ),
     ];
-    let mut block = WireDrawBlock::with_capacity(2, 100, 4, 6);
+    let mut block = WireDrawBlock::new(2, 100);
+    block.reserve(4, 6);
     for (chain, warmup, first, values, stats) in &entries {
         block.push(*chain, *warmup, *first, 42, values, stats);
     }
