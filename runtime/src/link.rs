@@ -146,10 +146,24 @@ async fn read_frame<S: AsyncRead + Unpin>(
     stream: &mut S,
     max: usize,
 ) -> std::io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    Ok(read_frame_into(stream, max, &mut bytes)
+        .await?
+        .then_some(bytes))
+}
+
+/// Reads one frame of at most `max` bytes into `bytes` (replacing what it held, reusing its
+/// room): `Ok(false)` if the stream ended before a frame began. Nothing is zeroed first, and
+/// a buffer that held an answer as large takes the next without allocating.
+async fn read_frame_into<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    max: usize,
+    bytes: &mut Vec<u8>,
+) -> std::io::Result<bool> {
     let mut len = [0u8; 4];
     match stream.read_exact(&mut len).await {
         Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(false),
         Err(error) => return Err(error),
     }
     let len = u32::from_be_bytes(len) as usize;
@@ -159,9 +173,15 @@ async fn read_frame<S: AsyncRead + Unpin>(
             format!("a frame of {len} bytes (at most {max})"),
         ));
     }
-    let mut bytes = vec![0u8; len];
-    stream.read_exact(&mut bytes).await?;
-    Ok(Some(bytes))
+    bytes.clear();
+    bytes.reserve_exact(len);
+    while bytes.len() < len {
+        let missing = (len - bytes.len()) as u64;
+        if (&mut *stream).take(missing).read_buf(bytes).await? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+    }
+    Ok(true)
 }
 
 async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> std::io::Result<()> {
@@ -245,6 +265,8 @@ fn local_coordinator() -> Option<ractor::ActorRef<JobWire>> {
 pub(crate) struct JobLink {
     job: JobId,
     io: crate::transport::LinkIo,
+    /// The last answer's bytes: its room takes the next.
+    answer: Vec<u8>,
 }
 
 impl fmt::Debug for JobLink {
@@ -281,7 +303,11 @@ impl JobLink {
             token: token.0,
         };
         let io = transport.dial_link(address, &hello, deadline).await?;
-        Ok(Self { job, io })
+        Ok(Self {
+            job,
+            io,
+            answer: Vec::new(),
+        })
     }
 
     /// The job whose link this is.
@@ -309,14 +335,16 @@ impl JobLink {
         };
         let exchange = async {
             write_frame(&mut self.io, &bytes).await?;
-            read_frame(&mut self.io, MAX_REPLY_BYTES)
-                .await?
-                .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+            if read_frame_into(&mut self.io, MAX_REPLY_BYTES, &mut self.answer).await? {
+                Ok(())
+            } else {
+                Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
+            }
         };
-        let answer = tokio::time::timeout(timeout, exchange)
+        tokio::time::timeout(timeout, exchange)
             .await
             .map_err(|_| LinkFailed::Timeout(timeout))??;
-        Ok(wire::reply_from_bytes::<S>(&answer, peer))
+        Ok(wire::reply_from_bytes::<S>(&self.answer, peer))
     }
 }
 

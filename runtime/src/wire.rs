@@ -270,12 +270,35 @@ impl<T> Envelope<T> {
 
 impl<T: Serialize> Envelope<T> {
     /// MessagePack with named fields; refuses results over [`MAX_ENVELOPE_BYTES`].
+    ///
+    /// Encoded twice: once into a counter, for the size (checked before anything is
+    /// allocated), then into a buffer of exactly that size. A poll's answer is tens of MiB
+    /// of draws, held as byte columns that the counter only adds up; a buffer grown as it
+    /// fills would copy them again and again.
     pub fn encode(&self) -> Result<Vec<u8>, WireError> {
-        let bytes = rmp_serde::to_vec_named(self).map_err(|error| WireError::Malformed {
+        let malformed = |error: rmp_serde::encode::Error| WireError::Malformed {
             reason: error.to_string(),
-        })?;
-        check_size(bytes.len())?;
+        };
+        let mut counter = ByteCounter(0);
+        rmp_serde::encode::write_named(&mut counter, self).map_err(malformed)?;
+        check_size(counter.0)?;
+        let mut bytes = Vec::with_capacity(counter.0);
+        rmp_serde::encode::write_named(&mut bytes, self).map_err(malformed)?;
         Ok(bytes)
+    }
+}
+
+/// A writer that only counts what is written to it.
+struct ByteCounter(usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(bytes.len());
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

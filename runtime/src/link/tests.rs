@@ -87,6 +87,37 @@ async fn frames_over_their_limit_are_refused_before_anything_is_allocated() {
     assert_eq!(read_frame(&mut near, 8).await.unwrap(), None);
 }
 
+#[tokio::test]
+async fn a_reused_buffer_holds_exactly_the_next_frame_and_a_cut_frame_fails() {
+    let (mut near, mut far) = tokio::io::duplex(64);
+    let long: Vec<u8> = (0..200u8).collect();
+    let writer = {
+        let long = long.clone();
+        tokio::spawn(async move {
+            write_frame(&mut far, &long).await.unwrap();
+            write_frame(&mut far, b"short").await.unwrap();
+            // A frame announced at 10 bytes, cut after 3.
+            far.write_all(&10u32.to_be_bytes()).await.unwrap();
+            far.write_all(b"abc").await.unwrap();
+        })
+    };
+    let mut buffer = Vec::new();
+    assert!(read_frame_into(&mut near, 1024, &mut buffer).await.unwrap());
+    assert_eq!(
+        buffer, long,
+        "a frame longer than the duplex's buffer, read in pieces"
+    );
+    let room = buffer.capacity();
+    assert!(read_frame_into(&mut near, 1024, &mut buffer).await.unwrap());
+    assert_eq!(buffer, b"short");
+    assert_eq!(buffer.capacity(), room, "the room is kept");
+    writer.await.unwrap();
+    let error = read_frame_into(&mut near, 1024, &mut buffer)
+        .await
+        .unwrap_err();
+    assert_eq!(error.kind(), std::io::ErrorKind::UnexpectedEof);
+}
+
 #[test]
 fn a_link_passes_only_polls_and_cancels_of_its_own_job() {
     let envelope = |body| {

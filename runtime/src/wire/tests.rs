@@ -54,6 +54,9 @@ where
     let envelope = Envelope::new(RequestId(7), &sender(), body);
     let bytes = envelope.encode().unwrap();
     assert_eq!(Envelope::<T>::decode(&bytes).unwrap(), envelope);
+    // Counted, then written into a buffer of that size: the same bytes as in one pass.
+    assert_eq!(bytes, rmp_serde::to_vec_named(&envelope).unwrap());
+    assert_eq!(bytes.capacity(), bytes.len(), "sized once");
 }
 
 #[test]
