@@ -69,7 +69,7 @@ pub use sampling::{
 
 /// The version of the envelope and of every body in this module. Bump it on any change an
 /// older peer cannot read; adding an optional field or a variant is not such a change.
-pub const PROTOCOL_VERSION: u16 = 1;
+pub const PROTOCOL_VERSION: u16 = 2;
 
 /// The largest inbound frame every node accepts (`NodeServer::with_max_inbound_frame_size`).
 /// ractor_cluster checks it on the receiving side only and closes the session on a bigger

@@ -6,6 +6,11 @@
 //! A block is checked as a whole before anything reads it ([`WireDrawBlock::entries`]):
 //! every column's length must match the counts it announces, and nothing is allocated from
 //! a number in the block, only from the lengths of the bytes that arrived.
+//!
+//! A block is packed before it is sent ([`WireDrawBlock::pack`]): a column of floats whose
+//! every number is an `f32` exactly (the positions and statistics of a GPU run in f32) goes
+//! as `f32`s, tree depths as bytes, leapfrog counts as `u16`s, when they fit. Packing loses
+//! nothing: the reader gets the same `f64`s, bit for bit.
 
 use std::ops::Range;
 
@@ -64,6 +69,31 @@ pub struct WireDrawBlock {
     /// Draws: Hamiltonian (f64).
     #[serde(with = "serde_bytes")]
     pub energy: Vec<u8>,
+    /// Bytes per number of each draw column, where packed: one per value column, then one
+    /// each for lp, accept_stat, step_size, tree_depth, n_leapfrog and energy (floats 4 or
+    /// 8, tree depths 1 or 4, leapfrog counts 2 or 4). Empty: not packed, every column as
+    /// documented above.
+    #[serde(default, with = "serde_bytes")]
+    pub widths: Vec<u8>,
+}
+
+/// Statistics columns after the value columns in [`WireDrawBlock::widths`].
+const STAT_COLUMNS: usize = 6;
+
+/// Where a block's numbers are: its widths, or the unpacked ones. Not checked (see
+/// [`WireDrawBlock::entries`]).
+#[derive(Clone, Copy)]
+struct Layout<'a> {
+    /// Widths of the value columns; `None`: all 8.
+    values: Option<&'a [u8]>,
+    /// Bytes of one draw's values.
+    row: usize,
+    lp: usize,
+    accept_stat: usize,
+    step_size: usize,
+    tree_depth: usize,
+    n_leapfrog: usize,
+    energy: usize,
 }
 
 /// One entry of a checked block.
@@ -141,6 +171,7 @@ impl WireDrawBlock {
         stats: &[DrawStats],
     ) {
         debug_assert_eq!(values.len(), stats.len() * self.n_columns as usize);
+        debug_assert!(self.widths.is_empty(), "pushing to a packed block");
         self.chains.extend_from_slice(&chain.to_le_bytes());
         self.warmup.push(u8::from(warmup));
         self.first.extend_from_slice(&first.to_le_bytes());
@@ -188,13 +219,154 @@ impl WireDrawBlock {
             &self.n_leapfrog,
             &self.divergent,
             &self.energy,
+            &self.widths,
         ];
         256 + columns.iter().map(|c| c.len()).sum::<usize>()
     }
 
+    /// Packs the draw columns (see the module's documentation): each float column goes as
+    /// `f32`s if every one of its numbers is an `f32` exactly, tree depths as bytes and
+    /// leapfrog counts as `u16`s if they fit. A block already packed, or where nothing
+    /// narrows, is left as it is.
+    pub fn pack(&mut self) {
+        if !self.widths.is_empty() || self.divergent.is_empty() {
+            return;
+        }
+        let n_columns = self.n_columns as usize;
+        // Every value column narrows until one of its numbers is not an f32.
+        let mut widths = vec![4u8; n_columns];
+        if n_columns > 0 {
+            for row in self.values.chunks_exact(8 * n_columns) {
+                for (width, word) in widths.iter_mut().zip(row.chunks_exact(8)) {
+                    if *width == 4 && !is_f32(word) {
+                        *width = 8;
+                    }
+                }
+            }
+        }
+        let float = |column: &[u8]| {
+            if column.chunks_exact(8).all(is_f32) {
+                4
+            } else {
+                8
+            }
+        };
+        let fits = |column: &[u8], max: u32| {
+            column
+                .chunks_exact(4)
+                .all(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]) <= max)
+        };
+        let lp = float(&self.lp);
+        let accept_stat = float(&self.accept_stat);
+        let step_size = float(&self.step_size);
+        let tree_depth = if fits(&self.tree_depth, u32::from(u8::MAX)) {
+            1
+        } else {
+            4
+        };
+        let n_leapfrog = if fits(&self.n_leapfrog, u32::from(u16::MAX)) {
+            2
+        } else {
+            4
+        };
+        let energy = float(&self.energy);
+        widths.extend([lp, accept_stat, step_size, tree_depth, n_leapfrog, energy]);
+        let unpacked = [8, 8, 8, 4, 4, 8];
+        if widths[..n_columns].iter().all(|&w| w == 8) && widths[n_columns..] == unpacked {
+            return;
+        }
+        if widths[..n_columns].contains(&4) {
+            let row: usize = widths[..n_columns].iter().map(|&w| usize::from(w)).sum();
+            let mut values = Vec::with_capacity(row * self.n_draws());
+            for draw in self.values.chunks_exact(8 * n_columns) {
+                for (&width, word) in widths.iter().zip(draw.chunks_exact(8)) {
+                    narrow_float(&mut values, word, width);
+                }
+            }
+            self.values = values;
+        }
+        let narrow = |column: &mut Vec<u8>, from: usize, to: u8| {
+            if usize::from(to) == from {
+                return;
+            }
+            let mut narrowed = Vec::with_capacity(column.len() / from * usize::from(to));
+            for word in column.chunks_exact(from) {
+                if from == 8 {
+                    narrow_float(&mut narrowed, word, to);
+                } else {
+                    narrowed.extend_from_slice(&word[..usize::from(to)]);
+                }
+            }
+            *column = narrowed;
+        };
+        narrow(&mut self.lp, 8, lp);
+        narrow(&mut self.accept_stat, 8, accept_stat);
+        narrow(&mut self.step_size, 8, step_size);
+        narrow(&mut self.tree_depth, 4, tree_depth);
+        narrow(&mut self.n_leapfrog, 4, n_leapfrog);
+        narrow(&mut self.energy, 8, energy);
+        self.widths = widths;
+    }
+
+    /// Where the numbers are (not checked).
+    fn layout(&self) -> Layout<'_> {
+        let n_columns = self.n_columns as usize;
+        match self.widths.get(n_columns..) {
+            Some(&[lp, accept_stat, step_size, tree_depth, n_leapfrog, energy]) => Layout {
+                values: Some(&self.widths[..n_columns]),
+                row: self.widths[..n_columns]
+                    .iter()
+                    .map(|&w| usize::from(w))
+                    .sum(),
+                lp: usize::from(lp),
+                accept_stat: usize::from(accept_stat),
+                step_size: usize::from(step_size),
+                tree_depth: usize::from(tree_depth),
+                n_leapfrog: usize::from(n_leapfrog),
+                energy: usize::from(energy),
+            },
+            _ => Layout {
+                values: None,
+                row: n_columns.saturating_mul(8),
+                lp: 8,
+                accept_stat: 8,
+                step_size: 8,
+                tree_depth: 4,
+                n_leapfrog: 4,
+                energy: 8,
+            },
+        }
+    }
+
+    /// The widths' check: as many as the columns, each one its column may have.
+    fn check_widths(&self) -> Result<(), String> {
+        if self.widths.is_empty() {
+            return Ok(());
+        }
+        let n_columns = self.n_columns as usize;
+        if self.widths.len() != n_columns.saturating_add(STAT_COLUMNS) {
+            return Err(format!(
+                "block has {} widths for {} values and {STAT_COLUMNS} statistics per draw",
+                self.widths.len(),
+                self.n_columns
+            ));
+        }
+        let (values, stats) = self.widths.split_at(n_columns);
+        let allowed: [&[u8]; STAT_COLUMNS] = [&[4, 8], &[4, 8], &[4, 8], &[1, 4], &[2, 4], &[4, 8]];
+        let bad = values
+            .iter()
+            .map(|w| (w, &[4u8, 8][..]))
+            .chain(stats.iter().zip(allowed))
+            .find(|(w, allowed)| !allowed.contains(w));
+        match bad {
+            Some((width, _)) => Err(format!("block has a column {width} bytes wide")),
+            None => Ok(()),
+        }
+    }
+
     /// The entries, once every column is checked against the others: the same number of
     /// entries in each entry column, the counts adding up to the draws of each draw column,
-    /// `n_columns` values per draw, flags 0 or 1.
+    /// `n_columns` values per draw, widths each column may have, flags 0 or 1.
     pub fn entries(&self) -> Result<Vec<BlockEntry>, String> {
         let n_entries = self.warmup.len();
         let entry_columns = [
@@ -211,14 +383,16 @@ impl WireDrawBlock {
                 ));
             }
         }
+        self.check_widths()?;
+        let layout = self.layout();
         let n_draws = self.divergent.len();
         let draw_columns = [
-            ("lp", &self.lp, 8),
-            ("accept_stat", &self.accept_stat, 8),
-            ("step_size", &self.step_size, 8),
-            ("tree_depth", &self.tree_depth, 4),
-            ("n_leapfrog", &self.n_leapfrog, 4),
-            ("energy", &self.energy, 8),
+            ("lp", &self.lp, layout.lp),
+            ("accept_stat", &self.accept_stat, layout.accept_stat),
+            ("step_size", &self.step_size, layout.step_size),
+            ("tree_depth", &self.tree_depth, layout.tree_depth),
+            ("n_leapfrog", &self.n_leapfrog, layout.n_leapfrog),
+            ("energy", &self.energy, layout.energy),
         ];
         for (name, column, width) in draw_columns {
             if column.len() != n_draws.saturating_mul(width) {
@@ -228,9 +402,12 @@ impl WireDrawBlock {
                 ));
             }
         }
-        let values = n_draws
-            .checked_mul(self.n_columns as usize)
-            .and_then(|n| n.checked_mul(8));
+        let values = match layout.values {
+            None => n_draws
+                .checked_mul(self.n_columns as usize)
+                .and_then(|n| n.checked_mul(8)),
+            Some(_) => n_draws.checked_mul(layout.row),
+        };
         if values != Some(self.values.len()) {
             return Err(format!(
                 "block has {} bytes of values for {n_draws} draws of {} values",
@@ -268,21 +445,18 @@ impl WireDrawBlock {
 
     /// The draws of `entry` (one of [`WireDrawBlock::entries`]).
     pub fn draws(&self, entry: &BlockEntry) -> WireDraws {
-        let range = entry.draws.clone();
-        let n_columns = self.n_columns as usize;
-        let values = f64s(&self.values, range.start * n_columns..range.end * n_columns);
-        let stats = WireStats {
-            lp: f64s(&self.lp, range.clone()),
-            accept_stat: f64s(&self.accept_stat, range.clone()),
-            step_size: f64s(&self.step_size, range.clone()),
-            tree_depth: range.clone().map(|i| u32_at(&self.tree_depth, i)).collect(),
-            n_leapfrog: range.clone().map(|i| u32_at(&self.n_leapfrog, i)).collect(),
-            divergent: self.divergent[range.clone()]
-                .iter()
-                .map(|&d| d == 1)
-                .collect(),
-            energy: f64s(&self.energy, range),
-        };
+        let mut values = Vec::with_capacity(entry.len() * self.n_columns as usize);
+        self.append_values_of(entry, &mut values);
+        let mut stats = WireStats::default();
+        for s in self.stats_of(entry) {
+            stats.lp.push(s.lp);
+            stats.accept_stat.push(s.accept_stat);
+            stats.step_size.push(s.step_size);
+            stats.tree_depth.push(s.tree_depth);
+            stats.n_leapfrog.push(s.n_leapfrog);
+            stats.divergent.push(s.divergent);
+            stats.energy.push(s.energy);
+        }
         WireDraws {
             warmup: entry.warmup,
             first: entry.first,
@@ -292,53 +466,65 @@ impl WireDrawBlock {
     }
 
     /// Appends the values of `entry`'s draws (one of [`WireDrawBlock::entries`]), row-major,
-    /// to `to`: [`Self::values_of`] as a copy of bytes.
+    /// to `to`: a copy of bytes where they are unpacked `f64`s.
     pub fn append_values_of(&self, entry: &BlockEntry, to: &mut Vec<f64>) {
-        let width = 8 * self.n_columns as usize;
-        let bytes = &self.values[entry.draws.start * width..entry.draws.end * width];
-        if cfg!(target_endian = "little") {
-            let start = to.len();
-            to.resize(start + bytes.len() / 8, 0.0);
-            bytemuck::cast_slice_mut::<f64, u8>(&mut to[start..]).copy_from_slice(bytes);
-        } else {
-            to.extend(self.values_of(entry));
+        let layout = self.layout();
+        let bytes = &self.values[entry.draws.start * layout.row..entry.draws.end * layout.row];
+        match layout.values {
+            None if cfg!(target_endian = "little") => {
+                let start = to.len();
+                to.resize(start + bytes.len() / 8, 0.0);
+                bytemuck::cast_slice_mut::<f64, u8>(&mut to[start..]).copy_from_slice(bytes);
+            }
+            None => to.extend(bytes.chunks_exact(8).map(|w| float_from(w, 8))),
+            Some(widths) if widths.iter().all(|&w| w == 4) => {
+                to.extend(bytes.chunks_exact(4).map(|w| float_from(w, 4)));
+            }
+            Some(widths) => {
+                to.reserve(entry.len() * widths.len());
+                for row in bytes.chunks_exact(layout.row.max(1)) {
+                    let mut at = 0;
+                    for &width in widths {
+                        let width = usize::from(width);
+                        to.push(float_from(&row[at..at + width], width));
+                        at += width;
+                    }
+                }
+            }
         }
     }
 
     /// The values of `entry`'s draws (one of [`WireDrawBlock::entries`]), row-major.
     pub fn values_of(&self, entry: &BlockEntry) -> impl Iterator<Item = f64> + '_ {
-        let width = 8 * self.n_columns as usize;
-        self.values[entry.draws.start * width..entry.draws.end * width]
-            .chunks_exact(8)
-            .map(|word| {
-                let mut array = [0; 8];
-                array.copy_from_slice(word);
-                f64::from_le_bytes(array)
-            })
+        let mut values = Vec::with_capacity(entry.len() * self.n_columns as usize);
+        self.append_values_of(entry, &mut values);
+        values.into_iter()
     }
 
     /// The statistics of `entry`'s draws (one of [`WireDrawBlock::entries`]).
     pub fn stats_of(&self, entry: &BlockEntry) -> impl Iterator<Item = DrawStats> + '_ {
-        entry.draws.clone().map(|i| DrawStats {
-            lp: f64_at(&self.lp, i),
-            accept_stat: f64_at(&self.accept_stat, i),
-            step_size: f64_at(&self.step_size, i),
-            tree_depth: u32_at(&self.tree_depth, i),
-            n_leapfrog: u32_at(&self.n_leapfrog, i),
+        let layout = self.layout();
+        entry.draws.clone().map(move |i| DrawStats {
+            lp: float_at(&self.lp, i, layout.lp),
+            accept_stat: float_at(&self.accept_stat, i, layout.accept_stat),
+            step_size: float_at(&self.step_size, i, layout.step_size),
+            tree_depth: uint_at(&self.tree_depth, i, layout.tree_depth),
+            n_leapfrog: uint_at(&self.n_leapfrog, i, layout.n_leapfrog),
             divergent: self.divergent[i] == 1,
-            energy: f64_at(&self.energy, i),
+            energy: float_at(&self.energy, i, layout.energy),
         })
     }
 
     /// A block of the entries `keep` (indices into `entries`, the checked entries of this
-    /// block, in increasing order), their draws copied.
+    /// block, in increasing order), their draws copied, packed as this one.
     pub fn select(&self, entries: &[BlockEntry], keep: &[usize]) -> Self {
         let mut block = Self {
             n_columns: self.n_columns,
             total: self.total,
+            widths: self.widths.clone(),
             ..Self::default()
         };
-        let n_columns = self.n_columns as usize;
+        let layout = self.layout();
         for &i in keep {
             let entry = &entries[i];
             let r = entry.draws.clone();
@@ -354,16 +540,60 @@ impl WireDrawBlock {
             block
                 .iteration
                 .extend_from_slice(&self.iteration[i * 8..i * 8 + 8]);
-            copy(&mut block.values, &self.values, 8 * n_columns);
-            copy(&mut block.lp, &self.lp, 8);
-            copy(&mut block.accept_stat, &self.accept_stat, 8);
-            copy(&mut block.step_size, &self.step_size, 8);
-            copy(&mut block.tree_depth, &self.tree_depth, 4);
-            copy(&mut block.n_leapfrog, &self.n_leapfrog, 4);
+            copy(&mut block.values, &self.values, layout.row);
+            copy(&mut block.lp, &self.lp, layout.lp);
+            copy(
+                &mut block.accept_stat,
+                &self.accept_stat,
+                layout.accept_stat,
+            );
+            copy(&mut block.step_size, &self.step_size, layout.step_size);
+            copy(&mut block.tree_depth, &self.tree_depth, layout.tree_depth);
+            copy(&mut block.n_leapfrog, &self.n_leapfrog, layout.n_leapfrog);
             copy(&mut block.divergent, &self.divergent, 1);
-            copy(&mut block.energy, &self.energy, 8);
+            copy(&mut block.energy, &self.energy, layout.energy);
         }
         block
+    }
+}
+
+/// Whether the little-endian `f64` in `word` is an `f32` exactly (its bits come back).
+fn is_f32(word: &[u8]) -> bool {
+    let value = float_from(word, 8);
+    f64::from(value as f32).to_bits() == value.to_bits()
+}
+
+/// Appends the little-endian `f64` in `word` as `width` bytes (4: as an `f32`).
+fn narrow_float(to: &mut Vec<u8>, word: &[u8], width: u8) {
+    if width == 4 {
+        to.extend_from_slice(&(float_from(word, 8) as f32).to_le_bytes());
+    } else {
+        to.extend_from_slice(word);
+    }
+}
+
+/// The float in `word`, `width` bytes (4 or 8), little-endian.
+fn float_from(word: &[u8], width: usize) -> f64 {
+    if width == 4 {
+        f64::from(f32::from_le_bytes([word[0], word[1], word[2], word[3]]))
+    } else {
+        let mut array = [0; 8];
+        array.copy_from_slice(&word[..8]);
+        f64::from_le_bytes(array)
+    }
+}
+
+fn float_at(bytes: &[u8], i: usize, width: usize) -> f64 {
+    float_from(&bytes[width * i..width * (i + 1)], width)
+}
+
+/// The unsigned integer at `i` of a column `width` bytes wide (1, 2 or 4).
+fn uint_at(bytes: &[u8], i: usize, width: usize) -> u32 {
+    let word = &bytes[width * i..width * (i + 1)];
+    match width {
+        1 => u32::from(word[0]),
+        2 => u32::from(u16::from_le_bytes([word[0], word[1]])),
+        _ => u32_at(bytes, i),
     }
 }
 
@@ -389,21 +619,6 @@ fn u64_at(bytes: &[u8], i: usize) -> u64 {
     let mut word = [0; 8];
     word.copy_from_slice(&bytes[8 * i..8 * i + 8]);
     u64::from_le_bytes(word)
-}
-
-fn f64_at(bytes: &[u8], i: usize) -> f64 {
-    f64::from_bits(u64_at(bytes, i))
-}
-
-fn f64s(bytes: &[u8], range: Range<usize>) -> Vec<f64> {
-    bytes[8 * range.start..8 * range.end]
-        .chunks_exact(8)
-        .map(|word| {
-            let mut array = [0; 8];
-            array.copy_from_slice(word);
-            f64::from_le_bytes(array)
-        })
-        .collect()
 }
 
 #[cfg(test)]

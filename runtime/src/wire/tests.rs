@@ -111,7 +111,7 @@ fn every_membership_body_round_trips() {
     }
 }
 
-/// These bytes are what version-1 peers send; a change here breaks mixed clusters.
+/// These bytes are what version-2 peers send; a change here breaks mixed clusters.
 #[test]
 fn envelope_bytes_are_pinned() {
     let members = Envelope::new(RequestId(7), &sender(), MembershipRequest::Members)
@@ -143,12 +143,12 @@ fn envelope_bytes_are_pinned() {
 }
 
 // {"version": 1, "request_id": 7, "sender": "a@127.0.0.1", "body": "Members"}
-const PINNED_MEMBERS: &str = "84a776657273696f6e01aa726571756573745f696407a673656e646572ab61403132372e302e302e31a4626f6479a74d656d62657273";
-// {"version": 1, "request_id": 1, "sender": "a@127.0.0.1", "body": {"Heartbeat": {"seq": 3,
+const PINNED_MEMBERS: &str = "84a776657273696f6e02aa726571756573745f696407a673656e646572ab61403132372e302e302e31a4626f6479a74d656d62657273";
+// {"version": 2, "request_id": 1, "sender": "a@127.0.0.1", "body": {"Heartbeat": {"seq": 3,
 //  "node": {"name": "a@127.0.0.1", "address": "127.0.0.1:4370", "resources": {"cpu_slots": 2,
 //  "gpus": [], "running_jobs": 0}}, "members": []}}}
 const PINNED_HEARTBEAT: &str = concat!(
-    "84a776657273696f6e01aa726571756573745f696401a673656e646572ab61403132372e302e302e31a4626f",
+    "84a776657273696f6e02aa726571756573745f696401a673656e646572ab61403132372e302e302e31a4626f",
     "647981a948656172746265617483a373657103a46e6f646583a46e616d65ab61403132372e302e302e31a761",
     "646472657373ae3132372e302e302e313a34333730a97265736f757263657383a96370755f736c6f747302a4",
     "6770757390ac72756e6e696e675f6a6f627300a76d656d6265727390",

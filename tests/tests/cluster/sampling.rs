@@ -405,7 +405,7 @@ fn sampling_malformed_requests_get_an_error_reply_and_the_node_serves_on() {
         (
             "coordinator",
             "bad-version",
-            "protocol version 2 is not supported",
+            "protocol version 3 is not supported",
         ),
         ("coordinator", "bad-model", "invalid model"),
     ] {

@@ -1,6 +1,6 @@
 //! A GPU run's stream: the draws of all its chains buffered together and cast to the pool
-//! as a few [`WireDrawBlock`]s per flush (one per part of the chains, built side by side),
-//! when the buffer passes [`BLOCK_BYTES`] or every
+//! as a few [`WireDrawBlock`]s per flush (one per part of the chains, built side by side,
+//! then packed), when the buffer passes [`BLOCK_BYTES`] or every
 //! [`FLUSH_INTERVAL`], instead of one event per chain (thousands of chains in lockstep would
 //! each flush at every interval, and the per-event costs would bound the stream).
 //!
@@ -324,6 +324,8 @@ impl BlockStreamer {
         if !any {
             return (None, bytes);
         }
+        // On this part's thread, beside the other parts: a pass over what was just copied.
+        block.pack();
         (Some(block), bytes)
     }
 
