@@ -40,7 +40,7 @@ pub(crate) const GPU_TASK_BACKLOG_BYTES: usize = 64 * BLOCK_BYTES;
 /// Most parts a flush's walk over the chains is split into ([`BlockStreamer::take_blocks`]),
 /// and fewest chains a part has.
 const MAX_FLUSH_PARTS: usize = 8;
-const MIN_PART_CHAINS: usize = 1024;
+const MIN_PART_CHAINS: usize = 128;
 
 /// Bytes a thread buffers before it adds them to the shared count (and looks at the clock):
 /// small against [`BLOCK_BYTES`] even summed over every core.
