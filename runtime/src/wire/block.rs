@@ -449,13 +449,7 @@ impl WireDrawBlock {
         self.append_values_of(entry, &mut values);
         let mut stats = WireStats::default();
         for s in self.stats_of(entry) {
-            stats.lp.push(s.lp);
-            stats.accept_stat.push(s.accept_stat);
-            stats.step_size.push(s.step_size);
-            stats.tree_depth.push(s.tree_depth);
-            stats.n_leapfrog.push(s.n_leapfrog);
-            stats.divergent.push(s.divergent);
-            stats.energy.push(s.energy);
+            stats.push(&s);
         }
         WireDraws {
             warmup: entry.warmup,
