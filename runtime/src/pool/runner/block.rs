@@ -539,7 +539,7 @@ mod tests {
     async fn draws_recorded_on_rayons_pool_flush_without_deadlock() {
         use rayon::prelude::*;
         let (sink, handle) = Actor::spawn(None, Sink, ()).await.unwrap();
-        let n_chains = 2 * MIN_PART_CHAINS as u32 + 5;
+        let n_chains = 2053;
         let chains: Vec<ChainId> = (0..n_chains).map(ChainId).collect();
         let streamer = Arc::new(BlockStreamer::new(
             RunId(3),
