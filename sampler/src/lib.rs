@@ -49,7 +49,8 @@ pub use program::{
 pub use rng::{ChainId, ChainRng, Seed};
 pub use room::Room;
 pub use run::{
-    ChainSpec, ChainTrace, DrawEvent, DrawStats, NoObserver, Observer, SamplerSettings, Tuning,
+    ChainDraws, ChainSpec, ChainTrace, DrawBatch, DrawEvent, DrawStats, NoObserver, Observer,
+    SamplerSettings, Tuning,
 };
 pub use sample::{sample, sample_chains};
 pub use special::{digamma, lgamma, log_sum_exp, logistic, softplus};

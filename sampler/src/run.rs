@@ -253,10 +253,80 @@ pub struct DrawEvent<'a> {
     pub values: &'a [f64],
 }
 
+/// Consecutive iterations of one chain, in a [`DrawBatch`].
+#[derive(Debug, Clone, Copy)]
+pub struct ChainDraws<'a> {
+    /// The chain.
+    pub chain: ChainId,
+    /// 0-based iteration of the first draw, warmup included.
+    pub first_iteration: u64,
+    /// How many of the draws, the first ones, are warmup draws.
+    pub n_warmup: usize,
+    /// Each draw's statistics.
+    pub stats: &'a [DrawStats],
+    /// Whether the warmup draws have values (they are saved).
+    pub warmup_values: bool,
+    /// The values of the draws that have them (every kept draw; the warmup ones when
+    /// `warmup_values`), in order, [`DrawBatch::n_columns`] each.
+    pub values: &'a [f64],
+}
+
+/// The draws of several chains at once, each chain's consecutive: a GPU batch's draws of the
+/// chains one recording task took. What [`Observer::on_batch`] gets.
+#[derive(Debug, Clone, Copy)]
+pub struct DrawBatch<'a> {
+    /// Total iterations of each chain, warmup included.
+    pub total: u64,
+    /// Values per draw.
+    pub n_columns: usize,
+    /// The chains' draws.
+    pub chains: &'a [ChainDraws<'a>],
+}
+
+impl DrawBatch<'_> {
+    /// Each draw as the event [`Observer::on_draw`] gets, chain after chain.
+    pub fn for_each_event(&self, mut f: impl FnMut(&DrawEvent)) {
+        for chain in self.chains {
+            let mut at = 0;
+            for (i, stats) in chain.stats.iter().enumerate() {
+                let warmup = i < chain.n_warmup;
+                let values = if !warmup || chain.warmup_values {
+                    let values = &chain.values[at..at + self.n_columns];
+                    at += self.n_columns;
+                    values
+                } else {
+                    &[]
+                };
+                f(&DrawEvent {
+                    chain: chain.chain,
+                    iteration: chain.first_iteration + i as u64,
+                    total: self.total,
+                    warmup,
+                    stats,
+                    values,
+                });
+            }
+        }
+    }
+}
+
 /// Watches running chains. Called from the chains' threads.
 pub trait Observer: Sync {
     /// Called after every iteration of every chain.
     fn on_draw(&self, _event: &DrawEvent) {}
+
+    /// Whether draws may come as batches ([`Observer::on_batch`]): a GPU run then gathers
+    /// each recording task's draws, chain by chain, before it hands them over. Asked once
+    /// per recorded batch.
+    fn wants_batches(&self) -> bool {
+        false
+    }
+
+    /// Called, where [`Observer::wants_batches`], with several chains' draws at once in
+    /// place of [`Observer::on_draw`] for each. By default, `on_draw` for each.
+    fn on_batch(&self, batch: &DrawBatch) {
+        batch.for_each_event(|event| self.on_draw(event));
+    }
 
     /// Polled before every iteration; `true` stops all chains with [`SampleError::Cancelled`].
     fn should_stop(&self) -> bool {
@@ -278,3 +348,67 @@ pub trait Observer: Sync {
 pub struct NoObserver;
 
 impl Observer for NoObserver {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A draw as `on_draw` got it: chain, iteration, warmup, values.
+    type SeenDraw = (u32, u64, bool, Vec<f64>);
+
+    /// Collects what `on_draw` gets.
+    #[derive(Default)]
+    struct Seen(std::sync::Mutex<Vec<SeenDraw>>);
+
+    impl Observer for Seen {
+        fn on_draw(&self, event: &DrawEvent) {
+            self.0.lock().unwrap().push((
+                event.chain.0,
+                event.iteration,
+                event.warmup,
+                event.values.to_vec(),
+            ));
+        }
+    }
+
+    #[test]
+    fn a_batch_is_each_of_its_draws_by_default_values_where_they_are() {
+        let stats = [DrawStats::default(); 3];
+        let batch = DrawBatch {
+            total: 10,
+            n_columns: 2,
+            chains: &[
+                // Two warmup draws without values, then a kept one.
+                ChainDraws {
+                    chain: ChainId(4),
+                    first_iteration: 3,
+                    n_warmup: 2,
+                    stats: &stats,
+                    warmup_values: false,
+                    values: &[1.0, 2.0],
+                },
+                // Saved warmup: every draw has values.
+                ChainDraws {
+                    chain: ChainId(7),
+                    first_iteration: 0,
+                    n_warmup: 1,
+                    stats: &stats[..2],
+                    warmup_values: true,
+                    values: &[5.0, 6.0, 7.0, 8.0],
+                },
+            ],
+        };
+        let seen = Seen::default();
+        seen.on_batch(&batch);
+        assert_eq!(
+            seen.0.into_inner().unwrap(),
+            [
+                (4, 3, true, vec![]),
+                (4, 4, true, vec![]),
+                (4, 5, false, vec![1.0, 2.0]),
+                (7, 0, true, vec![5.0, 6.0]),
+                (7, 1, false, vec![7.0, 8.0]),
+            ]
+        );
+    }
+}
