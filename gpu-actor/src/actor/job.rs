@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use sampler::{ChainTrace, DrawEvent, Observer};
+use sampler::{ChainTrace, DrawBatch, DrawEvent, Observer};
 
 use super::WorkerId;
 use crate::sampling::{GpuSampleRequest, PrecisionChoice};
@@ -207,6 +207,16 @@ impl Observer for JobObserver<'_> {
     fn on_draw(&self, event: &DrawEvent) {
         if let Some(user) = self.user {
             user.on_draw(event);
+        }
+    }
+
+    fn wants_batches(&self) -> bool {
+        self.user.is_some_and(|user| user.wants_batches())
+    }
+
+    fn on_batch(&self, batch: &DrawBatch) {
+        if let Some(user) = self.user {
+            user.on_batch(batch);
         }
     }
 

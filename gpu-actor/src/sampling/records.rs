@@ -1,13 +1,16 @@
 //! Chain traces as draws come back from the device: the reported values of each draw
 //! (computed on the CPU from its unconstrained position), its statistics, and the observer's
-//! `on_draw`, on all cores (rayon's pool), chains split into contiguous chunks (a trace
-//! belongs to one task). An observer that streams the draws (`Observer::keeps_draws` is
+//! `on_draw` (or, where it takes them, one `on_batch` per task), on all cores (rayon's pool),
+//! chains split into contiguous chunks (a trace belongs to one task). An observer that streams the draws (`Observer::keeps_draws` is
 //! false) gets them and the traces keep none: no room is made for them.
 
 use std::ops::Range;
 
 use rayon::prelude::*;
-use sampler::{ChainTrace, DrawEvent, DrawStats, Observer, Room, SamplerSettings, Tuning};
+use sampler::{
+    ChainDraws, ChainTrace, DrawBatch, DrawEvent, DrawStats, Observer, Room, SamplerSettings,
+    Tuning,
+};
 
 use super::outputs::OutputWriter;
 
@@ -106,11 +109,60 @@ fn empty_trace(chain: sampler::ChainId, n_columns: usize, init: Vec<f64>) -> Cha
 /// Chains per recording task: enough work to be worth a hand-over to another core.
 const CHAINS_PER_TASK: usize = 64;
 
+/// One chain's draws of a batch, gathered for an observer that takes batches
+/// (`Observer::wants_batches`): what a `ChainDraws` lends.
+#[derive(Default)]
+struct Staged {
+    first_iteration: u64,
+    n_warmup: usize,
+    stats: Vec<DrawStats>,
+    values: Vec<f64>,
+}
+
+impl Staged {
+    /// Whether `draw` continues what is staged: the next iteration, and no warmup draw after
+    /// a kept one.
+    fn continues(&self, draw: &Draw<'_>) -> bool {
+        self.stats.is_empty()
+            || (draw.iteration == self.first_iteration + self.stats.len() as u64
+                && (!draw.warmup || self.n_warmup == self.stats.len()))
+    }
+
+    fn push(&mut self, draw: &Draw<'_>, values: Option<&[f64]>) {
+        if self.stats.is_empty() {
+            self.first_iteration = draw.iteration;
+            self.n_warmup = 0;
+        }
+        self.n_warmup += usize::from(draw.warmup);
+        self.stats.push(draw.stats);
+        if let Some(values) = values {
+            self.values.extend_from_slice(values);
+        }
+    }
+
+    fn lend(&self, chain: sampler::ChainId, save_warmup: bool) -> ChainDraws<'_> {
+        ChainDraws {
+            chain,
+            first_iteration: self.first_iteration,
+            n_warmup: self.n_warmup,
+            stats: &self.stats,
+            warmup_values: save_warmup,
+            values: &self.values,
+        }
+    }
+
+    fn clear(&mut self) {
+        self.stats.clear();
+        self.values.clear();
+    }
+}
+
 /// Records the draws `draws_of(chains, emit)` hands over for the chains of `traces`: values,
 /// statistics, and the observer's call. Each task asks for a contiguous range of chains;
 /// `draws_of` emits `(c, draw)` in any order across chains, each chain's draws in order (a
 /// batch laid out chain-contiguously is best read slot by slot, all chains of the range at
-/// once).
+/// once). An observer that takes batches gets the task's draws in one `on_batch`, chain by
+/// chain, once the task has them all.
 pub(crate) fn record<F>(
     traces: &mut [ChainTrace],
     writer: &OutputWriter,
@@ -121,14 +173,29 @@ pub(crate) fn record<F>(
     F: Fn(Range<usize>, &mut dyn FnMut(usize, Draw<'_>)) + Sync,
 {
     let draws_of = &draws_of;
+    let batches = observer.wants_batches();
+    let n_columns = writer.n_columns();
+    let batch = |chains: &[ChainDraws<'_>]| {
+        if !chains.is_empty() {
+            observer.on_batch(&DrawBatch {
+                total: settings.total,
+                n_columns,
+                chains,
+            });
+        }
+    };
     // Tasks on rayon's pool: its threads outlive the call, so a batch pays no thread start.
     traces
         .par_chunks_mut(CHAINS_PER_TASK)
         .enumerate()
         .for_each_init(
-            || (writer.clone(), vec![0.0; writer.n_columns()]),
-            |(writer, values), (k, traces)| {
+            || (writer.clone(), vec![0.0; n_columns], Vec::<Staged>::new()),
+            |(writer, values, staged), (k, traces)| {
                 let start = k * CHAINS_PER_TASK;
+                if batches {
+                    staged.resize_with(traces.len(), Staged::default);
+                    staged.iter_mut().for_each(Staged::clear);
+                }
                 draws_of(start..start + traces.len(), &mut |c, draw: Draw<'_>| {
                     let trace = &mut traces[c - start];
                     // A warmup draw not saved has no values (the device may not even have sent
@@ -150,6 +217,16 @@ pub(crate) fn record<F>(
                             trace.stats.push(draw.stats);
                         }
                     }
+                    if batches {
+                        let stage = &mut staged[c - start];
+                        if !stage.continues(&draw) {
+                            // Not what a batch hands over; what came before goes first.
+                            batch(&[stage.lend(trace.chain, settings.save_warmup)]);
+                            stage.clear();
+                        }
+                        stage.push(&draw, kept.then_some(&values[..]));
+                        return;
+                    }
                     observer.on_draw(&DrawEvent {
                         chain: trace.chain,
                         iteration: draw.iteration,
@@ -159,6 +236,15 @@ pub(crate) fn record<F>(
                         values: if kept { values } else { &[] },
                     });
                 });
+                if batches {
+                    let chains: Vec<ChainDraws<'_>> = staged
+                        .iter()
+                        .zip(traces.iter())
+                        .filter(|(stage, _)| !stage.stats.is_empty())
+                        .map(|(stage, trace)| stage.lend(trace.chain, settings.save_warmup))
+                        .collect();
+                    batch(&chains);
+                }
             },
         );
 }

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use sampler::{ChainId, DrawEvent, DrawStats, Observer};
+use sampler::{ChainId, DrawBatch, DrawEvent, DrawStats, Observer};
 
 use super::STEP_COLLAPSE;
 
@@ -192,6 +192,19 @@ impl<'a> WarmupWatch<'a> {
 }
 
 impl Observer for WarmupWatch<'_> {
+    fn wants_batches(&self) -> bool {
+        self.inner.wants_batches()
+    }
+
+    fn on_batch(&self, batch: &DrawBatch) {
+        // Once the verdict passed, batches go through whole; until then, draw by draw.
+        if self.verdict.load(Ordering::SeqCst) == PASSED {
+            self.inner.on_batch(batch);
+        } else {
+            batch.for_each_event(|event| self.on_draw(event));
+        }
+    }
+
     fn on_draw(&self, event: &DrawEvent) {
         match self.verdict.load(Ordering::SeqCst) {
             PASSED => return self.inner.on_draw(event),
