@@ -1,34 +1,36 @@
-//! A GPU run's stream: the draws of all its chains buffered together and cast to the pool
-//! as a few [`WireDrawBlock`]s per flush (one per part of the chains, built side by side,
-//! then packed), when the buffer passes [`BLOCK_BYTES`] or every
-//! [`FLUSH_INTERVAL`], instead of one event per chain (thousands of chains in lockstep would
-//! each flush at every interval, and the per-event costs would bound the stream).
+//! A GPU run's stream: its chains' draws cast to the pool as [`WireDrawBlock`]s, packed, instead of one event per chain (thousands of chains in lockstep
+//! would each send at every interval, and the per-event costs would bound the stream).
 //!
-//! The sampler calls `on_draw` from several threads (chains split into contiguous chunks),
-//! tens of millions of times in a large run, so a draw touches nothing shared: each chain's
-//! buffer has its own lock, never contended, and each thread counts the bytes it buffered
-//! locally and adds them to the shared count once per [`COUNT_BATCH`] (a shared counter
-//! written at every draw, from every core, cost more than the draws' copies). One thread at a
-//! time (the holder of the flush lock) takes every chain's buffered draws and sends them, in
-//! order. The others go on buffering while it waits for the coordinator's acknowledgements,
-//! up to twice [`BLOCK_BYTES`]; past that they wait for the flush lock too: memory stays
-//! bounded.
+//! The GPU recording hands its draws over a task at a time ([`Observer::on_batch`]: the
+//! draws of a batch of up to 64 chains, each chain's consecutive), tens of thousands of times
+//! in a large run, from all cores. The chains are dealt to a few *parts*, runs of
+//! [`PART_RUN`] consecutive chains in turn, so that a task's chains fall in one part: each
+//! part fills a block of its own under its own lock, and sends it, under the same lock, when
+//! it passes its share of [`BLOCK_BYTES`]. A chain's draws go into its part's block straight from the
+//! batch, in the order the batches came: each chain's draws reach the pool in order, and no
+//! thread gathers draws from other threads' buffers (a buffer per chain, walked at every
+//! flush, cost a cache miss per line of every draw on each side).
+//!
+//! A chain whose draws are not sent (warmup, unsaved) reports its progress as an entry
+//! without draws, at most every [`FLUSH_INTERVAL`]; every part's block goes out at least that
+//! often. A part sending waits first for the backlog of blocks not yet acknowledged to fall
+//! under [`GPU_TASK_BACKLOG_BYTES`]: the threads filling that part wait with it, and memory
+//! stays bounded.
 
-use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use ractor::ActorRef;
-use sampler::{ChainId, DrawEvent, DrawStats, Observer};
+use sampler::{ChainDraws, ChainId, DrawBatch, DrawEvent, Observer};
 
 use super::{Counts, FLUSH_INTERVAL};
 use crate::outbox::Backlog;
 use crate::pool::{PoolMsg, RunId};
 use crate::wire::{WireDrawBlock, WireTaskEvent};
 
-/// Buffered bytes of draws past which a block is sent.
+/// Bytes of draws the parts together hold before they send (each its share).
 pub(crate) const BLOCK_BYTES: usize = 8 * 1024 * 1024;
 
 /// Bytes of a GPU task's blocks not yet acknowledged past which its run waits: a constant
@@ -37,25 +39,15 @@ pub(crate) const BLOCK_BYTES: usize = 8 * 1024 * 1024;
 /// backlog of a job, `JOB_BACKLOG_BYTES`).
 pub(crate) const GPU_TASK_BACKLOG_BYTES: usize = 64 * BLOCK_BYTES;
 
-/// Most parts a flush's walk over the chains is split into ([`BlockStreamer::take_blocks`]),
-/// and fewest chains a part has.
-const MAX_FLUSH_PARTS: usize = 8;
-const MIN_PART_CHAINS: usize = 128;
+/// Fewest bytes of draws a part sends at once.
+const MIN_PART_BYTES: usize = 1024 * 1024;
 
-/// Bytes a thread buffers before it adds them to the shared count (and looks at the clock):
-/// small against [`BLOCK_BYTES`] even summed over every core.
-const COUNT_BATCH: usize = 64 * 1024;
+/// Most parts a run's chains are dealt to (one per core, up to this).
+const MAX_PARTS: usize = 8;
 
-/// Draws a thread buffers before it looks at the clock, however small they are (a slow
-/// stream of small draws still flushes every [`FLUSH_INTERVAL`]).
-const CLOCK_BATCH: u32 = 64;
-
-thread_local! {
-    /// This thread's bytes and draws not yet added to a streamer's shared count, and the
-    /// streamer they belong to (its address; another streamer's leftovers are dropped, the
-    /// shared count being an estimate).
-    static UNCOUNTED: Cell<(usize, usize, u32)> = const { Cell::new((0, 0, 0)) };
-}
+/// Consecutive chains dealt to one part: a recording task's (the GPU records 64 chains per
+/// task), so that a batch's chains fall in one part and take one lock.
+const PART_RUN: usize = 64;
 
 /// A chain's place among the run's: an offset when the chains are consecutive (the usual
 /// case), a map otherwise.
@@ -89,28 +81,16 @@ impl ChainIndex {
     }
 }
 
-/// Consecutive draws of one chain and one phase; their values and statistics are the
-/// chain buffer's, after those of the segments before it.
-struct Segment {
-    warmup: bool,
-    first: u64,
-    draws: usize,
-    /// What its draws added to `BlockStreamer::buffered`.
-    bytes: usize,
-}
-
-/// One chain's buffered draws. A flush copies them into its block and clears the vectors,
-/// keeping their room: buffering a draw allocates nothing once the run is under way, and
-/// the flushing thread frees nothing the chains' threads allocated.
+/// What one chain's draws added up to. Touched once per batch, by the thread recording the
+/// chain's task, under its part's lock.
 #[derive(Default)]
-struct ChainBuffer {
-    segments: Vec<Segment>,
-    values: Vec<f64>,
-    stats: Vec<DrawStats>,
+struct ChainState {
     /// Iterations done, and as last sent.
     iteration: u64,
     sent_iteration: u64,
-    /// Draws of each phase so far (buffered or sent).
+    /// Nanoseconds from the run's start to the chain's last entry.
+    reported_ns: u64,
+    /// Draws of each phase sent so far.
     kept_count: u64,
     warmup_count: u64,
     counts: Counts,
@@ -126,25 +106,28 @@ pub(super) struct BlockStreamer {
     cancel: Arc<AtomicBool>,
     backlog: Arc<Backlog>,
     index: ChainIndex,
-    chains: Vec<(u32, Mutex<ChainBuffer>)>,
-    /// Bytes buffered, roughly (what the block will take).
-    buffered: AtomicUsize,
+    /// Each chain's number and state, in the run's order.
+    numbers: Vec<u32>,
+    chains: Vec<Mutex<ChainState>>,
+    /// Each part's block being filled.
+    parts: Vec<Mutex<WireDrawBlock>>,
 
     start: Instant,
-    /// Nanoseconds from `start` to the last flush.
+    /// Nanoseconds from `start` to the last time every part sent its block.
     last_flush: AtomicU64,
-    /// Held by the thread that flushes.
+    /// Held by the thread that sends every part's block.
     flush: Mutex<()>,
-    /// Nanoseconds the run's threads waited for the backlog to drain, and spent taking
-    /// blocks, and the blocks sent: the `runtime::timeline` event at the end of the run.
+    /// Nanoseconds the run's threads waited for the backlog to drain, and spent packing and
+    /// sending blocks, and the blocks sent: the `runtime::timeline` event at the end of the
+    /// run.
     waited_ns: AtomicU64,
-    taking_ns: AtomicU64,
+    sending_ns: AtomicU64,
     blocks: AtomicU64,
 }
 
-/// Bytes one draw of `n_values` values adds to a block.
-fn draw_bytes(n_values: usize) -> usize {
-    8 * n_values + 37
+/// Locks `mutex`, whose data stays usable after a panic elsewhere (counts and buffers).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl BlockStreamer {
@@ -159,6 +142,10 @@ impl BlockStreamer {
         cancel: Arc<AtomicBool>,
         backlog: Arc<Backlog>,
     ) -> Self {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let parts = cores
+            .clamp(1, MAX_PARTS)
+            .min(chains.len().div_ceil(PART_RUN).max(1));
         Self {
             run,
             pool,
@@ -168,17 +155,17 @@ impl BlockStreamer {
             cancel,
             backlog,
             index: ChainIndex::new(chains),
-            chains: chains
-                .iter()
-                .map(|c| (c.0, Mutex::new(ChainBuffer::default())))
+            numbers: chains.iter().map(|c| c.0).collect(),
+            chains: chains.iter().map(|_| Mutex::default()).collect(),
+            parts: (0..parts)
+                .map(|_| Mutex::new(WireDrawBlock::new(0, total)))
                 .collect(),
-            buffered: AtomicUsize::new(0),
 
             start: Instant::now(),
             last_flush: AtomicU64::new(0),
             flush: Mutex::new(()),
             waited_ns: AtomicU64::new(0),
-            taking_ns: AtomicU64::new(0),
+            sending_ns: AtomicU64::new(0),
             blocks: AtomicU64::new(0),
         }
     }
@@ -187,257 +174,255 @@ impl BlockStreamer {
     pub(super) fn counts(&self, index: usize) -> Counts {
         self.chains
             .get(index)
-            .map(|(_, buffer)| buffer.lock().unwrap_or_else(|p| p.into_inner()).counts)
+            .map(|state| lock(state).counts)
             .unwrap_or_default()
     }
 
-    /// Everything not sent yet, as the run's last event. Left out of the backlog, like a
-    /// chain's last progress event.
+    /// Everything not sent yet: every part's block but the last sent as usual, the last
+    /// returned as the run's last event (left out of the backlog, like a chain's last
+    /// progress event), each chain's last iteration reported.
     pub(super) fn last_event(&self) -> Option<WireTaskEvent> {
-        let _flushing = self.flush.lock().unwrap_or_else(|p| p.into_inner());
+        let _flushing = lock(&self.flush);
         let ms = |ns: &AtomicU64| ns.load(Ordering::Relaxed) as f64 * 1e-6;
         tracing::debug!(
             target: "runtime::timeline",
             run_ms = self.start.elapsed().as_secs_f64() * 1e3,
             backlog_wait_ms = ms(&self.waited_ns),
-            take_ms = ms(&self.taking_ns),
+            send_ms = ms(&self.sending_ns),
             blocks = self.blocks.load(Ordering::Relaxed),
             "GPU run streamed"
         );
-        self.take_block()
-            .map(|block| WireTaskEvent::Block(Arc::new(block)))
+        let mut last = None;
+        for (p, part) in self.parts.iter().enumerate() {
+            let mut block = lock(part);
+            for index in (0..self.chains.len()).filter(|&i| self.part_of(i) == p) {
+                let mut state = lock(&self.chains[index]);
+                if state.iteration != state.sent_iteration {
+                    state.sent_iteration = state.iteration;
+                    let (kept, iteration) = (state.kept_count, state.iteration);
+                    block.push(self.numbers[index], false, kept, iteration, &[], &[]);
+                }
+            }
+            if block.n_entries() == 0 {
+                continue;
+            }
+            if let Some(earlier) = last.replace(self.take(&mut block)) {
+                self.send(earlier);
+            }
+        }
+        last.map(|block| WireTaskEvent::Block(Arc::new(block)))
+    }
+
+    /// The part chain `index` belongs to.
+    fn part_of(&self, index: usize) -> usize {
+        (index / PART_RUN) % self.parts.len()
     }
 
     fn since_start(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    fn due(&self) -> bool {
+    fn due(&self, now: u64) -> bool {
         let last = self.last_flush.load(Ordering::Relaxed);
         let interval = u64::try_from(FLUSH_INTERVAL.as_nanos()).unwrap_or(u64::MAX);
-        self.since_start().saturating_sub(last) >= interval
+        now.saturating_sub(last) >= interval
     }
 
-    /// Every chain's buffered draws, and progress of chains that advanced, as one block;
-    /// `None` when there is nothing to say. The caller holds the flush lock.
-    fn take_block(&self) -> Option<WireDrawBlock> {
-        let (block, bytes) = self.take_part(&self.chains, 1);
-        self.taken(bytes);
-        block
-    }
-
-    /// [`Self::take_block`] over parts of the chains side by side, each on a thread of its
-    /// own: one block per part with something to say, in chain order. A flush walks every
-    /// chain's buffer, thousands of scattered reads, so its parts are walked at once.
-    ///
-    /// Scoped threads, not rayon's pool: the flushing thread is often one of rayon's,
-    /// recording a GPU batch, and a rayon thread that waits for its jobs runs others
-    /// meanwhile, which may be draws of this run that wait for the flush lock it holds.
-    fn take_blocks(&self) -> Vec<WireDrawBlock> {
-        let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        let parts = cores.clamp(1, MAX_FLUSH_PARTS);
-        let per_part = self.chains.len().div_ceil(parts).max(MIN_PART_CHAINS);
-        let taken: Vec<(Option<WireDrawBlock>, usize)> = if self.chains.len() <= per_part {
-            vec![self.take_part(&self.chains, 1)]
-        } else {
-            std::thread::scope(|scope| {
-                let parts: Vec<_> = self
-                    .chains
-                    .chunks(per_part)
-                    .map(|chains| scope.spawn(move || self.take_part(chains, parts)))
-                    .collect();
-                parts
-                    .into_iter()
-                    .map(|part| {
-                        part.join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                    })
-                    .collect()
-            })
-        };
-        self.taken(taken.iter().map(|(_, bytes)| bytes).sum());
-        taken.into_iter().filter_map(|(block, _)| block).collect()
-    }
-
-    /// Notes a flush that took `bytes` of buffered draws.
-    fn taken(&self, bytes: usize) {
-        self.last_flush.store(self.since_start(), Ordering::Relaxed);
-        // Threads may not have counted all of what is taken yet.
-        let _ = self
-            .buffered
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                Some(b.saturating_sub(bytes))
-            });
-    }
-
-    /// The block of `chains`' buffered draws and progress (`None`: nothing to say), one of
-    /// `parts` parts of a flush, and the bytes of draws it took.
-    fn take_part(
+    /// Adds `draws`, chain `index`'s, to its part's `block`: an entry per run of draws sent
+    /// in one phase, or, when none is sent and the chain last reported over a
+    /// [`FLUSH_INTERVAL`] ago, an entry of its progress only.
+    fn add(
         &self,
-        chains: &[(u32, Mutex<ChainBuffer>)],
-        parts: usize,
-    ) -> (Option<WireDrawBlock>, usize) {
-        let mut block = WireDrawBlock::new(0, self.total);
-        let mut n_columns = None;
-        let mut bytes = 0;
-        let mut any = false;
-        for (chain, buffer) in chains {
-            let mut buffer = buffer.lock().unwrap_or_else(|p| p.into_inner());
-            if buffer.segments.is_empty() && buffer.iteration == buffer.sent_iteration {
-                continue;
-            }
-            any = true;
-            buffer.sent_iteration = buffer.iteration;
-            if buffer.segments.is_empty() {
-                // Progress only: no draws, at the end of the kept ones so far.
-                block.push(*chain, false, buffer.kept_count, buffer.iteration, &[], &[]);
-                continue;
-            }
-            // Every draw of a run has as many values: the first chain with draws says how
-            // many, and the block makes room for what was counted as buffered (it grows if
-            // more came since).
-            let n_columns = *n_columns.get_or_insert_with(|| {
-                let width = buffer.values.len() / buffer.stats.len().max(1);
-                block.n_columns = u32::try_from(width).unwrap_or(u32::MAX);
-                let buffered = self.buffered.load(Ordering::Relaxed);
-                block.reserve(chains.len(), buffered / parts / draw_bytes(width));
-                width
-            });
-            let mut at = 0;
-            for segment in &buffer.segments {
-                let draws = at..at + segment.draws;
-                block.push(
-                    *chain,
-                    segment.warmup,
-                    segment.first,
-                    buffer.iteration,
-                    &buffer.values[draws.start * n_columns..draws.end * n_columns],
-                    &buffer.stats[draws],
-                );
-                at += segment.draws;
-                bytes += segment.bytes;
-            }
-            buffer.segments.clear();
-            buffer.values.clear();
-            buffer.stats.clear();
-        }
-        if !any {
-            return (None, bytes);
-        }
-        // On this part's thread, beside the other parts: a pass over what was just copied.
-        block.pack();
-        (Some(block), bytes)
-    }
-
-    /// Counts `bytes` this thread just buffered; whether it is time to look at the shared
-    /// count and the clock (once per [`COUNT_BATCH`] bytes or [`CLOCK_BATCH`] draws).
-    fn count(&self, bytes: usize) -> bool {
-        let me = std::ptr::from_ref(self) as usize;
-        UNCOUNTED.with(|uncounted| {
-            let (owner, pending, draws) = uncounted.get();
-            let (pending, draws) = if owner == me {
-                (pending + bytes, draws + 1)
+        block: &mut WireDrawBlock,
+        index: usize,
+        draws: &ChainDraws,
+        n_columns: usize,
+        now: u64,
+    ) {
+        let mut state = lock(&self.chains[index]);
+        let chain = self.numbers[index];
+        let iteration = draws.first_iteration + draws.stats.len() as u64;
+        state.iteration = iteration;
+        // Where draw `i`'s values start among the batch's.
+        let offset = |i: usize| {
+            let skipped = if draws.warmup_values {
+                0
             } else {
-                (bytes, 1)
+                i.min(draws.n_warmup)
             };
-            if pending >= COUNT_BATCH || draws >= CLOCK_BATCH {
-                uncounted.set((me, 0, 0));
-                self.buffered.fetch_add(pending, Ordering::Relaxed);
-                true
+            (i - skipped) * n_columns
+        };
+        let mut sent_any = false;
+        // The run of draws being gathered: its phase and its first draw.
+        let mut run: Option<(bool, usize)> = None;
+        let mut flush_run = |state: &mut ChainState, run: Option<(bool, usize)>, end: usize| {
+            let Some((warmup, start)) = run else { return };
+            let count = if warmup {
+                &mut state.warmup_count
             } else {
-                uncounted.set((me, pending, draws));
-                false
+                &mut state.kept_count
+            };
+            let values = offset(start)..offset(start) + (end - start) * n_columns;
+            // A batch whose values do not cover what the settings send (not what the GPU
+            // recording hands over) loses those draws: the coordinator finds the gap.
+            let Some(values) = draws.values.get(values) else {
+                debug_assert!(false, "a batch without the values of draws it sends");
+                return;
+            };
+            let first = *count;
+            *count += (end - start) as u64;
+            block.push(
+                chain,
+                warmup,
+                first,
+                iteration,
+                values,
+                &draws.stats[start..end],
+            );
+        };
+        for (i, stats) in draws.stats.iter().enumerate() {
+            let event = DrawEvent {
+                chain: draws.chain,
+                iteration: draws.first_iteration + i as u64,
+                total: self.total,
+                warmup: i < draws.n_warmup,
+                stats,
+                values: &[],
+            };
+            let sent = state.counts.observe(&event, self.burn_in, self.save_warmup);
+            match (run, sent) {
+                (Some((phase, _)), Some(warmup)) if phase == warmup => {}
+                (_, sent) => {
+                    flush_run(&mut state, run, i);
+                    run = sent.map(|warmup| (warmup, i));
+                }
             }
-        })
+            sent_any |= sent.is_some();
+        }
+        flush_run(&mut state, run, draws.stats.len());
+        let interval = u64::try_from(FLUSH_INTERVAL.as_nanos()).unwrap_or(u64::MAX);
+        if sent_any {
+            state.sent_iteration = iteration;
+            state.reported_ns = now;
+        } else if now.saturating_sub(state.reported_ns) >= interval {
+            state.sent_iteration = iteration;
+            state.reported_ns = now;
+            block.push(chain, false, state.kept_count, iteration, &[], &[]);
+        }
     }
 
-    /// Sends a block when one is due; waits for the flush lock only when the buffer is full.
-    fn maybe_flush(&self) {
-        let buffered = self.buffered.load(Ordering::Relaxed);
-        let guard = if buffered >= 2 * BLOCK_BYTES {
-            self.flush.lock().unwrap_or_else(|p| p.into_inner())
-        } else if buffered >= BLOCK_BYTES || self.due() {
-            match self.flush.try_lock() {
-                Ok(guard) => guard,
-                Err(_) => return,
-            }
-        } else {
-            return;
-        };
-        // Another thread may have flushed meanwhile.
-        if self.buffered.load(Ordering::Relaxed) < BLOCK_BYTES && !self.due() {
+    /// The part's block, packed, its place taken by an empty one.
+    fn take(&self, block: &mut WireDrawBlock) -> WireDrawBlock {
+        // Room for as much as the last one took: a block is filled without reallocating.
+        let mut empty = WireDrawBlock::new(block.n_columns as usize, self.total);
+        empty.reserve(block.n_entries(), block.n_draws());
+        let mut taken = std::mem::replace(block, empty);
+        taken.pack();
+        taken
+    }
+
+    /// Sends `block` once the backlog has room for it.
+    fn send(&self, block: WireDrawBlock) {
+        self.backlog
+            .wait_below(GPU_TASK_BACKLOG_BYTES, &self.cancel);
+        self.blocks.fetch_add(1, Ordering::Relaxed);
+        let event = WireTaskEvent::Block(Arc::new(block));
+        self.backlog.add(event.estimated_bytes());
+        let _ = self.pool.cast(PoolMsg::ChainProgress {
+            run: self.run,
+            event,
+        });
+    }
+
+    /// Sends a part's block (the caller holds the part's lock), timing the wait for the
+    /// backlog and the rest.
+    fn send_part(&self, block: &mut WireDrawBlock) {
+        if block.n_entries() == 0 {
             return;
         }
         let waiting = Instant::now();
         self.backlog
             .wait_below(GPU_TASK_BACKLOG_BYTES, &self.cancel);
-        let taking = Instant::now();
-        let blocks = self.take_blocks();
+        let sending = Instant::now();
+        let taken = self.take(block);
+        self.send(taken);
         let nanos = |since: Instant, until: Instant| {
             u64::try_from((until - since).as_nanos()).unwrap_or(u64::MAX)
         };
         let now = Instant::now();
         self.waited_ns
-            .fetch_add(nanos(waiting, taking), Ordering::Relaxed);
-        self.taking_ns
-            .fetch_add(nanos(taking, now), Ordering::Relaxed);
-        for block in blocks {
-            self.blocks.fetch_add(1, Ordering::Relaxed);
-            let event = WireTaskEvent::Block(Arc::new(block));
-            self.backlog.add(event.estimated_bytes());
-            let _ = self.pool.cast(PoolMsg::ChainProgress {
-                run: self.run,
-                event,
-            });
+            .fetch_add(nanos(waiting, sending), Ordering::Relaxed);
+        self.sending_ns
+            .fetch_add(nanos(sending, now), Ordering::Relaxed);
+    }
+
+    /// Every part's block, when one is due; only one thread at a time, the others go on.
+    fn maybe_flush(&self, now: u64) {
+        if !self.due(now) {
+            return;
         }
-        drop(guard);
+        let Ok(_flushing) = self.flush.try_lock() else {
+            return;
+        };
+        if !self.due(self.since_start()) {
+            return;
+        }
+        for part in &self.parts {
+            self.send_part(&mut lock(part));
+        }
+        self.last_flush.store(self.since_start(), Ordering::Relaxed);
     }
 }
 
 impl Observer for BlockStreamer {
     fn on_draw(&self, event: &DrawEvent) {
-        let mut added = 0;
-        let Some(index) = self.index.get(event.chain) else {
-            return;
+        let stats = std::slice::from_ref(event.stats);
+        let draws = ChainDraws {
+            chain: event.chain,
+            first_iteration: event.iteration,
+            n_warmup: usize::from(event.warmup),
+            stats,
+            warmup_values: !event.values.is_empty(),
+            values: event.values,
         };
-        {
-            let mut buffer = self.chains[index]
-                .1
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            buffer.iteration = event.iteration + 1;
-            let sent = buffer.counts.observe(event, self.burn_in, self.save_warmup);
-            if let Some(warmup) = sent {
-                let count = if warmup {
-                    &mut buffer.warmup_count
-                } else {
-                    &mut buffer.kept_count
-                };
-                let first = *count;
-                *count += 1;
-                let joins = buffer.segments.last().is_some_and(|s| s.warmup == warmup);
-                if !joins {
-                    buffer.segments.push(Segment {
-                        warmup,
-                        first,
-                        draws: 0,
-                        bytes: 0,
-                    });
-                }
-                let bytes = draw_bytes(event.values.len());
-                buffer.values.extend_from_slice(event.values);
-                buffer.stats.push(*event.stats);
-                if let Some(segment) = buffer.segments.last_mut() {
-                    segment.draws += 1;
-                    segment.bytes += bytes;
-                }
+        self.on_batch(&DrawBatch {
+            total: event.total,
+            n_columns: event.values.len(),
+            chains: &[draws],
+        });
+    }
 
-                added = bytes;
+    fn wants_batches(&self) -> bool {
+        true
+    }
+
+    fn on_batch(&self, batch: &DrawBatch) {
+        let now = self.since_start();
+        let mut held: Option<(usize, MutexGuard<'_, WireDrawBlock>)> = None;
+        for draws in batch.chains {
+            let Some(index) = self.index.get(draws.chain) else {
+                continue;
+            };
+            let part = self.part_of(index);
+            if !matches!(&held, Some((p, _)) if *p == part) {
+                if let Some((_, mut block)) = held.take() {
+                    self.send_if_full(&mut block);
+                }
+                held = Some((part, lock(&self.parts[part])));
             }
+            let Some((_, block)) = held.as_mut() else {
+                continue;
+            };
+            // A block's draws have one width: the first batch with values sets it.
+            if block.n_draws() == 0 && batch.n_columns > 0 {
+                block.n_columns = u32::try_from(batch.n_columns).unwrap_or(u32::MAX);
+            }
+            self.add(block, index, draws, batch.n_columns, now);
         }
-        if self.count(added) {
-            self.maybe_flush();
+        if let Some((_, mut block)) = held {
+            self.send_if_full(&mut block);
         }
+        self.maybe_flush(now);
     }
 
     fn should_stop(&self) -> bool {
@@ -449,141 +434,236 @@ impl Observer for BlockStreamer {
     }
 }
 
+impl BlockStreamer {
+    /// Sends a part's block once it passes its share of [`BLOCK_BYTES`] (at least
+    /// [`MIN_PART_BYTES`]): the parts together send about as often as one block would,
+    /// so a short run streams as it goes rather than all at its end.
+    fn send_if_full(&self, block: &mut WireDrawBlock) {
+        let share = (BLOCK_BYTES / self.parts.len()).max(MIN_PART_BYTES);
+        if block.estimated_bytes() >= share {
+            self.send_part(block);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use ractor::{Actor, ActorProcessingErr};
+    use sampler::DrawStats;
 
-    /// An actor of the pool's messages that drops them: the streamer needs somewhere to
-    /// send, the test reads the blocks it takes.
+    type Sent = Arc<Mutex<Vec<Arc<WireDrawBlock>>>>;
+
+    /// An actor of the pool's messages that keeps the blocks it gets.
     struct Sink;
 
     impl Actor for Sink {
         type Msg = PoolMsg;
-        type State = ();
-        type Arguments = ();
+        type State = Sent;
+        type Arguments = Sent;
 
-        async fn pre_start(&self, _: ActorRef<PoolMsg>, (): ()) -> Result<(), ActorProcessingErr> {
+        async fn pre_start(
+            &self,
+            _: ActorRef<PoolMsg>,
+            sent: Sent,
+        ) -> Result<Sent, ActorProcessingErr> {
+            Ok(sent)
+        }
+
+        async fn handle(
+            &self,
+            _: ActorRef<PoolMsg>,
+            message: PoolMsg,
+            sent: &mut Sent,
+        ) -> Result<(), ActorProcessingErr> {
+            if let PoolMsg::ChainProgress {
+                event: WireTaskEvent::Block(block),
+                ..
+            } = message
+            {
+                lock(sent).push(block);
+            }
             Ok(())
         }
     }
 
-    /// A flush walked in parts gives blocks that, one after another, hold every chain's
-    /// draws once, in chain order, as a flush in one part does.
-    #[tokio::test]
-    async fn a_flush_in_parts_takes_every_chains_draws_once_in_order() {
-        let (sink, handle) = Actor::spawn(None, Sink, ()).await.unwrap();
-        let n_chains = 3 * MIN_PART_CHAINS as u32 + 17;
-        let chains: Vec<ChainId> = (0..n_chains).map(ChainId).collect();
-        let streamer = |run| {
-            BlockStreamer::new(
-                RunId(run),
-                sink.clone(),
-                &chains,
-                0,
-                false,
-                10,
-                Arc::new(AtomicBool::new(false)),
-                Arc::new(Backlog::default()),
-            )
-        };
-        let (parts, whole) = (streamer(1), streamer(2));
-        for streamer in [&parts, &whole] {
-            // No flush of its own while the test feeds it, however slow the machine.
-            streamer.last_flush.store(u64::MAX / 2, Ordering::Relaxed);
-            for iteration in 0..2 {
-                for &chain in &chains {
-                    let values = [f64::from(chain.0), iteration as f64];
-                    let stats = DrawStats {
-                        lp: -f64::from(chain.0),
-                        ..DrawStats::default()
-                    };
-                    streamer.on_draw(&DrawEvent {
-                        chain,
-                        iteration,
-                        total: 10,
-                        warmup: false,
-                        stats: &stats,
-                        values: &values,
-                    });
+    /// Values per draw: enough that the first test's draws fill several blocks.
+    const N_COLUMNS: usize = 64;
+
+    /// A draw's values: its chain and iteration, and columns that are no f32s.
+    fn values(chain: u32, iteration: u64) -> Vec<f64> {
+        let mut values = vec![f64::from(chain), iteration as f64];
+        values.extend((2..N_COLUMNS).map(|k| 0.1 * k as f64 + iteration as f64));
+        values
+    }
+
+    fn stats(chain: u32, iteration: u64) -> DrawStats {
+        DrawStats {
+            lp: -f64::from(chain),
+            n_leapfrog: u32::try_from(iteration).unwrap_or(u32::MAX),
+            ..DrawStats::default()
+        }
+    }
+
+    /// Each chain's draws, every block's entries read in the order they came: the values of
+    /// its kept draws and of its warmup ones, and its last iteration. Checks that each
+    /// chain's draws join up (each entry's first draw is the count before it).
+    fn read(blocks: &[Arc<WireDrawBlock>]) -> HashMap<u32, (Vec<f64>, Vec<f64>, u64)> {
+        let mut chains: HashMap<u32, (Vec<f64>, Vec<f64>, u64)> = HashMap::new();
+        for block in blocks {
+            for entry in block.entries().unwrap() {
+                let (kept, warmup, iteration) = chains.entry(entry.chain).or_default();
+                let to = if entry.warmup { warmup } else { kept };
+                assert_eq!(
+                    entry.first as usize * N_COLUMNS,
+                    to.len(),
+                    "chain {}",
+                    entry.chain
+                );
+                block.append_values_of(&entry, to);
+                assert!(entry.iteration >= *iteration, "chain {}", entry.chain);
+                *iteration = entry.iteration;
+                for stats in block.stats_of(&entry) {
+                    assert_eq!(stats.lp, -f64::from(entry.chain));
                 }
             }
         }
-        let blocks = parts.take_blocks();
-        if std::thread::available_parallelism().map_or(1, usize::from) > 1 {
-            assert!(blocks.len() > 1, "{} blocks", blocks.len());
-        }
-        let one = whole.take_block().expect("draws to send");
-        let mut seen = Vec::new();
-        for block in &blocks {
-            for entry in block.entries().unwrap() {
-                let values: Vec<f64> = block.values_of(&entry).collect();
-                let chain = f64::from(entry.chain);
-                assert_eq!(values, [chain, 0.0, chain, 1.0], "chain {}", entry.chain);
-                seen.push(entry.chain);
-            }
-        }
-        assert_eq!(seen, (0..n_chains).collect::<Vec<_>>());
-        let whole_entries: Vec<u32> = one.entries().unwrap().iter().map(|e| e.chain).collect();
-        assert_eq!(whole_entries, seen);
-        assert!(parts.take_blocks().is_empty(), "nothing is taken twice");
-        sink.stop(None);
-        handle.await.unwrap();
+        chains
     }
 
-    /// Draws recorded on rayon's pool, as a GPU batch's are, flush many times over without
-    /// a thread waiting on itself (a flush that ran its parts on rayon's pool could, while it
-    /// waited for them, take up another draw of the run, which then waited for the flush
-    /// lock the same thread held).
+    /// Batches of draws from many threads at once, tasks of 64 chains as the GPU records
+    /// them, each chain's draws in order: every chain's kept draws reach the pool once, in
+    /// order, and every chain's last iteration; unsaved warmup draws are not sent, but
+    /// their chains' progress is.
     #[tokio::test]
-    async fn draws_recorded_on_rayons_pool_flush_without_deadlock() {
+    async fn batches_from_many_threads_reach_the_pool_whole_and_in_order() {
         use rayon::prelude::*;
-        let (sink, handle) = Actor::spawn(None, Sink, ()).await.unwrap();
-        let n_chains = 2053;
+        let sent = Sent::default();
+        let (sink, handle) = Actor::spawn(None, Sink, Arc::clone(&sent)).await.unwrap();
+        // Not a multiple of the task size, and more than the parts.
+        let n_chains = 9 * PART_RUN as u32 + 17;
         let chains: Vec<ChainId> = (0..n_chains).map(ChainId).collect();
+        // About 26 MB of kept draws: several blocks of every part.
+        let (warmup, kept, per_batch) = (6u64, 80u64, 7u64);
+        let total = warmup + kept;
         let streamer = Arc::new(BlockStreamer::new(
             RunId(3),
             sink.clone(),
             &chains,
             0,
             false,
-            40,
+            total,
             Arc::new(AtomicBool::new(false)),
             Arc::new(Backlog::default()),
         ));
-        let (done, finished) = std::sync::mpsc::channel();
         let recorder = Arc::clone(&streamer);
-        std::thread::spawn(move || {
-            // About 70 MB of draws: several flushes at 2 x BLOCK_BYTES, under the backlog.
-            let values = vec![0.5; 100];
-            // As many threads as a GPU node has cores, however few this machine has.
+        let recording = std::thread::spawn(move || {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(16)
                 .build()
                 .unwrap();
-            for iteration in 0..40 {
+            let mut from = 0;
+            while from < total {
+                let to = (from + per_batch).min(total);
                 pool.install(|| {
-                    chains.par_iter().for_each(|&chain| {
-                        recorder.on_draw(&DrawEvent {
-                            chain,
-                            iteration,
-                            total: 40,
-                            warmup: false,
-                            stats: &DrawStats::default(),
-                            values: &values,
+                    chains.par_chunks(64).for_each(|task| {
+                        let staged: Vec<(Vec<DrawStats>, Vec<f64>)> = task
+                            .iter()
+                            .map(|chain| {
+                                let stats = (from..to).map(|i| stats(chain.0, i)).collect();
+                                let values = (from.max(warmup)..to)
+                                    .flat_map(|i| values(chain.0, i))
+                                    .collect();
+                                (stats, values)
+                            })
+                            .collect();
+                        let lent: Vec<ChainDraws> = task
+                            .iter()
+                            .zip(&staged)
+                            .map(|(&chain, (stats, values))| ChainDraws {
+                                chain,
+                                first_iteration: from,
+                                n_warmup: warmup.saturating_sub(from).min(to - from) as usize,
+                                stats,
+                                warmup_values: false,
+                                values,
+                            })
+                            .collect();
+                        recorder.on_batch(&DrawBatch {
+                            total,
+                            n_columns: N_COLUMNS,
+                            chains: &lent,
                         });
                     });
                 });
+                from = to;
             }
-            let _ = done.send(());
         });
-        let recorded = finished.recv_timeout(std::time::Duration::from_secs(120));
-        assert!(recorded.is_ok(), "the draws' threads deadlocked");
-        assert!(
-            streamer.blocks.load(Ordering::Relaxed) > 1,
-            "flushed as it went"
-        );
-        sink.stop(None);
+        recording.join().unwrap();
+        let last = streamer.last_event();
+        let Some(WireTaskEvent::Block(last)) = last else {
+            panic!("a last block: {last:?}");
+        };
+        // Every cast is taken before the sink stops.
+        sink.drain_and_wait(None).await.unwrap();
         handle.await.unwrap();
+        let mut blocks = lock(&sent).clone();
+        assert!(blocks.len() > 1, "{} blocks", blocks.len());
+        blocks.push(last);
+        let chains = read(&blocks);
+        assert_eq!(chains.len(), n_chains as usize);
+        for (chain, (kept_values, warmup_values, iteration)) in chains {
+            let expected: Vec<f64> = (warmup..total).flat_map(|i| values(chain, i)).collect();
+            assert_eq!(kept_values, expected, "chain {chain}");
+            assert!(warmup_values.is_empty());
+            assert_eq!(iteration, total, "chain {chain}'s last iteration");
+            let counts = streamer.counts(chain as usize);
+            assert_eq!((counts.kept, counts.warmup), (kept, 0));
+        }
+    }
+
+    /// Draws one at a time (`on_draw`, as a chain on the CPU inside a GPU run gives them),
+    /// saved warmup included, join up as batches do.
+    #[tokio::test]
+    async fn single_draws_and_saved_warmup_join_up() {
+        let sent = Sent::default();
+        let (sink, handle) = Actor::spawn(None, Sink, Arc::clone(&sent)).await.unwrap();
+        let chains: Vec<ChainId> = (5..9).map(ChainId).collect();
+        let streamer = BlockStreamer::new(
+            RunId(1),
+            sink.clone(),
+            &chains,
+            0,
+            true,
+            10,
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(Backlog::default()),
+        );
+        for iteration in 0..10 {
+            for &chain in &chains {
+                let stats = stats(chain.0, iteration);
+                streamer.on_draw(&DrawEvent {
+                    chain,
+                    iteration,
+                    total: 10,
+                    warmup: iteration < 4,
+                    stats: &stats,
+                    values: &values(chain.0, iteration),
+                });
+            }
+        }
+        let Some(WireTaskEvent::Block(last)) = streamer.last_event() else {
+            panic!("a last block");
+        };
+        sink.drain_and_wait(None).await.unwrap();
+        handle.await.unwrap();
+        let mut blocks = lock(&sent).clone();
+        blocks.push(last);
+        for (chain, (kept, warmup, iteration)) in read(&blocks) {
+            let of = |range: std::ops::Range<u64>| -> Vec<f64> {
+                range.flat_map(|i| values(chain, i)).collect()
+            };
+            assert_eq!((kept, warmup, iteration), (of(4..10), of(0..4), 10));
+        }
     }
 }
