@@ -366,12 +366,12 @@ struct Partial {
 /// update per draw would cost the client more than the draws.
 const BLOCK_PROGRESS_STEPS: u64 = 20;
 
-/// One chain's partial and the range of its entries in a block.
+/// One chain's partial and the range of its entries in a block's entries ordered by chain.
 type ChainGroup<'a> = (&'a mut Partial, Range<usize>);
 
 /// Blocks of at least this many bytes of values are taken in on rayon's threads, chain by
-/// chain, when their entries come in chain order (the GPU tasks' do).
-const PARALLEL_BLOCK_BYTES: usize = 1 << 20;
+/// chain.
+const PARALLEL_BLOCK_BYTES: usize = 1 << 18;
 
 /// Builds a job's outcome from its events, checking that every chain's draws arrived whole
 /// and in order; across failovers, from the events of each job in turn.
@@ -622,19 +622,17 @@ impl Assembler {
                         attempts.len()
                     ))));
                 }
-                if block.values.len() >= PARALLEL_BLOCK_BYTES
-                    && let Some(groups) = self.chain_groups(&entries)?
-                {
+                if block.values.len() >= PARALLEL_BLOCK_BYTES {
+                    let (order, groups) = self.chain_groups(&entries)?;
                     // Each group is one chain's: the chains' draws are appended side by side.
                     let applied: Vec<Result<Vec<JobUpdate>, AssembleError>> = groups
                         .into_par_iter()
                         .map(|(partial, range)| {
                             let mut updates = Vec::new();
-                            for (entry, &attempt) in
-                                entries[range.clone()].iter().zip(&attempts[range])
-                            {
+                            for &i in &order[range] {
                                 updates.extend(
-                                    apply_entry(partial, attempt, &block, entry).map_err(&bad)?,
+                                    apply_entry(partial, attempts[i], &block, &entries[i])
+                                        .map_err(&bad)?,
                                 );
                             }
                             Ok(updates)
@@ -784,33 +782,30 @@ impl Assembler {
     }
 
     /// A chain of the current job.
-    /// The chains of a block's `entries` when they come in chain order (a chain's entries
-    /// next to each other): each chain's partial with the range of its entries, so that
-    /// the chains can take in their draws side by side. `None` when the entries are in
-    /// another order; an error for a chain the job does not run.
+    /// The entries' order by chain (each chain's in the order they came: a GPU task's
+    /// blocks hold several rounds of its chains) and, in that order, each chain's partial
+    /// with the range of its entries, so that the chains can take in their draws side by
+    /// side; an error for a chain the job does not run.
     fn chain_groups(
         &mut self,
         entries: &[BlockEntry],
-    ) -> Result<Option<Vec<ChainGroup<'_>>>, WireError> {
-        let ordered = entries
-            .windows(2)
-            .all(|pair| pair[0].chain <= pair[1].chain);
-        if !ordered {
-            return Ok(None);
-        }
+    ) -> Result<(Vec<usize>, Vec<ChainGroup<'_>>), WireError> {
         for entry in entries {
             self.partial(entry.chain)?;
         }
+        let mut order: Vec<usize> = (0..entries.len()).collect();
+        // Stable: a chain's entries keep their order.
+        order.sort_by_key(|&i| entries[i].chain);
         let mut groups = Vec::new();
         let mut rest: &mut [Partial] = &mut self.chains;
         let mut next_chain = 0;
         let mut start = 0;
-        while start < entries.len() {
-            let chain = entries[start].chain as usize;
+        while start < order.len() {
+            let chain = entries[order[start]].chain as usize;
             let end = start
-                + entries[start..]
+                + order[start..]
                     .iter()
-                    .take_while(|entry| entry.chain as usize == chain)
+                    .take_while(|&&i| entries[i].chain as usize == chain)
                     .count();
             let tail = std::mem::take(&mut rest).split_at_mut(chain - next_chain).1;
             let (partial, tail) = tail.split_first_mut().expect("checked by partial()");
@@ -819,7 +814,7 @@ impl Assembler {
             next_chain = chain + 1;
             start = end;
         }
-        Ok(Some(groups))
+        Ok((order, groups))
     }
 
     fn partial(&mut self, chain: u32) -> Result<&mut Partial, WireError> {

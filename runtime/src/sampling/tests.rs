@@ -530,9 +530,11 @@ fn room_made_ahead_changes_no_draw() {
     }
 }
 
-/// A large block in chain order is taken in chain by chain on several threads: the traces
-/// equal those of the same entries in another order (taken in one after another), two
-/// entries of one chain included; a gap or a chain the job lacks is still an error.
+/// A large block is taken in chain by chain on several threads, whatever the order of its
+/// chains: the traces equal those of the same entries in chain order, in reverse, and in
+/// rounds (every chain's warmup entry, then every chain's kept one, as a GPU task's part
+/// sends them), and those of small blocks taken in one after another; a gap or a chain the
+/// job lacks is still an error.
 #[test]
 fn a_large_block_taken_in_side_by_side_equals_one_taken_in_in_turn() {
     use crate::wire::WireDrawBlock;
@@ -593,6 +595,37 @@ fn a_large_block_taken_in_side_by_side_equals_one_taken_in_in_turn() {
     // Chains in descending order (each chain's own entries still in order): one by one.
     let mut in_turn: Vec<_> = entries.chunks(2).rev().flatten().cloned().collect();
     assert_eq!(traces(make(&in_turn)), side_by_side);
+    let rounds: Vec<_> = (0..2)
+        .flat_map(|round| entries.iter().skip(round).step_by(2).cloned())
+        .collect();
+    assert_eq!(traces(make(&rounds)), side_by_side);
+    // Small blocks, below the parallel threshold, one after another.
+    let mut assembler = Assembler::new(JobId(3), n_chains);
+    for part in rounds.chunks(8) {
+        let block = {
+            let mut block = WireDrawBlock::new(n_columns, 18);
+            for (chain, warmup, values, stats) in part {
+                let iteration = if *warmup { 8 } else { 18 };
+                block.push(*chain, *warmup, 0, iteration, values, stats);
+            }
+            assert!(block.values.len() < PARALLEL_BLOCK_BYTES);
+            block
+        };
+        assembler.apply(event(block)).unwrap();
+    }
+    let small: Vec<_> = assembler
+        .chains
+        .iter()
+        .map(|p| {
+            (
+                p.draws.clone(),
+                p.stats.clone(),
+                p.warmup_draws.clone(),
+                p.warmup_stats.clone(),
+            )
+        })
+        .collect();
+    assert_eq!(small, side_by_side);
     assert_eq!(side_by_side[5].0.len(), 10 * n_columns);
     assert_eq!(side_by_side[5].2.len(), 8 * n_columns);
     // A gap: chain 7's kept draws start at 3.
