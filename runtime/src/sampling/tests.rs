@@ -530,6 +530,24 @@ fn room_made_ahead_changes_no_draw() {
     }
 }
 
+/// A chain's draws as an assembler took them in: kept values and statistics, warmup ones.
+type TakenIn = (Vec<f64>, Vec<DrawStats>, Vec<f64>, Vec<DrawStats>);
+
+fn taken_in(assembler: &Assembler) -> Vec<TakenIn> {
+    assembler
+        .chains
+        .iter()
+        .map(|p| {
+            (
+                p.draws.clone(),
+                p.stats.clone(),
+                p.warmup_draws.clone(),
+                p.warmup_stats.clone(),
+            )
+        })
+        .collect()
+}
+
 /// A large block is taken in chain by chain on several threads, whatever the order of its
 /// chains: the traces equal those of the same entries in chain order, in reverse, and in
 /// rounds (every chain's warmup entry, then every chain's kept one, as a GPU task's part
@@ -578,18 +596,7 @@ fn a_large_block_taken_in_side_by_side_equals_one_taken_in_in_turn() {
             2 * n_chains as usize,
             "a progress update per entry"
         );
-        assembler
-            .chains
-            .iter()
-            .map(|p| {
-                (
-                    p.draws.clone(),
-                    p.stats.clone(),
-                    p.warmup_draws.clone(),
-                    p.warmup_stats.clone(),
-                )
-            })
-            .collect::<Vec<_>>()
+        taken_in(&assembler)
     };
     let side_by_side = traces(make(&entries));
     // Chains in descending order (each chain's own entries still in order): one by one.
@@ -613,19 +620,7 @@ fn a_large_block_taken_in_side_by_side_equals_one_taken_in_in_turn() {
         };
         assembler.apply(event(block)).unwrap();
     }
-    let small: Vec<_> = assembler
-        .chains
-        .iter()
-        .map(|p| {
-            (
-                p.draws.clone(),
-                p.stats.clone(),
-                p.warmup_draws.clone(),
-                p.warmup_stats.clone(),
-            )
-        })
-        .collect();
-    assert_eq!(small, side_by_side);
+    assert_eq!(taken_in(&assembler), side_by_side);
     assert_eq!(side_by_side[5].0.len(), 10 * n_columns);
     assert_eq!(side_by_side[5].2.len(), 8 * n_columns);
     // A gap: chain 7's kept draws start at 3.
