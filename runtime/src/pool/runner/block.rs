@@ -376,6 +376,28 @@ impl BlockStreamer {
 
 impl Observer for BlockStreamer {
     fn on_draw(&self, event: &DrawEvent) {
+        // An unsaved warmup draw (draw by draw while auto precision watches warmup) is not
+        // sent: its chain's state only, and its part's lock only when its progress is due.
+        if event.warmup
+            && !self.save_warmup
+            && let Some(index) = self.index.get(event.chain)
+        {
+            let now = self.since_start();
+            let interval = u64::try_from(FLUSH_INTERVAL.as_nanos()).unwrap_or(u64::MAX);
+            let quiet = {
+                let mut state = lock(&self.chains[index]);
+                let quiet = now.saturating_sub(state.reported_ns) < interval;
+                if quiet {
+                    state.iteration = event.iteration + 1;
+                    state.counts.observe(event, self.burn_in, self.save_warmup);
+                }
+                quiet
+            };
+            if quiet {
+                self.maybe_flush(now);
+                return;
+            }
+        }
         let stats = std::slice::from_ref(event.stats);
         let draws = ChainDraws {
             chain: event.chain,
@@ -622,48 +644,56 @@ mod tests {
         }
     }
 
-    /// Draws one at a time (`on_draw`, as a chain on the CPU inside a GPU run gives them),
-    /// saved warmup included, join up as batches do.
+    /// Draws one at a time (`on_draw`, as a chain on the CPU inside a GPU run gives them, or
+    /// auto precision's watch of warmup), warmup saved or not, join up as batches do, and
+    /// every chain's last iteration is reported.
     #[tokio::test]
-    async fn single_draws_and_saved_warmup_join_up() {
-        let sent = Sent::default();
-        let (sink, handle) = Actor::spawn(None, Sink, Arc::clone(&sent)).await.unwrap();
-        let chains: Vec<ChainId> = (5..9).map(ChainId).collect();
-        let streamer = BlockStreamer::new(
-            RunId(1),
-            sink.clone(),
-            &chains,
-            0,
-            true,
-            10,
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(Backlog::default()),
-        );
-        for iteration in 0..10 {
-            for &chain in &chains {
-                let stats = stats(chain.0, iteration);
-                streamer.on_draw(&DrawEvent {
-                    chain,
-                    iteration,
-                    total: 10,
-                    warmup: iteration < 4,
-                    stats: &stats,
-                    values: &values(chain.0, iteration),
-                });
+    async fn single_draws_join_up_with_warmup_saved_or_not() {
+        for save_warmup in [true, false] {
+            let sent = Sent::default();
+            let (sink, handle) = Actor::spawn(None, Sink, Arc::clone(&sent)).await.unwrap();
+            let chains: Vec<ChainId> = (5..9).map(ChainId).collect();
+            let streamer = BlockStreamer::new(
+                RunId(1),
+                sink.clone(),
+                &chains,
+                0,
+                save_warmup,
+                10,
+                Arc::new(AtomicBool::new(false)),
+                Arc::new(Backlog::default()),
+            );
+            for iteration in 0..10 {
+                for &chain in &chains {
+                    let stats = stats(chain.0, iteration);
+                    let warmup = iteration < 4;
+                    let values = values(chain.0, iteration);
+                    streamer.on_draw(&DrawEvent {
+                        chain,
+                        iteration,
+                        total: 10,
+                        warmup,
+                        stats: &stats,
+                        values: if warmup && !save_warmup { &[] } else { &values },
+                    });
+                }
             }
-        }
-        let Some(WireTaskEvent::Block(last)) = streamer.last_event() else {
-            panic!("a last block");
-        };
-        sink.drain_and_wait(None).await.unwrap();
-        handle.await.unwrap();
-        let mut blocks = lock(&sent).clone();
-        blocks.push(last);
-        for (chain, (kept, warmup, iteration)) in read(&blocks) {
-            let of = |range: std::ops::Range<u64>| -> Vec<f64> {
-                range.flat_map(|i| values(chain, i)).collect()
+            let Some(WireTaskEvent::Block(last)) = streamer.last_event() else {
+                panic!("a last block");
             };
-            assert_eq!((kept, warmup, iteration), (of(4..10), of(0..4), 10));
+            sink.drain_and_wait(None).await.unwrap();
+            handle.await.unwrap();
+            let mut blocks = lock(&sent).clone();
+            blocks.push(last);
+            let read = read(&blocks);
+            assert_eq!(read.len(), chains.len());
+            for (chain, (kept, warmup, iteration)) in read {
+                let of = |range: std::ops::Range<u64>| -> Vec<f64> {
+                    range.flat_map(|i| values(chain, i)).collect()
+                };
+                let saved = if save_warmup { of(0..4) } else { Vec::new() };
+                assert_eq!((kept, warmup, iteration), (of(4..10), saved, 10));
+            }
         }
     }
 }
