@@ -125,6 +125,11 @@ pub(super) struct BlockStreamer {
     blocks: AtomicU64,
 }
 
+/// [`FLUSH_INTERVAL`] in nanoseconds, as the run's clock counts.
+fn interval_ns() -> u64 {
+    u64::try_from(FLUSH_INTERVAL.as_nanos()).unwrap_or(u64::MAX)
+}
+
 /// Locks `mutex`, whose data stays usable after a panic elsewhere (counts and buffers).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
@@ -207,6 +212,7 @@ impl BlockStreamer {
                 continue;
             }
             if let Some(earlier) = last.replace(self.take(&mut block)) {
+                self.wait_for_room();
                 self.send(earlier);
             }
         }
@@ -224,8 +230,7 @@ impl BlockStreamer {
 
     fn due(&self, now: u64) -> bool {
         let last = self.last_flush.load(Ordering::Relaxed);
-        let interval = u64::try_from(FLUSH_INTERVAL.as_nanos()).unwrap_or(u64::MAX);
-        now.saturating_sub(last) >= interval
+        now.saturating_sub(last) >= interval_ns()
     }
 
     /// Adds `draws`, chain `index`'s, to its part's `block`: an entry per run of draws sent
@@ -300,11 +305,10 @@ impl BlockStreamer {
             sent_any |= sent.is_some();
         }
         flush_run(&mut state, run, draws.stats.len());
-        let interval = u64::try_from(FLUSH_INTERVAL.as_nanos()).unwrap_or(u64::MAX);
         if sent_any {
             state.sent_iteration = iteration;
             state.reported_ns = now;
-        } else if now.saturating_sub(state.reported_ns) >= interval {
+        } else if now.saturating_sub(state.reported_ns) >= interval_ns() {
             state.sent_iteration = iteration;
             state.reported_ns = now;
             block.push(chain, false, state.kept_count, iteration, &[], &[]);
@@ -321,10 +325,14 @@ impl BlockStreamer {
         taken
     }
 
-    /// Sends `block` once the backlog has room for it.
-    fn send(&self, block: WireDrawBlock) {
+    /// Waits for the backlog of blocks not yet acknowledged to have room.
+    fn wait_for_room(&self) {
         self.backlog
             .wait_below(GPU_TASK_BACKLOG_BYTES, &self.cancel);
+    }
+
+    /// Sends `block` (the caller waited for room).
+    fn send(&self, block: WireDrawBlock) {
         self.blocks.fetch_add(1, Ordering::Relaxed);
         let event = WireTaskEvent::Block(Arc::new(block));
         self.backlog.add(event.estimated_bytes());
@@ -341,8 +349,7 @@ impl BlockStreamer {
             return;
         }
         let waiting = Instant::now();
-        self.backlog
-            .wait_below(GPU_TASK_BACKLOG_BYTES, &self.cancel);
+        self.wait_for_room();
         let sending = Instant::now();
         let taken = self.take(block);
         self.send(taken);
@@ -383,10 +390,9 @@ impl Observer for BlockStreamer {
             && let Some(index) = self.index.get(event.chain)
         {
             let now = self.since_start();
-            let interval = u64::try_from(FLUSH_INTERVAL.as_nanos()).unwrap_or(u64::MAX);
             let quiet = {
                 let mut state = lock(&self.chains[index]);
-                let quiet = now.saturating_sub(state.reported_ns) < interval;
+                let quiet = now.saturating_sub(state.reported_ns) < interval_ns();
                 if quiet {
                     state.iteration = event.iteration + 1;
                     state.counts.observe(event, self.burn_in, self.save_warmup);
