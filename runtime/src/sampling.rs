@@ -781,7 +781,6 @@ impl Assembler {
         })
     }
 
-    /// A chain of the current job.
     /// The entries' order by chain (each chain's in the order they came: a GPU task's
     /// blocks hold several rounds of its chains) and, in that order, each chain's partial
     /// with the range of its entries, so that the chains can take in their draws side by
@@ -817,6 +816,7 @@ impl Assembler {
         Ok((order, groups))
     }
 
+    /// A chain of the current job.
     fn partial(&mut self, chain: u32) -> Result<&mut Partial, WireError> {
         let n_chains = self.chains.len();
         let job = self.job;

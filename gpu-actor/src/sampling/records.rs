@@ -1,8 +1,9 @@
 //! Chain traces as draws come back from the device: the reported values of each draw
 //! (computed on the CPU from its unconstrained position), its statistics, and the observer's
 //! `on_draw` (or, where it takes them, one `on_batch` per task), on all cores (rayon's pool),
-//! chains split into contiguous chunks (a trace belongs to one task). An observer that streams the draws (`Observer::keeps_draws` is
-//! false) gets them and the traces keep none: no room is made for them.
+//! chains split into contiguous chunks (a trace belongs to one task). An observer that
+//! streams the draws (`Observer::keeps_draws` is false) gets them and the traces keep none:
+//! no room is made for them.
 
 use std::ops::Range;
 
