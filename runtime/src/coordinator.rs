@@ -877,6 +877,7 @@ fn fail_job(state: &mut CoordinatorState, id: JobId, error: String) {
 fn remove_job(state: &mut CoordinatorState, id: JobId) {
     state.links.revoke(id);
     if let Some(job) = state.jobs.remove(&id) {
+        job.log_timeline();
         state
             .submissions
             .remove(&(job.client.clone(), job.submission));

@@ -195,11 +195,37 @@ async fn write_frame<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> std
 /// The node's side of an opened link of `job` from `peer`: requests in, answers out, until
 /// the client closes it, it idles past [`IDLE_LIMIT`], or a request is not a poll or cancel
 /// of `job`.
-pub(crate) async fn serve<S>(mut stream: S, job: JobId, peer: SocketAddr)
+pub(crate) async fn serve<S>(stream: S, job: JobId, peer: SocketAddr)
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    let closed = |why: String| tracing::debug!("job link of {job} from {peer} closed: {why}");
+    let mut timing = ServeTiming::default();
+    let why = serve_requests(stream, job, peer, &mut timing).await;
+    tracing::debug!(
+        target: "runtime::timeline",
+        coordinator_ms = timing.waiting.as_secs_f64() * 1e3,
+        write_ms = timing.writing.as_secs_f64() * 1e3,
+        "job link of {job} from {peer} closed: {why}"
+    );
+}
+
+/// Where a link's server spent its time: waiting for the coordinator's answers, writing them.
+#[derive(Default)]
+struct ServeTiming {
+    waiting: Duration,
+    writing: Duration,
+}
+
+/// [`serve`]'s loop: why the link closed.
+async fn serve_requests<S>(
+    mut stream: S,
+    job: JobId,
+    peer: SocketAddr,
+    timing: &mut ServeTiming,
+) -> String
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     loop {
         let request = match tokio::time::timeout(
             IDLE_LIMIT,
@@ -207,33 +233,38 @@ where
         )
         .await
         {
-            Err(_) => return closed(format!("no request for {IDLE_LIMIT:?}")),
+            Err(_) => return format!("no request for {IDLE_LIMIT:?}"),
             Ok(Ok(Some(request))) => request,
-            Ok(Ok(None)) => return closed("by the client".to_owned()),
-            Ok(Err(error)) => return closed(error.to_string()),
+            Ok(Ok(None)) => return "by the client".to_owned(),
+            Ok(Err(error)) => return error.to_string(),
         };
         let wait = match request_of(&request, job) {
             Ok(wait) => wait,
             Err(why) => {
                 tracing::info!("closing the job link of {job} from {peer}: {why}");
-                return;
+                return why;
             }
         };
         let Some(endpoint) = local_coordinator() else {
-            return closed("this node's coordinator endpoint is not running".to_owned());
+            return "this node's coordinator endpoint is not running".to_owned();
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let port = RpcReplyPort::from((tx, wait + ANSWER_SLACK));
         if endpoint.cast(JobWire::call(request, port)).is_err() {
-            return closed("the coordinator endpoint stopped".to_owned());
+            return "the coordinator endpoint stopped".to_owned();
         }
+        let asked = std::time::Instant::now();
         let answer = match tokio::time::timeout(wait + ANSWER_SLACK, rx).await {
             Ok(Ok(answer)) => answer,
-            Ok(Err(_)) => return closed("the coordinator dropped a request".to_owned()),
-            Err(_) => return closed("the coordinator did not answer in time".to_owned()),
+            Ok(Err(_)) => return "the coordinator dropped a request".to_owned(),
+            Err(_) => return "the coordinator did not answer in time".to_owned(),
         };
-        if let Err(error) = write_frame(&mut stream, &answer).await {
-            return closed(error.to_string());
+        let answered = std::time::Instant::now();
+        timing.waiting += answered - asked;
+        let written = write_frame(&mut stream, &answer).await;
+        timing.writing += answered.elapsed();
+        if let Err(error) = written {
+            return error.to_string();
         }
     }
 }
@@ -267,6 +298,9 @@ pub(crate) struct JobLink {
     io: crate::transport::LinkIo,
     /// The last answer's bytes: its room takes the next.
     answer: Vec<u8>,
+    /// Time in calls: sending and reading, and decoding answers.
+    pub(crate) exchanging: Duration,
+    pub(crate) decoding: Duration,
 }
 
 impl fmt::Debug for JobLink {
@@ -307,6 +341,8 @@ impl JobLink {
             job,
             io,
             answer: Vec::new(),
+            exchanging: Duration::ZERO,
+            decoding: Duration::ZERO,
         })
     }
 
@@ -341,10 +377,15 @@ impl JobLink {
                 Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
             }
         };
+        let started = std::time::Instant::now();
         tokio::time::timeout(timeout, exchange)
             .await
             .map_err(|_| LinkFailed::Timeout(timeout))??;
-        Ok(wire::reply_from_bytes::<S>(&self.answer, peer))
+        let decoding = std::time::Instant::now();
+        self.exchanging += decoding - started;
+        let reply = wire::reply_from_bytes::<S>(&self.answer, peer);
+        self.decoding += decoding.elapsed();
+        Ok(reply)
     }
 }
 

@@ -143,11 +143,19 @@ impl<'a> ClusterJob<'a> {
     /// was retried.
     pub async fn outcome(mut self) -> Result<JobOutcome, ClientError> {
         while self.next().await?.is_some() {}
+        let (exchange, decode) = self.client.link.as_ref().map_or((0.0, 0.0), |link| {
+            (
+                link.exchanging.as_secs_f64() * 1e3,
+                link.decoding.as_secs_f64() * 1e3,
+            )
+        });
         tracing::debug!(
             target: "runtime::timeline",
             job_ms = self.started.elapsed().as_secs_f64() * 1e3,
             apply_ms = self.applying.as_secs_f64() * 1e3,
             wait_ms = self.waiting.as_secs_f64() * 1e3,
+            link_exchange_ms = exchange,
+            link_decode_ms = decode,
             polls = self.client.polls.link + self.client.polls.session,
             "job assembled"
         );

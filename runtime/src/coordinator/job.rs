@@ -215,6 +215,10 @@ pub(crate) struct Job {
     /// nothing running): pools may be restarting, so the job waits a while first.
     pub(crate) no_pool_since: Option<Instant>,
     phase: Phase,
+    /// Time spent answering polls (gathering and encoding their events), and how many: the
+    /// `runtime::timeline` event when the job goes.
+    answering: std::time::Duration,
+    answers: u32,
 }
 
 impl Job {
@@ -250,7 +254,20 @@ impl Job {
             last_poll: Instant::now(),
             no_pool_since: None,
             phase: Phase::Running,
+            answering: std::time::Duration::ZERO,
+            answers: 0,
         }
+    }
+
+    /// The `runtime::timeline` event of a job that goes: its polls' answering.
+    pub(crate) fn log_timeline(&self) {
+        tracing::debug!(
+            target: "runtime::timeline",
+            job = %self.id,
+            answers = self.answers,
+            answer_ms = self.answering.as_secs_f64() * 1e3,
+            "job's polls answered"
+        );
     }
 
     /// Whether the job still runs.
@@ -813,7 +830,8 @@ impl Job {
         }
     }
 
-    fn answer(&self, waiter: Waiter<Responder<JobWire>>) {
+    fn answer(&mut self, waiter: Waiter<Responder<JobWire>>) {
+        let started = std::time::Instant::now();
         let events = self.outbox.after(
             waiter.ack,
             MAX_POLL_REPLY_BYTES,
@@ -824,6 +842,8 @@ impl Job {
             events,
             notes: self.notes.to_wire(),
         }));
+        self.answering += started.elapsed();
+        self.answers += 1;
     }
 
     fn is_complete(&self) -> bool {
