@@ -20,6 +20,7 @@
 //! broadcast warmup runs again there, from the same random stream.
 
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 use gpu_actor::PrecisionMode;
@@ -366,8 +367,12 @@ struct Partial {
 /// update per draw would cost the client more than the draws.
 const BLOCK_PROGRESS_STEPS: u64 = 20;
 
-/// One chain's partial and the range of its entries in a block's entries ordered by chain.
+/// One chain's partial and the range of its entries in the blocks' entries ordered by chain.
 type ChainGroup<'a> = (&'a mut Partial, Range<usize>);
+
+/// An entry of one of the blocks taken in at once: the block's index, the entry's attempt,
+/// the entry.
+type Taken = (usize, u32, BlockEntry);
 
 /// Blocks of at least this many bytes of values are taken in on rayon's threads, chain by
 /// chain.
@@ -612,45 +617,7 @@ impl Assembler {
                     total,
                 }])
             }
-            WireJobEvent::Block { attempts, block } => {
-                let entries = block.entries().map_err(bad)?;
-                self.tend_room(&block);
-                if attempts.len() != entries.len() {
-                    return Err(AssembleError::Protocol(bad(format!(
-                        "a block of {} entries with {} attempts",
-                        entries.len(),
-                        attempts.len()
-                    ))));
-                }
-                if block.values.len() >= PARALLEL_BLOCK_BYTES {
-                    let (order, groups) = self.chain_groups(&entries)?;
-                    // Each group is one chain's: the chains' draws are appended side by side.
-                    let applied: Vec<Result<Vec<JobUpdate>, AssembleError>> = groups
-                        .into_par_iter()
-                        .map(|(partial, range)| {
-                            let mut updates = Vec::new();
-                            for &i in &order[range] {
-                                updates.extend(
-                                    apply_entry(partial, attempts[i], &block, &entries[i])
-                                        .map_err(&bad)?,
-                                );
-                            }
-                            Ok(updates)
-                        })
-                        .collect();
-                    let mut updates = Vec::new();
-                    for result in applied {
-                        updates.extend(result?);
-                    }
-                    return Ok(updates);
-                }
-                let mut updates = Vec::with_capacity(entries.len());
-                for (entry, attempt) in entries.iter().zip(attempts) {
-                    let partial = self.partial(entry.chain)?;
-                    updates.extend(apply_entry(partial, attempt, &block, entry).map_err(&bad)?);
-                }
-                Ok(updates)
-            }
+            WireJobEvent::Block { attempts, block } => self.apply_blocks(&[(attempts, block)]),
             WireJobEvent::ChainDone {
                 attempt,
                 node,
@@ -781,30 +748,94 @@ impl Assembler {
         })
     }
 
+    /// Takes in the blocks of consecutive `Block` events (each with its entries' attempts),
+    /// in order: every block is checked first, then each chain's entries are taken in, in
+    /// the order they came. Where the blocks hold at least [`PARALLEL_BLOCK_BYTES`] of values,
+    /// the chains take theirs in side by side on rayon's threads: one pass for all of a
+    /// poll's blocks, not one per block (each pass wakes every thread of the pool).
+    pub(crate) fn apply_blocks(
+        &mut self,
+        blocks: &[(Vec<u32>, Arc<WireDrawBlock>)],
+    ) -> Result<Vec<JobUpdate>, AssembleError> {
+        let bad = |reason: String| WireError::Invalid {
+            what: "job event".to_owned(),
+            reason,
+        };
+        let mut taken = Vec::new();
+        let mut bytes = 0;
+        for (b, (attempts, block)) in blocks.iter().enumerate() {
+            let entries = block.entries().map_err(bad)?;
+            self.tend_room(block);
+            if attempts.len() != entries.len() {
+                return Err(AssembleError::Protocol(bad(format!(
+                    "a block of {} entries with {} attempts",
+                    entries.len(),
+                    attempts.len()
+                ))));
+            }
+            bytes += block.values.len();
+            taken.extend(
+                entries
+                    .into_iter()
+                    .zip(attempts)
+                    .map(|(entry, &attempt)| (b, attempt, entry)),
+            );
+        }
+        let apply = |partial: &mut Partial, &(b, attempt, ref entry): &Taken| {
+            apply_entry(partial, attempt, &blocks[b].1, entry).map_err(&bad)
+        };
+        if bytes < PARALLEL_BLOCK_BYTES {
+            let mut updates = Vec::with_capacity(taken.len());
+            for item in &taken {
+                let partial = self.partial(item.2.chain)?;
+                updates.extend(apply(partial, item)?);
+            }
+            return Ok(updates);
+        }
+        let (order, groups) = self.chain_groups(&taken)?;
+        // Each group is one chain's: the chains' draws are appended side by side.
+        let applied: Vec<Result<Vec<JobUpdate>, WireError>> = groups
+            .into_par_iter()
+            .map(|(partial, range)| {
+                let mut updates = Vec::new();
+                for &i in &order[range] {
+                    updates.extend(apply(partial, &taken[i])?);
+                }
+                Ok(updates)
+            })
+            .collect();
+        let mut updates = Vec::new();
+        for result in applied {
+            updates.extend(result?);
+        }
+        Ok(updates)
+    }
+
     /// The entries' order by chain (each chain's in the order they came: a GPU task's
     /// blocks hold several rounds of its chains) and, in that order, each chain's partial
     /// with the range of its entries, so that the chains can take in their draws side by
     /// side; an error for a chain the job does not run.
     fn chain_groups(
         &mut self,
-        entries: &[BlockEntry],
+        taken: &[Taken],
     ) -> Result<(Vec<usize>, Vec<ChainGroup<'_>>), WireError> {
-        for entry in entries {
+        for (_, _, entry) in taken {
             self.partial(entry.chain)?;
         }
-        let mut order: Vec<usize> = (0..entries.len()).collect();
+        let chain_of = |i: usize| taken[i].2.chain as usize;
+        let mut order: Vec<usize> = (0..taken.len()).collect();
         // Stable: a chain's entries keep their order.
-        order.sort_by_key(|&i| entries[i].chain);
+        order.sort_by_key(|&i| chain_of(i));
         let mut groups = Vec::new();
         let mut rest: &mut [Partial] = &mut self.chains;
         let mut next_chain = 0;
         let mut start = 0;
         while start < order.len() {
-            let chain = entries[order[start]].chain as usize;
+            let chain = chain_of(order[start]);
             let end = start
                 + order[start..]
                     .iter()
-                    .take_while(|&&i| entries[i].chain as usize == chain)
+                    .take_while(|&&i| chain_of(i) == chain)
                     .count();
             let tail = std::mem::take(&mut rest).split_at_mut(chain - next_chain).1;
             let (partial, tail) = tail.split_first_mut().expect("checked by partial()");

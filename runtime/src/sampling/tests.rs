@@ -621,6 +621,25 @@ fn a_large_block_taken_in_side_by_side_equals_one_taken_in_in_turn() {
         assembler.apply(event(block)).unwrap();
     }
     assert_eq!(taken_in(&assembler), side_by_side);
+    // The same small blocks taken in at once (as a poll's answer is): one pass, chains side
+    // by side, each chain's entries across the blocks in order.
+    let mut assembler = Assembler::new(JobId(3), n_chains);
+    let blocks: Vec<_> = rounds
+        .chunks(rounds.len() / 5 + 1)
+        .map(|part| {
+            let mut block = WireDrawBlock::new(n_columns, 18);
+            for (chain, warmup, values, stats) in part {
+                let iteration = if *warmup { 8 } else { 18 };
+                block.push(*chain, *warmup, 0, iteration, values, stats);
+            }
+            (vec![1; block.n_entries()], std::sync::Arc::new(block))
+        })
+        .collect();
+    let bytes: usize = blocks.iter().map(|(_, block)| block.values.len()).sum();
+    assert!(bytes >= PARALLEL_BLOCK_BYTES);
+    let updates = assembler.apply_blocks(&blocks).unwrap();
+    assert_eq!(updates.len(), 2 * n_chains as usize);
+    assert_eq!(taken_in(&assembler), side_by_side);
     assert_eq!(side_by_side[5].0.len(), 10 * n_columns);
     assert_eq!(side_by_side[5].2.len(), 8 * n_columns);
     // A gap: chain 7's kept draws start at 3.

@@ -475,12 +475,15 @@ impl WireDrawBlock {
                 to.extend(bytes.chunks_exact(4).map(|w| float_from(w, 4)));
             }
             Some(widths) => {
-                to.reserve(entry.len() * widths.len());
-                for row in bytes.chunks_exact(layout.row.max(1)) {
+                // Written in place (no `push` per value): the client takes in every draw so.
+                let start = to.len();
+                to.resize(start + entry.len() * widths.len(), 0.0);
+                let rows = bytes.chunks_exact(layout.row.max(1));
+                for (row, out) in rows.zip(to[start..].chunks_exact_mut(widths.len().max(1))) {
                     let mut at = 0;
-                    for &width in widths {
+                    for (value, &width) in out.iter_mut().zip(widths) {
                         let width = usize::from(width);
-                        to.push(float_from(&row[at..at + width], width));
+                        *value = float_from(&row[at..at + width], width);
                         at += width;
                     }
                 }
