@@ -33,7 +33,7 @@ fn main() {
         (
             "poll",
             2,
-            bytes(&me, JobRequest::Poll { job: JobId(3), ack: 2, wait_ms: 1000 }),
+            bytes(&me, JobRequest::Poll { job: JobId(3), ack: 2, wait_ms: 1000, follow: false }),
         ),
         (
             "submitted",

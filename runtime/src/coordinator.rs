@@ -113,6 +113,8 @@ pub(crate) enum CoordinatorMsg {
         job: JobId,
         ack: u64,
         wait_ms: u32,
+        /// After the events the last poll got (`JobRequest::Poll::follow`).
+        follow: bool,
         responder: Responder<JobWire>,
     },
     /// A client stops its job.
@@ -307,8 +309,9 @@ impl Actor for Coordinator {
                 job,
                 ack,
                 wait_ms,
+                follow,
                 responder,
-            } => poll(state, job, ack, wait_ms, responder),
+            } => poll(state, job, ack, wait_ms, follow, responder),
             CoordinatorMsg::Cancel { job, responder } => {
                 if state.jobs.contains_key(&job) {
                     fail_job(state, job, "cancelled by the client".to_owned());
@@ -455,6 +458,7 @@ fn poll(
     id: JobId,
     ack: u64,
     wait_ms: u32,
+    follow: bool,
     responder: Responder<JobWire>,
 ) {
     let Some(job) = state.jobs.get_mut(&id) else {
@@ -462,16 +466,10 @@ fn poll(
         return;
     };
     let timeout = responder.caller_timeout();
-    job.poll(ack, Waiter::new(responder, ack, wait_ms, timeout));
+    job.poll(ack, follow, Waiter::new(responder, ack, wait_ms, timeout));
     if job.is_collected() {
-        // The client has the final event: an empty answer now, and the job is done.
-        if let Some(waiter) = job.waiter.take() {
-            waiter.reply.send(Ok(JobReply::Events {
-                job: id,
-                events: Vec::new(),
-                notes: Vec::new(),
-            }));
-        }
+        // The client has the final event: empty answers now, and the job is done.
+        job.release_waiters();
         remove_job(state, id);
     }
 }
@@ -892,7 +890,7 @@ fn tick(myself: &ActorRef<CoordinatorMsg>, state: &mut CoordinatorState) {
     let mut abandoned = Vec::new();
     for job in state.jobs.values_mut() {
         job.expire_waiter(now);
-        if job.waiter.is_none() && now.duration_since(job.last_poll) > lease {
+        if !job.has_waiter() && now.duration_since(job.last_poll) > lease {
             abandoned.push(job.id);
         }
     }

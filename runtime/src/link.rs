@@ -25,6 +25,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,7 +38,9 @@ use crate::discovery::COORDINATOR;
 use crate::ids::JobId;
 use crate::transport::Transport;
 use crate::transport::preamble::{LINK_TOKEN_BYTES, LinkHello, VERSION};
-use crate::wire::{self, CallError, Envelope, JobRequest, JobWire, MAX_ENVELOPE_BYTES, Service};
+use crate::wire::{
+    self, CallError, Envelope, JobReply, JobRequest, JobWire, MAX_ENVELOPE_BYTES, Service,
+};
 
 /// Largest request a node reads from a link (a poll or a cancel is about a hundred bytes).
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
@@ -216,9 +219,19 @@ struct ServeTiming {
     writing: Duration,
 }
 
-/// [`serve`]'s loop: why the link closed.
+/// A request handed to the coordinator whose answer the link has yet to write.
+struct Pending {
+    answer: tokio::sync::oneshot::Receiver<Vec<u8>>,
+    wait: Duration,
+    asked: std::time::Instant,
+}
+
+/// [`serve`]'s loops: requests are read and handed to the coordinator as they come (up to
+/// [`IN_FLIGHT`] ahead of the answers written), and their answers written in order, so that
+/// the coordinator answers the next poll while the last answer travels. Returns why the link
+/// closed.
 async fn serve_requests<S>(
-    mut stream: S,
+    stream: S,
     job: JobId,
     peer: SocketAddr,
     timing: &mut ServeTiming,
@@ -226,46 +239,70 @@ async fn serve_requests<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    loop {
-        let request = match tokio::time::timeout(
-            IDLE_LIMIT,
-            read_frame(&mut stream, MAX_REQUEST_BYTES),
-        )
-        .await
-        {
-            Err(_) => return format!("no request for {IDLE_LIMIT:?}"),
-            Ok(Ok(Some(request))) => request,
-            Ok(Ok(None)) => return "by the client".to_owned(),
-            Ok(Err(error)) => return error.to_string(),
-        };
-        let wait = match request_of(&request, job) {
-            Ok(wait) => wait,
-            Err(why) => {
-                tracing::info!("closing the job link of {job} from {peer}: {why}");
-                return why;
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let (pending, mut answers) = tokio::sync::mpsc::channel::<Pending>(IN_FLIGHT);
+    let read = async move {
+        loop {
+            let request =
+                match tokio::time::timeout(IDLE_LIMIT, read_frame(&mut reader, MAX_REQUEST_BYTES))
+                    .await
+                {
+                    Err(_) => return format!("no request for {IDLE_LIMIT:?}"),
+                    Ok(Ok(Some(request))) => request,
+                    Ok(Ok(None)) => return "by the client".to_owned(),
+                    Ok(Err(error)) => return error.to_string(),
+                };
+            let wait = match request_of(&request, job) {
+                Ok(wait) => wait,
+                Err(why) => {
+                    tracing::info!("closing the job link of {job} from {peer}: {why}");
+                    return why;
+                }
+            };
+            let Some(endpoint) = local_coordinator() else {
+                return "this node's coordinator endpoint is not running".to_owned();
+            };
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let port = RpcReplyPort::from((tx, wait + ANSWER_SLACK));
+            if endpoint.cast(JobWire::call(request, port)).is_err() {
+                return "the coordinator endpoint stopped".to_owned();
             }
-        };
-        let Some(endpoint) = local_coordinator() else {
-            return "this node's coordinator endpoint is not running".to_owned();
-        };
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let port = RpcReplyPort::from((tx, wait + ANSWER_SLACK));
-        if endpoint.cast(JobWire::call(request, port)).is_err() {
-            return "the coordinator endpoint stopped".to_owned();
+            let asked = std::time::Instant::now();
+            let handed = pending.send(Pending {
+                answer: rx,
+                wait,
+                asked,
+            });
+            if handed.await.is_err() {
+                return "its writer stopped".to_owned();
+            }
         }
-        let asked = std::time::Instant::now();
-        let answer = match tokio::time::timeout(wait + ANSWER_SLACK, rx).await {
-            Ok(Ok(answer)) => answer,
-            Ok(Err(_)) => return "the coordinator dropped a request".to_owned(),
-            Err(_) => return "the coordinator did not answer in time".to_owned(),
-        };
-        let answered = std::time::Instant::now();
-        timing.waiting += answered - asked;
-        let written = write_frame(&mut stream, &answer).await;
-        timing.writing += answered.elapsed();
-        if let Err(error) = written {
-            return error.to_string();
+    };
+    let write = async {
+        while let Some(Pending {
+            answer,
+            wait,
+            asked,
+        }) = answers.recv().await
+        {
+            let answer = match tokio::time::timeout(wait + ANSWER_SLACK, answer).await {
+                Ok(Ok(answer)) => answer,
+                Ok(Err(_)) => return "the coordinator dropped a request".to_owned(),
+                Err(_) => return "the coordinator did not answer in time".to_owned(),
+            };
+            let answered = std::time::Instant::now();
+            timing.waiting += answered - asked;
+            let written = write_frame(&mut writer, &answer).await;
+            timing.writing += answered.elapsed();
+            if let Err(error) = written {
+                return error.to_string();
+            }
         }
+        "its reader stopped".to_owned()
+    };
+    tokio::select! {
+        why = read => why,
+        why = write => why,
     }
 }
 
@@ -292,15 +329,55 @@ fn local_coordinator() -> Option<ractor::ActorRef<JobWire>> {
         .find_map(|(session, endpoint)| session.is_none().then_some(endpoint))
 }
 
-/// A client's open link to the node running its job.
+/// Polls a link keeps at the node at once: while answers travel and the client decodes
+/// them, the next poll waits at the coordinator, to be answered (and encoded) meanwhile.
+pub(crate) const IN_FLIGHT: usize = 3;
+
+/// A client's open link to the node running its job. Its first [`JobLink::next`] starts a
+/// task that follows the job: it keeps [`IN_FLIGHT`] polls at the node, each asking for the
+/// events after the last answer's (`JobRequest::Poll::follow`), reads and decodes their
+/// answers, and hands them over in order.
 pub(crate) struct JobLink {
     job: JobId,
-    io: crate::transport::LinkIo,
-    /// The last answer's bytes: its room takes the next.
-    answer: Vec<u8>,
-    /// Time in calls: sending and reading, and decoding answers.
-    pub(crate) exchanging: Duration,
-    pub(crate) decoding: Duration,
+    state: LinkState,
+    timing: Arc<LinkTiming>,
+}
+
+enum LinkState {
+    /// Opened; no poll sent yet.
+    Open(crate::transport::LinkIo),
+    /// Its task follows the job.
+    Following {
+        answers: tokio::sync::mpsc::Receiver<Followed>,
+        task: tokio::task::JoinHandle<()>,
+    },
+    /// Its task ended: after the job's last event, an answer that was not events, or a
+    /// failure.
+    Ended,
+}
+
+/// What a link's task hands over: a poll's answer as [`wire::call`] would give it, or why the
+/// link failed (its last item).
+pub(crate) type Followed = Result<Result<Envelope<JobReply>, CallError>, LinkFailed>;
+
+/// Time a link's task spent waiting for answers and decoding them, in nanoseconds.
+#[derive(Debug, Default)]
+pub(crate) struct LinkTiming {
+    exchanging: AtomicU64,
+    decoding: AtomicU64,
+}
+
+impl LinkTiming {
+    fn add(counter: &AtomicU64, time: Duration) {
+        let nanos = u64::try_from(time.as_nanos()).unwrap_or(u64::MAX);
+        counter.fetch_add(nanos, Ordering::Relaxed);
+    }
+
+    /// Time waiting for answers, and decoding them.
+    pub(crate) fn get(&self) -> (Duration, Duration) {
+        let get = |counter: &AtomicU64| Duration::from_nanos(counter.load(Ordering::Relaxed));
+        (get(&self.exchanging), get(&self.decoding))
+    }
 }
 
 impl fmt::Debug for JobLink {
@@ -308,6 +385,14 @@ impl fmt::Debug for JobLink {
         f.debug_struct("JobLink")
             .field("job", &self.job)
             .finish_non_exhaustive()
+    }
+}
+
+impl Drop for JobLink {
+    fn drop(&mut self) {
+        if let LinkState::Following { task, .. } = &self.state {
+            task.abort();
+        }
     }
 }
 
@@ -320,6 +405,15 @@ pub(crate) enum LinkFailed {
     /// No answer within the call's time.
     #[error("no answer within {0:?}")]
     Timeout(Duration),
+}
+
+/// How a link's task polls: from `ack`, as `me`, each answer read within `timeout`.
+pub(crate) struct Follow {
+    pub(crate) ack: u64,
+    pub(crate) wait_ms: u32,
+    pub(crate) timeout: Duration,
+    pub(crate) me: crate::ids::NodeName,
+    pub(crate) peer: String,
 }
 
 impl JobLink {
@@ -339,10 +433,8 @@ impl JobLink {
         let io = transport.dial_link(address, &hello, deadline).await?;
         Ok(Self {
             job,
-            io,
-            answer: Vec::new(),
-            exchanging: Duration::ZERO,
-            decoding: Duration::ZERO,
+            state: LinkState::Open(io),
+            timing: Arc::default(),
         })
     }
 
@@ -351,41 +443,139 @@ impl JobLink {
         self.job
     }
 
-    /// Sends `envelope` and reads its answer. `Err`: the link is unusable (drop it); `Ok`
-    /// holds the call's own outcome, as [`wire::call`] would give it.
-    pub(crate) async fn call<S: Service>(
-        &mut self,
-        envelope: &Envelope<S::Request>,
-        peer: &str,
-        timeout: Duration,
-    ) -> Result<Result<Envelope<S::Reply>, CallError>, LinkFailed> {
-        let bytes = match envelope.encode() {
-            Ok(bytes) => bytes,
-            Err(error) => {
-                return Ok(Err(CallError::Wire {
-                    service: S::NAME,
-                    peer: peer.to_owned(),
-                    error,
-                }));
-            }
+    /// Time the link's task spent waiting for answers, and decoding them.
+    pub(crate) fn timing(&self) -> (Duration, Duration) {
+        self.timing.get()
+    }
+
+    /// The next answer of the job's polls; the first call starts following the job as
+    /// `follow` says. `None`: the link has ended (poll through the session). Cancel safe.
+    pub(crate) async fn next(&mut self, follow: impl FnOnce() -> Follow) -> Option<Followed> {
+        if matches!(self.state, LinkState::Open(_)) {
+            let LinkState::Open(io) = std::mem::replace(&mut self.state, LinkState::Ended) else {
+                unreachable!("matched above")
+            };
+            let (tx, answers) = tokio::sync::mpsc::channel(1);
+            let task = tokio::spawn(follow_job(io, self.job, follow(), tx, self.timing.clone()));
+            self.state = LinkState::Following { answers, task };
+        }
+        let LinkState::Following { answers, .. } = &mut self.state else {
+            return None;
         };
-        let exchange = async {
-            write_frame(&mut self.io, &bytes).await?;
-            if read_frame_into(&mut self.io, MAX_REPLY_BYTES, &mut self.answer).await? {
-                Ok(())
-            } else {
-                Err(std::io::Error::from(std::io::ErrorKind::UnexpectedEof))
-            }
-        };
-        let started = std::time::Instant::now();
-        tokio::time::timeout(timeout, exchange)
+        let next = answers.recv().await;
+        if next.is_none() {
+            self.state = LinkState::Ended;
+        }
+        next
+    }
+}
+
+/// A link's task: keeps [`IN_FLIGHT`] polls of `job` at the node, hands each answer over to
+/// `answers` in order, until the job's last event, an answer that is not events, a failure,
+/// or the receiver's end. Answers are read while the one before is decoded: the next poll
+/// can only go out once an answer is decoded (it acknowledges that answer's events).
+async fn follow_job(
+    io: crate::transport::LinkIo,
+    job: JobId,
+    follow: Follow,
+    answers: tokio::sync::mpsc::Sender<Followed>,
+    timing: Arc<LinkTiming>,
+) {
+    let (mut reader, mut writer) = tokio::io::split(io);
+    let (frames_tx, mut frames) = tokio::sync::mpsc::channel::<Result<Vec<u8>, LinkFailed>>(1);
+    // Decoded answers' buffers go back to the reader: their room takes the next answers.
+    let (spare_tx, mut spare) = tokio::sync::mpsc::channel::<Vec<u8>>(IN_FLIGHT);
+    let read_timing = timing.clone();
+    let timeout = follow.timeout;
+    let read = async move {
+        loop {
+            let mut buffer = spare.try_recv().unwrap_or_default();
+            let started = std::time::Instant::now();
+            let read = match tokio::time::timeout(
+                timeout,
+                read_frame_into(&mut reader, MAX_REPLY_BYTES, &mut buffer),
+            )
             .await
-            .map_err(|_| LinkFailed::Timeout(timeout))??;
-        let decoding = std::time::Instant::now();
-        self.exchanging += decoding - started;
-        let reply = wire::reply_from_bytes::<S>(&self.answer, peer);
-        self.decoding += decoding.elapsed();
-        Ok(reply)
+            {
+                Err(_) => Err(LinkFailed::Timeout(timeout)),
+                Ok(Err(error)) => Err(LinkFailed::Io(error)),
+                Ok(Ok(false)) => Err(LinkFailed::Io(std::io::ErrorKind::UnexpectedEof.into())),
+                Ok(Ok(true)) => Ok(buffer),
+            };
+            LinkTiming::add(&read_timing.exchanging, started.elapsed());
+            let failed = read.is_err();
+            if frames_tx.send(read).await.is_err() || failed {
+                // The decoder ends the task.
+                return std::future::pending::<()>().await;
+            }
+        }
+    };
+    let decode = async move {
+        let mut ack = follow.ack;
+        let poll = |ack: u64, follows: bool| {
+            let request = JobRequest::Poll {
+                job,
+                ack,
+                wait_ms: follow.wait_ms,
+                follow: follows,
+            };
+            let request_id = crate::ids::RequestId(crate::ids::fresh_u64());
+            Envelope::new(request_id, &follow.me, request)
+                .with_job(job)
+                .encode()
+        };
+        let mut sent = 0;
+        let failed = 'follow: loop {
+            // The first poll starts from `ack`; the others follow the answers before them.
+            while sent < IN_FLIGHT {
+                let bytes = match poll(ack, sent > 0 || ack > follow.ack) {
+                    Ok(bytes) => bytes,
+                    Err(error) => {
+                        let error = CallError::Wire {
+                            service: JobWire::NAME,
+                            peer: follow.peer.clone(),
+                            error,
+                        };
+                        let _ = answers.send(Ok(Err(error))).await;
+                        return;
+                    }
+                };
+                if let Err(error) = write_frame(&mut writer, &bytes).await {
+                    break 'follow LinkFailed::Io(error);
+                }
+                sent += 1;
+            }
+            let buffer = match frames.recv().await {
+                Some(Ok(buffer)) => buffer,
+                Some(Err(failed)) => break failed,
+                None => return,
+            };
+            sent -= 1;
+            let decoding = std::time::Instant::now();
+            let reply = wire::reply_from_bytes::<JobWire>(&buffer, &follow.peer);
+            LinkTiming::add(&timing.decoding, decoding.elapsed());
+            let _ = spare_tx.try_send(buffer);
+            let goes_on = match &reply {
+                Ok(Envelope {
+                    body: JobReply::Events { events, .. },
+                    ..
+                }) => {
+                    if let Some(last) = events.last() {
+                        ack = ack.max(last.seq);
+                    }
+                    !events.iter().any(|event| event.event.ends_job())
+                }
+                _ => false,
+            };
+            if answers.send(Ok(reply)).await.is_err() || !goes_on {
+                return;
+            }
+        };
+        let _ = answers.send(Err(failed)).await;
+    };
+    tokio::select! {
+        () = read => {}
+        () = decode => {}
     }
 }
 

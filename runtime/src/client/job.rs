@@ -20,9 +20,10 @@ use tracing::Instrument;
 use super::{ClientError, ClusterClient, Liveness};
 use crate::discovery::COORDINATOR;
 use crate::ids::{JobId, NodeName, job_span};
+use crate::link::Follow;
 use crate::sampling::{AssembleError, Assembler, JobOutcome, JobUpdate, PollCounts};
 use crate::wire::{
-    self, CallError, Envelope, JobReply, JobRequest, JobWire, WireError, WireEvent, WireJobEvent,
+    self, CallError, Envelope, JobReply, JobRequest, WireError, WireEvent, WireJobEvent,
     WireRunNote, WireSampleRequest,
 };
 
@@ -144,10 +145,8 @@ impl<'a> ClusterJob<'a> {
     pub async fn outcome(mut self) -> Result<JobOutcome, ClientError> {
         while self.next().await?.is_some() {}
         let (exchange, decode) = self.client.link.as_ref().map_or((0.0, 0.0), |link| {
-            (
-                link.exchanging.as_secs_f64() * 1e3,
-                link.decoding.as_secs_f64() * 1e3,
-            )
+            let (exchange, decode) = link.timing();
+            (exchange.as_secs_f64() * 1e3, decode.as_secs_f64() * 1e3)
         });
         tracing::debug!(
             target: "runtime::timeline",
@@ -193,12 +192,7 @@ impl<'a> ClusterJob<'a> {
             Err(Interrupted::Error(error)) => return Err(error),
         };
         let last = events.last().map_or(self.ack, |e| e.seq.max(self.ack));
-        let ends = events.iter().any(|e| {
-            matches!(
-                e.event,
-                WireJobEvent::Finished { .. } | WireJobEvent::Failed { .. }
-            )
-        });
+        let ends = events.iter().any(|e| e.event.ends_job());
         let job = self.job;
         let peer = self.client.peer.clone();
         let mut applied = Applied {
@@ -297,6 +291,7 @@ impl<'a> ClusterJob<'a> {
             job: self.job,
             ack: self.ack,
             wait_ms: 0,
+            follow: false,
         };
         let _ = self.call(request, POLL_TIMEOUT).await;
     }
@@ -337,26 +332,53 @@ impl Applied<'_> {
         self.assembler
             .note(notes)
             .map_err(|error| client_error(job, peer.clone(), error))?;
+        // Consecutive blocks are taken in together (`Assembler::apply_blocks`).
+        let mut blocks = Vec::new();
         for event in events {
             if event.seq <= *self.ack {
                 continue;
             }
             *self.ack = event.seq;
-            match self.assembler.apply(event.event) {
-                Ok(updates) => {
-                    for update in &updates {
-                        if matches!(update, JobUpdate::CoordinatorDraining { .. }) {
-                            *self.draining = true;
-                        }
-                        log_update(update);
-                    }
-                    self.updates.extend(updates);
-                }
-                Err(error) => {
-                    return Err(client_error(job, peer.clone(), error));
+            match event.event {
+                WireJobEvent::Block { attempts, block } => blocks.push((attempts, block)),
+                event => {
+                    self.take_blocks(job, peer, &mut blocks)?;
+                    let updates = self.assembler.apply(event);
+                    self.take_updates(job, peer, updates)?;
                 }
             }
         }
+        self.take_blocks(job, peer, &mut blocks)
+    }
+
+    fn take_blocks(
+        &mut self,
+        job: JobId,
+        peer: &NodeName,
+        blocks: &mut Vec<(Vec<u32>, std::sync::Arc<wire::WireDrawBlock>)>,
+    ) -> Result<(), ClientError> {
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        let updates = self.assembler.apply_blocks(blocks);
+        blocks.clear();
+        self.take_updates(job, peer, updates)
+    }
+
+    fn take_updates(
+        &mut self,
+        job: JobId,
+        peer: &NodeName,
+        updates: Result<Vec<JobUpdate>, AssembleError>,
+    ) -> Result<(), ClientError> {
+        let updates = updates.map_err(|error| client_error(job, peer.clone(), error))?;
+        for update in &updates {
+            if matches!(update, JobUpdate::CoordinatorDraining { .. }) {
+                *self.draining = true;
+            }
+            log_update(update);
+        }
+        self.updates.extend(updates);
         Ok(())
     }
 }
@@ -389,46 +411,56 @@ async fn fetch(client: &mut ClusterClient, job: JobId, ack: u64) -> Result<Answe
                 },
             ));
         };
-        let request = JobRequest::Poll {
-            job,
-            ack,
-            wait_ms: POLL_WAIT_MS,
-        };
-        let envelope = envelope(client, job, request);
         let peer = client.peer.to_string();
         let answer = match client.link.take() {
             Some(mut link) if link.job() == job => {
-                // On a task of its own, so that the answer is read and decoded while the
-                // caller applies the previous one.
-                let to = peer.clone();
-                let call = tokio::spawn(async move {
-                    let answer = link.call::<JobWire>(&envelope, &to, POLL_TIMEOUT).await;
-                    answer.map(|answer| (link, answer))
-                });
-                let called = tokio::select! {
-                    called = call => called,
-                    reason = client.watch() => return Err(Interrupted::Lost(reason)),
+                // The link's task polls ahead and decodes answers while the caller applies
+                // the last one.
+                let me = client.settings.name.clone();
+                let follow = || Follow {
+                    ack,
+                    wait_ms: POLL_WAIT_MS,
+                    timeout: POLL_TIMEOUT,
+                    me,
+                    peer: peer.clone(),
                 };
-                // A task that panicked took its link with it.
-                let called = called
-                    .map_err(|error| error.to_string())
-                    .and_then(|called| called.map_err(|failed| failed.to_string()));
-                match called {
-                    Ok((link, answer)) => {
+                let next = tokio::select! {
+                    next = link.next(follow) => Ok(next),
+                    reason = client.watch() => Err(reason),
+                };
+                let next = match next {
+                    Ok(next) => next,
+                    Err(reason) => {
+                        client.link = Some(link);
+                        return Err(Interrupted::Lost(reason));
+                    }
+                };
+                match next {
+                    Some(Ok(answer)) => {
                         client.link = Some(link);
                         client.polls.link += 1;
                         answer
                     }
-                    Err(failed) => {
+                    Some(Err(failed)) => {
                         // The same poll again, through the session.
                         tracing::info!(
                             "job link to {peer} lost ({failed}): polling through the session"
                         );
                         continue;
                     }
+                    // The link followed the job to its end: any later poll goes through the
+                    // session.
+                    None => continue,
                 }
             }
             _ => {
+                let request = JobRequest::Poll {
+                    job,
+                    ack,
+                    wait_ms: POLL_WAIT_MS,
+                    follow: false,
+                };
+                let envelope = envelope(client, job, request);
                 let call = wire::call(&coordinator, &peer, &envelope, POLL_TIMEOUT);
                 let answer = tokio::select! {
                     answer = call => answer,

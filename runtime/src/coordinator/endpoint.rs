@@ -79,10 +79,16 @@ impl Actor for CoordinatorEndpoint {
                     return Ok(());
                 }
             },
-            JobRequest::Poll { job, ack, wait_ms } => CoordinatorMsg::Poll {
+            JobRequest::Poll {
                 job,
                 ack,
                 wait_ms,
+                follow,
+            } => CoordinatorMsg::Poll {
+                job,
+                ack,
+                wait_ms,
+                follow,
                 responder,
             },
             JobRequest::Cancel { job } => CoordinatorMsg::Cancel { job, responder },

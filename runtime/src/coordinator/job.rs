@@ -30,7 +30,7 @@
 //! not receive after losing its coordinator) runs only those; the others are `NotAsked`
 //! and count as finished. Chains keep their numbers, so their random streams.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use ractor::ActorId;
@@ -39,7 +39,7 @@ use tokio::time::Instant;
 
 use super::placement::PendingGroup;
 use crate::ids::{JobId, NodeName, RequestId, TaskId};
-use crate::link::LinkToken;
+use crate::link::{IN_FLIGHT, LinkToken};
 use crate::notes::RunNotes;
 use crate::outbox::{Outbox, Waiter};
 use crate::sampling::{DevicePreference, PoolKind, WARMUP_CHAIN, WarmupMode};
@@ -191,6 +191,14 @@ pub(crate) struct Applied {
 /// Where broadcast chains start: the warmup chain's final position and tuning.
 type WarmStart = (Vec<f64>, WireTuning);
 
+/// A poll waiting for events.
+#[derive(Debug)]
+struct Parked {
+    waiter: Waiter<Responder<JobWire>>,
+    /// It follows the answer before it (`JobRequest::Poll::follow`).
+    follow: bool,
+}
+
 /// A job.
 #[derive(Debug)]
 pub(crate) struct Job {
@@ -204,7 +212,8 @@ pub(crate) struct Job {
     warmup: Option<(Chain, Option<WarmStart>)>,
     pub(crate) tasks: HashMap<TaskId, TaskRecord>,
     pub(crate) outbox: Outbox<WireJobEvent>,
-    pub(crate) waiter: Option<Waiter<Responder<JobWire>>>,
+    /// The client's parked polls, oldest first: one, or up to [`IN_FLIGHT`] that follow.
+    waiters: VecDeque<Parked>,
     /// The token of the job's link, if it has one.
     pub(crate) link: Option<LinkToken>,
     retried: Vec<WireRetry>,
@@ -219,6 +228,9 @@ pub(crate) struct Job {
     /// `runtime::timeline` event when the job goes.
     answering: std::time::Duration,
     answers: u32,
+    /// The last event of the last answer (or its `ack` when it had none): where a poll that
+    /// follows starts.
+    answered: u64,
 }
 
 impl Job {
@@ -247,7 +259,7 @@ impl Job {
             warmup,
             tasks: HashMap::new(),
             outbox: Outbox::new(),
-            waiter: None,
+            waiters: VecDeque::new(),
             link: None,
             retried: Vec::new(),
             notes: RunNotes::default(),
@@ -256,6 +268,7 @@ impl Job {
             phase: Phase::Running,
             answering: std::time::Duration::ZERO,
             answers: 0,
+            answered: 0,
         }
     }
 
@@ -444,7 +457,7 @@ impl Job {
                 quarantined,
             },
         );
-        self.answer_waiter();
+        self.answer_waiters();
         WireTask {
             task,
             job: self.id,
@@ -596,7 +609,7 @@ impl Job {
                 retried: self.retried.clone(),
             });
         }
-        self.answer_waiter();
+        self.answer_waiters();
         applied
     }
 
@@ -713,7 +726,7 @@ impl Job {
             reason: reason.to_owned(),
             attempt,
         });
-        self.answer_waiter();
+        self.answer_waiters();
         if !exhausted.is_empty() {
             return Err(self.poison_error(&exhausted));
         }
@@ -767,7 +780,7 @@ impl Job {
         if self.phase == Phase::Running {
             self.phase = Phase::Failed;
             self.outbox.push(WireJobEvent::Failed { error });
-            self.answer_waiter();
+            self.answer_waiters();
         }
         self.tasks.drain().collect()
     }
@@ -797,51 +810,99 @@ impl Job {
             node: node.to_string(),
             grace_ms: u64::try_from(grace.as_millis()).unwrap_or(u64::MAX),
         });
-        self.answer_waiter();
+        self.answer_waiters();
     }
 
-    /// A poll from the client: acknowledges, then answers now or waits.
-    pub(crate) fn poll(&mut self, ack: u64, waiter: Waiter<Responder<JobWire>>) {
+    /// A poll from the client: acknowledges, then answers now or waits. A poll that
+    /// follows (`JobRequest::Poll::follow`) waits behind those parked (up to [`IN_FLIGHT`]
+    /// in all: one more has the oldest answered at once) and is answered with the events
+    /// after those of the answer before it; any other poll has the parked ones answered at
+    /// once and starts from its `ack`.
+    pub(crate) fn poll(&mut self, ack: u64, follow: bool, waiter: Waiter<Responder<JobWire>>) {
         self.last_poll = Instant::now();
         self.outbox.ack(ack);
-        if let Some(old) = self.waiter.take() {
-            self.answer(old);
+        let keep = if follow { IN_FLIGHT - 1 } else { 0 };
+        while self.waiters.len() > keep {
+            if let Some(old) = self.waiters.pop_front() {
+                self.answer(old);
+            }
         }
-        self.waiter = Some(waiter);
-        self.answer_waiter();
+        self.waiters.push_back(Parked { waiter, follow });
+        self.answer_waiters();
     }
 
-    /// Answers a waiting poll whose wait ran out (by `now`).
+    /// Whether a poll is parked.
+    pub(crate) fn has_waiter(&self) -> bool {
+        !self.waiters.is_empty()
+    }
+
+    /// Answers every parked poll with no events: the client has the last one.
+    pub(crate) fn release_waiters(&mut self) {
+        for parked in self.waiters.drain(..) {
+            parked.waiter.reply.send(Ok(JobReply::Events {
+                job: self.id,
+                events: Vec::new(),
+                notes: Vec::new(),
+            }));
+        }
+    }
+
+    /// Answers the waiting polls whose wait ran out (by `now`), oldest first.
     pub(crate) fn expire_waiter(&mut self, now: Instant) {
-        if self.waiter.as_ref().is_some_and(|w| w.deadline <= now)
-            && let Some(waiter) = self.waiter.take()
+        while self
+            .waiters
+            .front()
+            .is_some_and(|parked| parked.waiter.deadline <= now)
         {
-            self.answer(waiter);
+            if let Some(parked) = self.waiters.pop_front() {
+                self.answer(parked);
+            }
         }
     }
 
-    fn answer_waiter(&mut self) {
-        let ready = self
-            .waiter
-            .as_ref()
-            .is_some_and(|w| self.outbox.has_after(w.ack));
-        if ready && let Some(waiter) = self.waiter.take() {
-            self.answer(waiter);
+    /// Answers the parked polls, oldest first, while there are events for them.
+    fn answer_waiters(&mut self) {
+        while let Some(parked) = self.waiters.front() {
+            if !self.outbox.has_after(self.from(parked)) {
+                return;
+            }
+            if let Some(parked) = self.waiters.pop_front() {
+                self.answer(parked);
+            }
         }
     }
 
-    fn answer(&mut self, waiter: Waiter<Responder<JobWire>>) {
+    /// Where `parked`'s answer starts: after its `ack`, or after the last answer's events
+    /// for a poll that follows.
+    fn from(&self, parked: &Parked) -> u64 {
+        if parked.follow {
+            parked.waiter.ack.max(self.answered)
+        } else {
+            parked.waiter.ack
+        }
+    }
+
+    /// Answers `waiter` with the events after its `ack`. The answer is encoded on a blocking
+    /// thread where there is a runtime: a large one takes milliseconds, and the coordinator
+    /// takes in the pools' draws meanwhile.
+    fn answer(&mut self, parked: Parked) {
         let started = std::time::Instant::now();
-        let events = self.outbox.after(
-            waiter.ack,
-            MAX_POLL_REPLY_BYTES,
-            WireJobEvent::estimated_bytes,
-        );
-        waiter.reply.send(Ok(JobReply::Events {
+        let from = self.from(&parked);
+        let events = self
+            .outbox
+            .after(from, MAX_POLL_REPLY_BYTES, WireJobEvent::estimated_bytes);
+        self.answered = events.last().map_or(from, |event| event.seq);
+        let waiter = parked.waiter;
+        let reply = JobReply::Events {
             job: self.id,
             events,
             notes: self.notes.to_wire(),
-        }));
+        };
+        let send = move || waiter.reply.send(Ok(reply));
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(send)),
+            Err(_) => send(),
+        }
         self.answering += started.elapsed();
         self.answers += 1;
     }

@@ -1159,7 +1159,7 @@ fn a_subset_of_chains_is_checked_at_the_endpoint() {
 fn poll_now(job: &mut Job, ack: &mut u64) -> (Vec<WireJobEvent>, Vec<WireRunNote>) {
     let (port, mut answer) = ractor::concurrency::oneshot();
     let responder = Responder::<JobWire>::new(port.into(), RequestId(2), node("c"));
-    job.poll(*ack, Waiter::new(responder, *ack, 0, None));
+    job.poll(*ack, false, Waiter::new(responder, *ack, 0, None));
     job.expire_waiter(tokio::time::Instant::now());
     let bytes = answer.try_recv().expect("an answer");
     let reply = Envelope::<Result<JobReply, WireError>>::decode(&bytes).unwrap();
@@ -1243,4 +1243,59 @@ fn a_job_keeps_its_pools_notes_once_cut_and_answers_every_poll_with_them() {
             .starts_with("CPU (the GPU refused the model): é")
     );
     assert_eq!(texts.len(), 2);
+}
+
+/// Parks a poll of `job` after `ack` (one that follows, or not): where its answer comes.
+fn park(job: &mut Job, ack: u64, follow: bool) -> ractor::concurrency::OneshotReceiver<Vec<u8>> {
+    let (port, answer) = ractor::concurrency::oneshot();
+    let responder = Responder::<JobWire>::new(port.into(), RequestId(2), node("c"));
+    job.poll(ack, follow, Waiter::new(responder, ack, 60_000, None));
+    answer
+}
+
+/// The numbers of the events a parked poll was answered with; `None` while it waits.
+fn answered(answer: &mut ractor::concurrency::OneshotReceiver<Vec<u8>>) -> Option<Vec<u64>> {
+    let bytes = answer.try_recv().ok()?;
+    let reply = Envelope::<Result<JobReply, WireError>>::decode(&bytes).unwrap();
+    let Ok(JobReply::Events { events, .. }) = reply.body else {
+        panic!("{:?}", reply.body);
+    };
+    Some(events.iter().map(|e| e.seq).collect())
+}
+
+/// A job link keeps several polls at the coordinator: the second waits behind the first and
+/// is answered after the first's events, never with them again; one past the link's limit
+/// answers the oldest at once; a poll that does not follow answers every parked one and
+/// starts from its own ack.
+#[test]
+fn polls_that_follow_wait_in_turn_and_start_after_the_answer_before() {
+    let mut job = new_job(2, WarmupMode::Independent);
+    let mut ack = 0;
+    poll_now(&mut job, &mut ack);
+    let event = |job: &mut Job| job.notify_draining(&node("a"), std::time::Duration::from_secs(9));
+    let mut first = park(&mut job, ack, false);
+    let mut second = park(&mut job, ack, true);
+    assert_eq!(answered(&mut first), None, "nothing to answer with yet");
+    assert_eq!(answered(&mut second), None);
+    event(&mut job);
+    assert_eq!(answered(&mut first), Some(vec![ack + 1]));
+    assert_eq!(answered(&mut second), None, "it follows the first's answer");
+    event(&mut job);
+    assert_eq!(answered(&mut second), Some(vec![ack + 2]));
+    // Up to IN_FLIGHT wait; one more that follows has the oldest answered, with nothing
+    // new.
+    let mut parked: Vec<_> = (0..=crate::link::IN_FLIGHT)
+        .map(|_| park(&mut job, ack, true))
+        .collect();
+    assert_eq!(answered(&mut parked[0]), Some(vec![]));
+    for answer in &mut parked[1..] {
+        assert_eq!(answered(answer), None);
+    }
+    // A poll that does not follow (the client lost its link) starts from its ack: the events
+    // the link's polls got come again.
+    let mut again = park(&mut job, ack, false);
+    for answer in &mut parked[1..] {
+        assert_eq!(answered(answer), Some(vec![]));
+    }
+    assert_eq!(answered(&mut again), Some(vec![ack + 1, ack + 2]));
 }

@@ -134,6 +134,7 @@ fn a_link_passes_only_polls_and_cancels_of_its_own_job() {
         job,
         ack: 3,
         wait_ms: 1500,
+        follow: true,
     };
     assert_eq!(
         request_of(&envelope(poll(job)), job),

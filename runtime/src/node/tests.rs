@@ -62,6 +62,7 @@ async fn run_job(
                 job,
                 ack,
                 wait_ms: 1000,
+                follow: false,
             },
         );
         let reply = wire::call(&coordinator, "local", &poll, timeout)
@@ -151,6 +152,7 @@ async fn poll_until(
             job,
             ack,
             wait_ms: 1000,
+            follow: false,
         };
         let poll = Envelope::new(RequestId(crate::ids::fresh_u64()), me, request);
         let reply = wire::call(&coordinator, "local", &poll, Duration::from_secs(5))

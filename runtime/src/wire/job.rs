@@ -49,6 +49,12 @@ pub enum JobRequest {
         ack: u64,
         /// Longest wait for a new event, in milliseconds.
         wait_ms: u32,
+        /// The events after those the last poll was answered with, rather than after `ack`:
+        /// a job link keeps two polls at the node, the next asked before the answer of the
+        /// last has arrived (so before the client can acknowledge it). A poll without it
+        /// starts from `ack` again.
+        #[serde(default, skip_serializing_if = "is_false")]
+        follow: bool,
     },
     /// Stop the job everywhere. Answered by [`JobReply::Cancelled`].
     Cancel {
@@ -264,6 +270,14 @@ pub struct WireRetry {
 }
 
 impl WireJobEvent {
+    /// Whether this is the job's last event (it finished or failed).
+    pub fn ends_job(&self) -> bool {
+        matches!(
+            self,
+            WireJobEvent::Finished { .. } | WireJobEvent::Failed { .. }
+        )
+    }
+
     /// Bytes this takes on the wire, roughly.
     pub fn estimated_bytes(&self) -> usize {
         match self {
