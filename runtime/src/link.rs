@@ -16,11 +16,16 @@
 //! - **Requests.** The client sends whole request envelopes, each `[len: u32 BE][bytes]`, at
 //!   most [`MAX_REQUEST_BYTES`]; the node answers each, in order, the same way. Only polls
 //!   and cancels of the link's own job pass (anything else closes the link), handed to the
-//!   node's coordinator endpoint exactly as a session's call would be: decoding, checks and
-//!   answers are the endpoint's. A link idle for [`IDLE_LIMIT`] is closed.
+//!   node's coordinator endpoint exactly as a session's call would be, as they come (up to
+//!   [`IN_FLIGHT`] ahead of the answers written): decoding, checks and answers are the
+//!   endpoint's. A link idle for [`IDLE_LIMIT`] is closed.
+//! - **Following.** The client keeps [`IN_FLIGHT`] polls at the node: after the first, each
+//!   follows the answer before it (`JobRequest::Poll::follow`), so the coordinator answers
+//!   and encodes the next while the last travels and is decoded ([`JobLink::next`]).
 //! - **Failure.** A link is an optimisation: a client whose link fails (closed, an answer
-//!   over [`MAX_REPLY_BYTES`], a timeout) drops it and polls through the session, with the
-//!   same `ack` (polls are idempotent).
+//!   over [`MAX_REPLY_BYTES`], a timeout) drops it and polls through the session from the
+//!   last event it received (polls are idempotent; one that does not follow starts from its
+//!   `ack`).
 
 use std::collections::HashMap;
 use std::fmt;
