@@ -236,11 +236,16 @@ impl WireDrawBlock {
         // Every value column narrows until one of its numbers is not an f32.
         let mut widths = vec![4u8; n_columns];
         if n_columns > 0 {
+            let mut narrow = n_columns;
             for row in self.values.chunks_exact(8 * n_columns) {
                 for (width, word) in widths.iter_mut().zip(row.chunks_exact(8)) {
                     if *width == 4 && !is_f32(word) {
                         *width = 8;
+                        narrow -= 1;
                     }
+                }
+                if narrow == 0 {
+                    break;
                 }
             }
         }
@@ -275,29 +280,27 @@ impl WireDrawBlock {
         if widths[..n_columns].iter().all(|&w| w == 8) && widths[n_columns..] == unpacked {
             return;
         }
+        // Narrowed in place, front to back: what is written never passes what is read.
         if widths[..n_columns].contains(&4) {
-            let row: usize = widths[..n_columns].iter().map(|&w| usize::from(w)).sum();
-            let mut values = Vec::with_capacity(row * self.n_draws());
-            for draw in self.values.chunks_exact(8 * n_columns) {
-                for (&width, word) in widths.iter().zip(draw.chunks_exact(8)) {
-                    narrow_float(&mut values, word, width);
-                }
+            let values = &mut self.values;
+            let mut at = 0;
+            for from in (0..values.len()).step_by(8) {
+                let width = widths[(from / 8) % n_columns];
+                narrow_in_place(values, from, at, 8, width);
+                at += usize::from(width);
             }
-            self.values = values;
+            values.truncate(at);
         }
         let narrow = |column: &mut Vec<u8>, from: usize, to: u8| {
             if usize::from(to) == from {
                 return;
             }
-            let mut narrowed = Vec::with_capacity(column.len() / from * usize::from(to));
-            for word in column.chunks_exact(from) {
-                if from == 8 {
-                    narrow_float(&mut narrowed, word, to);
-                } else {
-                    narrowed.extend_from_slice(&word[..usize::from(to)]);
-                }
+            let mut at = 0;
+            for word in (0..column.len()).step_by(from) {
+                narrow_in_place(column, word, at, from, to);
+                at += usize::from(to);
             }
-            *column = narrowed;
+            column.truncate(at);
         };
         narrow(&mut self.lp, 8, lp);
         narrow(&mut self.accept_stat, 8, accept_stat);
@@ -560,12 +563,16 @@ fn is_f32(word: &[u8]) -> bool {
     f64::from(value as f32).to_bits() == value.to_bits()
 }
 
-/// Appends the little-endian `f64` in `word` as `width` bytes (4: as an `f32`).
-fn narrow_float(to: &mut Vec<u8>, word: &[u8], width: u8) {
-    if width == 4 {
-        to.extend_from_slice(&(float_from(word, 8) as f32).to_le_bytes());
+/// Writes the little-endian word of `width` bytes at `from` in `bytes` as `to` bytes at `at`
+/// (`at <= from`): an `f64` as an `f32` (`width` 8, `to` 4), an unsigned integer cut to its
+/// low bytes, or the word itself.
+fn narrow_in_place(bytes: &mut [u8], from: usize, at: usize, width: usize, to: u8) {
+    let to = usize::from(to);
+    if width == 8 && to == 4 {
+        let narrowed = (float_from(&bytes[from..from + 8], 8) as f32).to_le_bytes();
+        bytes[at..at + 4].copy_from_slice(&narrowed);
     } else {
-        to.extend_from_slice(word);
+        bytes.copy_within(from..from + to, at);
     }
 }
 

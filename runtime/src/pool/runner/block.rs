@@ -1,21 +1,23 @@
-//! A GPU run's stream: its chains' draws cast to the pool as [`WireDrawBlock`]s, packed, instead of one event per chain (thousands of chains in lockstep
-//! would each send at every interval, and the per-event costs would bound the stream).
+//! A GPU run's stream: its chains' draws cast to the pool as [`WireDrawBlock`]s, packed, instead of
+//! one event per chain (thousands of chains in lockstep would each send at every interval, and the
+//! per-event costs would bound the stream).
 //!
-//! The GPU recording hands its draws over a task at a time ([`Observer::on_batch`]: the
-//! draws of a batch of up to 64 chains, each chain's consecutive), tens of thousands of times
-//! in a large run, from all cores. The chains are dealt to a few *parts*, runs of
-//! [`PART_RUN`] consecutive chains in turn, so that a task's chains fall in one part: each
-//! part fills a block of its own under its own lock, and sends it, under the same lock, when
-//! it passes its share of [`BLOCK_BYTES`]. A chain's draws go into its part's block straight from the
-//! batch, in the order the batches came: each chain's draws reach the pool in order, and no
-//! thread gathers draws from other threads' buffers (a buffer per chain, walked at every
-//! flush, cost a cache miss per line of every draw on each side).
+//! The GPU recording hands its draws over a task at a time ([`Observer::on_batch`]: the draws of a
+//! batch of up to 64 chains, each chain's consecutive), tens of thousands of times in a large run,
+//! from all cores. The chains are dealt to a few *parts*, runs of [`PART_RUN`] consecutive chains
+//! in turn, so that a task's chains fall in one part: each part fills a block of its own under its
+//! own lock, and sends it when it passes its share of [`BLOCK_BYTES`]: taken under that lock,
+//! packed and sent under the part's sending lock ([`Part`]), while the next block fills. A chain's
+//! draws go into its part's block straight from the batch, in the order the batches came: each
+//! chain's draws reach the pool in order, and no thread gathers draws from other threads' buffers
+//! (a buffer per chain, walked at every flush, cost a cache miss per line of every draw on each
+//! side).
 //!
-//! A chain whose draws are not sent (warmup, unsaved) reports its progress as an entry
-//! without draws, at most every [`FLUSH_INTERVAL`]; every part's block goes out at least that
-//! often. A part sending waits first for the backlog of blocks not yet acknowledged to fall
-//! under [`GPU_TASK_BACKLOG_BYTES`]: the threads filling that part wait with it, and memory
-//! stays bounded.
+//! A chain whose draws are not sent (warmup, unsaved) reports its progress as an entry without
+//! draws, at most every [`FLUSH_INTERVAL`]; every part's block goes out at least that often. A part
+//! sending waits first for the backlog of blocks not yet acknowledged to fall under
+//! [`GPU_TASK_BACKLOG_BYTES`]: the threads filling that part wait with it once its next block is
+//! full, and memory stays bounded.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -96,6 +98,15 @@ struct ChainState {
     counts: Counts,
 }
 
+/// A part of a run's chains: the block its draws fill, and the lock held while one of its
+/// blocks is packed and sent. A sender takes the full block and the sending lock under the
+/// block's lock, then lets the block's lock go: the part's next block fills while the last
+/// is packed and sent, and its blocks leave in order.
+struct Part {
+    block: Mutex<WireDrawBlock>,
+    sending: Mutex<()>,
+}
+
 /// The observer of a GPU run.
 pub(super) struct BlockStreamer {
     run: RunId,
@@ -109,8 +120,8 @@ pub(super) struct BlockStreamer {
     /// Each chain's number and state, in the run's order.
     numbers: Vec<u32>,
     chains: Vec<Mutex<ChainState>>,
-    /// Each part's block being filled.
-    parts: Vec<Mutex<WireDrawBlock>>,
+    /// Each part's block being filled, and its sending.
+    parts: Vec<Part>,
 
     start: Instant,
     /// Nanoseconds from `start` to the last time every part sent its block.
@@ -163,7 +174,10 @@ impl BlockStreamer {
             numbers: chains.iter().map(|c| c.0).collect(),
             chains: chains.iter().map(|_| Mutex::default()).collect(),
             parts: (0..parts)
-                .map(|_| Mutex::new(WireDrawBlock::new(0, total)))
+                .map(|_| Part {
+                    block: Mutex::new(WireDrawBlock::new(0, total)),
+                    sending: Mutex::new(()),
+                })
                 .collect(),
 
             start: Instant::now(),
@@ -199,7 +213,9 @@ impl BlockStreamer {
         );
         let mut last = None;
         for (p, part) in self.parts.iter().enumerate() {
-            let mut block = lock(part);
+            let mut block = lock(&part.block);
+            // The part's blocks being sent go first.
+            let _sending = lock(&part.sending);
             for index in (0..self.chains.len()).filter(|&i| self.part_of(i) == p) {
                 let mut state = lock(&self.chains[index]);
                 if state.iteration != state.sent_iteration {
@@ -211,7 +227,9 @@ impl BlockStreamer {
             if block.n_entries() == 0 {
                 continue;
             }
-            if let Some(earlier) = last.replace(self.take(&mut block)) {
+            let mut taken = self.take(&mut block);
+            taken.pack();
+            if let Some(earlier) = last.replace(taken) {
                 self.wait_for_room();
                 self.send(earlier);
             }
@@ -315,14 +333,12 @@ impl BlockStreamer {
         }
     }
 
-    /// The part's block, packed, its place taken by an empty one.
+    /// The part's block, its place taken by an empty one.
     fn take(&self, block: &mut WireDrawBlock) -> WireDrawBlock {
         // Room for as much as the last one took: a block is filled without reallocating.
         let mut empty = WireDrawBlock::new(block.n_columns as usize, self.total);
         empty.reserve(block.n_entries(), block.n_draws());
-        let mut taken = std::mem::replace(block, empty);
-        taken.pack();
-        taken
+        std::mem::replace(block, empty)
     }
 
     /// Waits for the backlog of blocks not yet acknowledged to have room.
@@ -342,16 +358,20 @@ impl BlockStreamer {
         });
     }
 
-    /// Sends a part's block (the caller holds the part's lock), timing the wait for the
-    /// backlog and the rest.
-    fn send_part(&self, block: &mut WireDrawBlock) {
+    /// Sends `part`'s block, whose lock the caller hands over (see [`Part`]): the block is
+    /// taken, then packed and sent once the backlog has room, under the part's sending lock
+    /// only. Times the wait for the backlog and the rest.
+    fn send_part(&self, part: &Part, mut block: MutexGuard<'_, WireDrawBlock>) {
         if block.n_entries() == 0 {
             return;
         }
+        let _sending = lock(&part.sending);
+        let mut taken = self.take(&mut block);
+        drop(block);
         let waiting = Instant::now();
         self.wait_for_room();
         let sending = Instant::now();
-        let taken = self.take(block);
+        taken.pack();
         self.send(taken);
         let nanos = |since: Instant, until: Instant| {
             u64::try_from((until - since).as_nanos()).unwrap_or(u64::MAX)
@@ -375,7 +395,7 @@ impl BlockStreamer {
             return;
         }
         for part in &self.parts {
-            self.send_part(&mut lock(part));
+            self.send_part(part, lock(&part.block));
         }
         self.last_flush.store(self.since_start(), Ordering::Relaxed);
     }
@@ -433,10 +453,10 @@ impl Observer for BlockStreamer {
             };
             let part = self.part_of(index);
             if !matches!(&held, Some((p, _)) if *p == part) {
-                if let Some((_, mut block)) = held.take() {
-                    self.send_if_full(&mut block);
+                if let Some((p, block)) = held.take() {
+                    self.send_if_full(p, block);
                 }
-                held = Some((part, lock(&self.parts[part])));
+                held = Some((part, lock(&self.parts[part].block)));
             }
             let Some((_, block)) = held.as_mut() else {
                 continue;
@@ -447,8 +467,8 @@ impl Observer for BlockStreamer {
             }
             self.add(block, index, draws, batch.n_columns, now);
         }
-        if let Some((_, mut block)) = held {
-            self.send_if_full(&mut block);
+        if let Some((p, block)) = held {
+            self.send_if_full(p, block);
         }
         self.maybe_flush(now);
     }
@@ -466,10 +486,10 @@ impl BlockStreamer {
     /// Sends a part's block once it passes its share of [`BLOCK_BYTES`] (at least
     /// [`MIN_PART_BYTES`]): the parts together send about as often as one block would,
     /// so a short run streams as it goes rather than all at its end.
-    fn send_if_full(&self, block: &mut WireDrawBlock) {
+    fn send_if_full(&self, part: usize, block: MutexGuard<'_, WireDrawBlock>) {
         let share = (BLOCK_BYTES / self.parts.len()).max(MIN_PART_BYTES);
         if block.estimated_bytes() >= share {
-            self.send_part(block);
+            self.send_part(&self.parts[part], block);
         }
     }
 }
