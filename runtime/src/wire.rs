@@ -37,6 +37,7 @@
 
 mod block;
 mod job;
+mod local;
 mod membership;
 mod pool;
 mod sampling;
@@ -105,6 +106,10 @@ pub struct Envelope<T> {
     /// and non-job messages encode exactly as before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<JobId>,
+    /// In a request from an actor of the same process: the key of the slot its reply may be
+    /// put in rather than encoded (`wire::local`). Absent from the bytes when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_reply: Option<u64>,
     /// The message itself.
     pub body: T,
 }
@@ -250,6 +255,7 @@ impl<T> Envelope<T> {
             request_id,
             sender: sender.as_str().to_owned(),
             job: None,
+            local_reply: None,
             body,
         }
     }
@@ -411,7 +417,25 @@ pub async fn call<S: Service>(
         peer: peer.clone(),
         error,
     };
-    let bytes = envelope.encode().map_err(wire)?;
+    // A call within this process: the reply may come in memory, not as bytes.
+    let slot = if service.get_id().is_local() {
+        local::Slot::open()
+    } else {
+        None
+    };
+    let bytes = match &slot {
+        Some(slot) => Envelope {
+            version: envelope.version,
+            request_id: envelope.request_id,
+            sender: envelope.sender.clone(),
+            job: envelope.job,
+            local_reply: Some(slot.key()),
+            body: &envelope.body,
+        }
+        .encode(),
+        None => envelope.encode(),
+    }
+    .map_err(wire)?;
     let reply = service
         .call(|port| S::call(bytes, port), Some(timeout))
         .await
@@ -430,6 +454,18 @@ pub async fn call<S: Service>(
             });
         }
     };
+    if let Some(slot) = slot
+        && bytes == local::MARKER
+    {
+        let reply = slot
+            .take::<Envelope<Result<S::Reply, WireError>>>()
+            .ok_or_else(|| {
+                wire(WireError::Malformed {
+                    reason: "a local reply marker without its reply".to_owned(),
+                })
+            })?;
+        return reply_from_envelope::<S>(reply, peer);
+    }
     reply_from_bytes::<S>(&bytes, &peer)
 }
 
@@ -447,12 +483,21 @@ pub(crate) fn reply_from_bytes<S: Service>(
             error,
         }
     })?;
+    reply_from_envelope::<S>(reply, peer)
+}
+
+/// The answer of a call to service `S` from `peer`, as its envelope came.
+fn reply_from_envelope<S: Service>(
+    reply: Envelope<Result<S::Reply, WireError>>,
+    peer: String,
+) -> Result<Envelope<S::Reply>, CallError> {
     match reply.body {
         Ok(body) => Ok(Envelope {
             version: reply.version,
             request_id: reply.request_id,
             sender: reply.sender,
             job: reply.job,
+            local_reply: None,
             body,
         }),
         Err(error) => Err(CallError::Refused {
@@ -469,6 +514,8 @@ pub struct Responder<S> {
     port: RpcReplyPort<Vec<u8>>,
     request_id: RequestId,
     job: Option<JobId>,
+    /// The request's `Envelope::local_reply`.
+    local_reply: Option<u64>,
     me: NodeName,
     service: PhantomData<fn() -> S>,
 }
@@ -489,9 +536,17 @@ impl<S: Service> Responder<S> {
             port,
             request_id,
             job: None,
+            local_reply: None,
             me,
             service: PhantomData,
         }
+    }
+
+    /// The reply goes in memory to the caller's slot `key` when it is open there (a caller
+    /// in this process: `wire::local`).
+    pub fn with_local_reply(mut self, key: Option<u64>) -> Self {
+        self.local_reply = key;
+        self
     }
 
     /// The reply names `job` too.
@@ -520,6 +575,18 @@ impl<S: Service> Responder<S> {
                 Some(job) => envelope.with_job(job),
                 None => envelope,
             }
+        };
+        let body = match self.local_reply {
+            Some(key) => match local::put(key, stamp(body)) {
+                Ok(()) => {
+                    if self.port.send(local::MARKER.to_vec()).is_err() {
+                        tracing::debug!(request = %self.request_id, "caller gone before the reply");
+                    }
+                    return;
+                }
+                Err(envelope) => envelope.body,
+            },
+            None => body,
         };
         let bytes = stamp(body)
             .encode()
@@ -604,7 +671,9 @@ pub fn accept<S: Service>(
             return None;
         }
     };
-    let responder = Responder::new(port, request.request_id, me.clone()).with_job(request.job);
+    let responder = Responder::new(port, request.request_id, me.clone())
+        .with_job(request.job)
+        .with_local_reply(request.local_reply);
     match request.sender_name() {
         Ok(sender) => Some(Incoming {
             request_id: request.request_id,

@@ -64,7 +64,8 @@ fn forward(
     request: Envelope<MembershipRequest>,
     port: ractor::RpcReplyPort<Vec<u8>>,
 ) {
-    let responder = Responder::new(port, request.request_id, state.me.clone());
+    let responder = Responder::new(port, request.request_id, state.me.clone())
+        .with_local_reply(request.local_reply);
     let message = MembershipMsg::Remote { request, responder };
     wire::hand_over(&state.membership, message, || "membership".to_owned());
 }

@@ -321,7 +321,9 @@ impl Actor for Echo {
                     },
                     _ => MembershipReply::Left,
                 };
-                Responder::<MembershipWire>::new(port, envelope.request_id, me).send(Ok(reply));
+                Responder::<MembershipWire>::new(port, envelope.request_id, me)
+                    .with_local_reply(envelope.local_reply)
+                    .send(Ok(reply));
             }
             Err(error) => refuse::<MembershipWire>(port, &bytes, &me, error),
         }
@@ -372,6 +374,33 @@ async fn call_and_responder_carry_ids_and_errors() {
             supported: PROTOCOL_VERSION
         })
     );
+
+    // A request that names an open slot is answered in memory; one that names a key no
+    // caller of this process opened (as another node's could) gets bytes.
+    let ask = |local_reply| {
+        let mut request = Envelope::new(RequestId(44), &sender(), MembershipRequest::Members);
+        request.local_reply = local_reply;
+        let bytes = request.encode().unwrap();
+        echo.call(
+            |port| MembershipWire::Call(bytes, port),
+            Some(Duration::from_secs(5)),
+        )
+    };
+    let slot = local::Slot::open().unwrap();
+    let answer = ask(Some(slot.key())).await.unwrap().unwrap();
+    assert_eq!(answer, local::MARKER);
+    let reply = slot
+        .take::<Envelope<Result<MembershipReply, WireError>>>()
+        .unwrap();
+    assert_eq!(
+        (reply.request_id, reply.body),
+        (RequestId(44), Ok(MembershipReply::Left))
+    );
+    let closed = slot.key();
+    drop(slot);
+    let answer = ask(Some(closed)).await.unwrap().unwrap();
+    let answer = Envelope::<Result<MembershipReply, WireError>>::decode(&answer).unwrap();
+    assert_eq!(answer.body, Ok(MembershipReply::Left));
 
     echo.stop(None);
     handle.await.unwrap();
