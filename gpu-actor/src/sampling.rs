@@ -274,6 +274,7 @@ pub fn sample_on_device_with(
             precision: PrecisionChoice {
                 precision: request.resolved_precision(),
                 reason: "no chains".to_owned(),
+                f32_chains: 0,
             },
             restarted: Vec::new(),
         });

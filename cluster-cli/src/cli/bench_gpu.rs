@@ -689,6 +689,7 @@ impl Bench<'_> {
         let choice = PrecisionChoice {
             precision,
             reason: format!("auto: {}", check.describe()),
+            f32_chains: 0,
         };
         Ok((choice, started.elapsed().as_secs_f64()))
     }

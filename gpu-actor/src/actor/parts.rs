@@ -140,6 +140,7 @@ impl ActiveJob {
                     precision: PrecisionChoice {
                         precision: Precision::F32,
                         reason: "unknown".to_owned(),
+                        f32_chains: 0,
                     },
                     restarted: 0,
                 });

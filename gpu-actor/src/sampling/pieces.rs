@@ -80,14 +80,11 @@ pub(super) fn run(
                     });
                 }
                 tracing::info!(%found, "auto precision: restarting in f64");
-                let kept = if range.start > 0 {
-                    format!(" (the {} chains before ran in f32)", range.start)
-                } else {
-                    String::new()
-                };
+                // The chains before ran in f32 (`join` counts them in the run's choice).
                 choice = PrecisionChoice {
                     precision: Precision::F64,
-                    reason: format!("{}; then {found}: restarted in f64{kept}", choice.reason),
+                    reason: format!("{}; then {found}: restarted in f64", choice.reason),
+                    f32_chains: 0,
                 };
                 pieces = plan(
                     device,
@@ -243,6 +240,11 @@ pub(super) fn split(n_chains: usize, most: usize) -> Vec<Range<usize>> {
 /// `earlier`'s reason where it says more (a warning of an f32 piece).
 fn join(earlier: GpuRun, later: GpuRun) -> GpuRun {
     let mut precision = later.precision;
+    // Chains that ran in f32 before the run went on in f64 are named in its choice.
+    precision.f32_chains = match (earlier.precision.precision, precision.precision) {
+        (Precision::F32, Precision::F64) => earlier.traces.len(),
+        _ => earlier.precision.f32_chains,
+    };
     let (before, now) = (&earlier.precision.reason, &precision.reason);
     if before.starts_with(now.as_str()) {
         precision.reason.clone_from(before);

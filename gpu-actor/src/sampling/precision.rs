@@ -88,11 +88,23 @@ pub struct PrecisionChoice {
     pub precision: Precision,
     /// Why: `asked`, or what the check found (`auto: ...`).
     pub reason: String,
+    /// How many of the first chains ran in f32 before the rest went on in f64 (a run in
+    /// pieces whose later f32 piece auto restarted in f64); 0 when every chain ran in
+    /// `precision`.
+    pub f32_chains: usize,
 }
 
 impl fmt::Display for PrecisionChoice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} ({})", self.precision, self.reason)
+        if self.f32_chains > 0 && self.precision == Precision::F64 {
+            write!(
+                f,
+                "f32 for the first {} chains, f64 for the rest ({})",
+                self.f32_chains, self.reason
+            )
+        } else {
+            write!(f, "{} ({})", self.precision, self.reason)
+        }
     }
 }
 
@@ -101,6 +113,7 @@ impl PrecisionChoice {
         PrecisionChoice {
             precision,
             reason: "asked".to_owned(),
+            f32_chains: 0,
         }
     }
 }
@@ -212,6 +225,7 @@ pub(crate) fn choose(
                 let choice = PrecisionChoice {
                     precision: Precision::F32,
                     reason: format!("auto: {found}"),
+                    f32_chains: 0,
                 };
                 Ok((choice, cpu_step_size))
             } else if device.supports(Precision::F64) {
@@ -219,6 +233,7 @@ pub(crate) fn choose(
                 let choice = PrecisionChoice {
                     precision: Precision::F64,
                     reason: format!("auto: {found}"),
+                    f32_chains: 0,
                 };
                 Ok((choice, None))
             } else {

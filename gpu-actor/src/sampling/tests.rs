@@ -49,6 +49,7 @@ fn run(dispatches: Vec<DispatchStats>) -> GpuRun {
         precision: super::PrecisionChoice {
             precision: crate::Precision::F32,
             reason: "asked".to_owned(),
+            f32_chains: 0,
         },
         restarted: Vec::new(),
     }

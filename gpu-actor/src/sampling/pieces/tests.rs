@@ -12,11 +12,13 @@ use sampler::{
     ChainId, ChainSpec, CheckedModel, DrawEvent, NoObserver, Observer, SamplerSettings, Seed,
 };
 
-use super::{most_chains, session_fits, split};
+use super::{join, most_chains, session_fits, split};
 use crate::device::{GpuDevice, KernelOverrides};
 use crate::error::GpuError;
 use crate::sampling::tests::device;
-use crate::sampling::{GpuKernel, GpuSampleRequest, PrecisionMode, sample_on_device_with};
+use crate::sampling::{
+    GpuKernel, GpuRun, GpuSampleRequest, PrecisionChoice, PrecisionMode, sample_on_device_with,
+};
 use crate::wgsl::Precision;
 
 /// A session of `n` chains of `per_chain` bytes each (and `per_chunk` per started chunk of
@@ -179,4 +181,70 @@ fn pieces_refuse_a_chain_too_large_for_the_device() {
     let err = sample_on_device_with(&device, &request, &capped(64), &NoObserver)
         .expect_err("a chain needs more than 64 bytes");
     assert!(matches!(err, GpuError::TooLarge { limit: 64, .. }), "{err}");
+}
+
+/// A run of `n` empty traces in `precision`, for `join`.
+fn run_of(n: u32, precision: Precision, reason: &str) -> GpuRun {
+    let trace = |chain| sampler::ChainTrace {
+        chain: ChainId(chain),
+        n_columns: 0,
+        warmup_draws: Vec::new(),
+        warmup_stats: Vec::new(),
+        draws: Vec::new(),
+        stats: Vec::new(),
+        tuning: sampler::Tuning {
+            step_size: 0.1,
+            inv_metric: Vec::new(),
+            dense: false,
+        },
+        init: Vec::new(),
+        final_position: Vec::new(),
+        grad_evals_warmup: 0,
+        grad_evals_sampling: 0,
+        warmup_seconds: 0.0,
+        sampling_seconds: 0.0,
+    };
+    GpuRun {
+        traces: (0..n).map(trace).collect(),
+        dispatches: Vec::new(),
+        warmup_time: std::time::Duration::ZERO,
+        init_time: std::time::Duration::ZERO,
+        search_time: std::time::Duration::ZERO,
+        sampling_time: std::time::Duration::ZERO,
+        queued_warmup_dispatches: 0,
+        precision: PrecisionChoice {
+            precision,
+            reason: reason.to_owned(),
+            f32_chains: 0,
+        },
+        restarted: Vec::new(),
+    }
+}
+
+/// Pieces that ran in f32 before auto went on in f64 are named in the run's precision, and
+/// so in the first line of its summary; pieces of one precision are not.
+#[test]
+fn a_run_whose_first_pieces_ran_in_f32_says_so() {
+    let f32_reason = "auto: f32 agrees";
+    let f64_reason = "auto: f32 agrees; then the step size collapsed: restarted in f64";
+    let run = join(
+        join(
+            run_of(3, Precision::F32, f32_reason),
+            run_of(2, Precision::F64, f64_reason),
+        ),
+        run_of(2, Precision::F64, f64_reason),
+    );
+    assert_eq!(run.traces.len(), 7);
+    assert_eq!(run.precision.precision, Precision::F64);
+    assert_eq!(run.precision.f32_chains, 3);
+    assert_eq!(
+        run.precision.to_string(),
+        format!("f32 for the first 3 chains, f64 for the rest ({f64_reason})")
+    );
+    let same = join(
+        run_of(3, Precision::F32, f32_reason),
+        run_of(3, Precision::F32, f32_reason),
+    );
+    assert_eq!(same.precision.f32_chains, 0);
+    assert_eq!(same.precision.to_string(), format!("f32 ({f32_reason})"));
 }
