@@ -34,6 +34,8 @@ pub(crate) struct NutsOpen {
     pub capacity: usize,
     /// Whether dispatches may record gradients with the draws.
     pub with_grad: bool,
+    /// Most output slots a dispatch that records gradients may fill (at most `capacity`).
+    pub grad_capacity: usize,
     /// What the caller fixes of the kernels' plan, where sampling dispatches write their
     /// draws included.
     pub overrides: KernelOverrides,
@@ -48,6 +50,8 @@ pub(crate) struct NutsShape {
     pub capacity: usize,
     /// Whether dispatches may record gradients with the draws.
     pub with_grad: bool,
+    /// Most output slots a dispatch that records gradients may fill (at most `capacity`).
+    pub grad_capacity: usize,
 }
 
 impl NutsShape {
@@ -60,6 +64,7 @@ impl NutsShape {
             max_depth: self.max_depth as usize,
             capacity: self.capacity.max(1),
             with_grad: self.with_grad,
+            grad_capacity: self.grad_capacity.min(self.capacity),
             chain_major: lanes > 1,
         }
     }
@@ -88,6 +93,7 @@ impl NutsOpen {
             max_depth: self.max_depth,
             capacity: self.capacity,
             with_grad: self.with_grad,
+            grad_capacity: self.grad_capacity,
         }
     }
 }
@@ -522,7 +528,8 @@ fn dispatch_sizes(
 ) -> Result<NsSizes, GpuError> {
     let params = dispatch.params;
     if params.capacity as usize > session.capacity
-        || (params.with_grad == 1 && !session.with_grad)
+        || (params.with_grad == 1
+            && (!session.with_grad || params.capacity as usize > session.grad_capacity))
         || params.max_depth as usize > session.max_depth
         || params.n_chains as usize != session.n
         || dispatch
@@ -540,6 +547,7 @@ fn dispatch_sizes(
     let mut sizes = session;
     sizes.capacity = params.capacity as usize;
     sizes.with_grad = params.with_grad == 1;
+    sizes.grad_capacity = sizes.capacity;
     Ok(sizes)
 }
 
@@ -675,8 +683,8 @@ impl SessionBytes {
         let size = options.precision.size_bytes();
         let bytes = |values: usize| values as u64 * size;
         let uint = sizes.uint() as u64 * 4;
-        let out = bytes(sizes.out());
-        let moments = bytes(sizes.moments());
+        let out = bytes(sizes.out_room());
+        let moments = bytes(sizes.moments_room());
         let snapshot =
             bytes((program.dim + NS_S_COUNT) * sizes.n) + NS_U_COUNT as u64 * 4 * sizes.n as u64;
         SessionBytes {

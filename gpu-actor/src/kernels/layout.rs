@@ -164,6 +164,11 @@ pub(crate) struct NsSizes {
     pub max_depth: usize,
     pub capacity: usize,
     pub with_grad: bool,
+    /// Most slots of a dispatch that records gradients (`with_grad`): a session's output
+    /// slots and moments hold its largest dispatch with gradients or without (nutpie's warmup
+    /// blocks record them in fewer slots than sampling dispatches fill). For one dispatch's
+    /// sizes, its `capacity`.
+    pub grad_capacity: usize,
     /// Whether a vector role's block is chain-major (chains split across lanes) rather than
     /// dim-major (one invocation per chain); `ns_in_block` of nuts_state.wgsl.
     pub chain_major: bool,
@@ -201,6 +206,32 @@ impl NsSizes {
     /// count, then a mean and a sum of squared deviations per draw value.
     pub(crate) fn moments(&self) -> usize {
         self.n.div_ceil(NM_CHUNK) * self.capacity * (1 + 2 * self.width())
+    }
+
+    /// Values a session's output slots need: room for its largest dispatch, of `capacity`
+    /// slots without gradients or of `grad_capacity` slots with them.
+    pub(crate) fn out_room(&self) -> usize {
+        self.largest(NsSizes::out)
+    }
+
+    /// Values a session's moments buffer needs, as [`NsSizes::out_room`].
+    pub(crate) fn moments_room(&self) -> usize {
+        self.largest(NsSizes::moments)
+    }
+
+    fn largest(&self, values: impl Fn(&NsSizes) -> usize) -> usize {
+        let plain = values(&NsSizes {
+            with_grad: false,
+            ..*self
+        });
+        if self.with_grad {
+            plain.max(values(&NsSizes {
+                capacity: self.grad_capacity,
+                ..*self
+            }))
+        } else {
+            plain
+        }
     }
 
     /// Index of vector role `role`, coordinate `j`, chain `c` in the vec buffer.

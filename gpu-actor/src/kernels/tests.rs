@@ -92,6 +92,7 @@ fn role_blocks_are_dim_major_for_one_lane_and_chain_major_for_split_chains() {
             max_depth: 10,
             capacity: 1,
             with_grad: false,
+            grad_capacity: 1,
             chain_major,
         };
         let block = sizes.role_block(&values);
@@ -139,6 +140,7 @@ fn output_slots_are_value_major_for_one_lane_and_chain_major_for_split_chains() 
                 max_depth: 10,
                 capacity: 4,
                 with_grad,
+                grad_capacity: 4,
                 chain_major,
             };
             // Every value and statistic of every slot and chain has its own place, and a
@@ -547,4 +549,34 @@ fn tree_samples_a_correlated_normal() {
             variance.sqrt()
         );
     }
+}
+
+/// A session whose warmup records gradients in fewer slots than sampling fills holds the
+/// larger of the two dispatches' output slots and moments, not both at their largest.
+#[test]
+fn a_session_holds_its_largest_dispatch_with_gradients_or_without() {
+    let sizes = |capacity, with_grad, grad_capacity| super::layout::NsSizes {
+        n: 1000,
+        dim: 100,
+        max_depth: 10,
+        capacity,
+        with_grad,
+        grad_capacity,
+        chain_major: false,
+    };
+    let session = sizes(26, true, 16);
+    let sampling = sizes(26, false, 26);
+    let warmup = sizes(16, true, 16);
+    assert_eq!(
+        session.out_room(),
+        sampling.out().max(warmup.out()),
+        "16 x (2 x 100 + stats) against 26 x (100 + stats)"
+    );
+    assert!(session.out_room() < sizes(26, true, 26).out());
+    assert_eq!(
+        session.moments_room(),
+        sampling.moments().max(warmup.moments())
+    );
+    // Without gradients the slots are the sampling dispatches'.
+    assert_eq!(sampling.out_room(), sampling.out());
 }

@@ -941,8 +941,7 @@ fn open_session(
     key: ModelKey,
     request: &GpuSampleRequest,
     plan: &KernelPlan,
-    capacity: u64,
-    with_grad: bool,
+    shape: &NutsShape,
 ) -> Result<(InitialPoints, SessionId), GpuError> {
     let settings = &request.settings;
     let n = request.chains.len();
@@ -972,8 +971,9 @@ fn open_session(
         model: key,
         n_chains: n,
         max_depth: settings.max_depth,
-        capacity: capacity as usize,
-        with_grad,
+        capacity: shape.capacity,
+        with_grad: shape.with_grad,
+        grad_capacity: shape.grad_capacity,
         overrides: plan.pinned(),
     };
     let session = match device.nuts(NutsCommand::Open(open)).wait()? {
@@ -1002,8 +1002,7 @@ pub(super) fn run(
     let with_grad = shape.with_grad;
 
     let warmup_started = Instant::now();
-    let capacity = shape.capacity as u64;
-    let (init, session) = open_session(device, key, request, plan, capacity, with_grad)?;
+    let (init, session) = open_session(device, key, request, plan, &shape)?;
     let _guard = SessionGuard {
         device,
         id: session,
@@ -1081,6 +1080,8 @@ pub(super) fn session_shape(
         max_depth: settings.max_depth,
         capacity: m.max(sample_capacity(m)) as usize,
         with_grad: adapt && settings.adaptation == AdaptationKind::Nutpie,
+        // Warmup's blocks, the only dispatches that record gradients, are at most `m` long.
+        grad_capacity: m as usize,
     })
 }
 

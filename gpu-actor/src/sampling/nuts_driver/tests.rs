@@ -144,6 +144,7 @@ fn open_session_with(
         max_depth: 6,
         capacity: capacity as usize,
         with_grad: true,
+        grad_capacity: capacity as usize,
         overrides,
     };
     let NutsReply::Opened(session) = device.nuts(NutsCommand::Open(open)).wait().expect("opens")
@@ -451,6 +452,7 @@ fn record_synthetic(
         max_depth: 10,
         capacity: slots,
         with_grad: false,
+        grad_capacity: slots,
         chain_major,
     };
     let chains: Vec<ChainSpec> = (0..n).map(|c| ChainSpec::new(ChainId(c as u32))).collect();
