@@ -12,7 +12,8 @@
 //!   cluster runs it). The client dials the node's listener (TLS as for a session, the same
 //!   admission and handshake deadline) and sends a link hello with the job and the token in
 //!   place of the cookie handshake (`transport::preamble::LinkHello`); a wrong token counts
-//!   as a failed handshake.
+//!   as a failed handshake, and so does a link past [`MAX_LINKS_PER_JOB`] open at once (each
+//!   holds answers at the node).
 //! - **Requests.** The client sends whole request envelopes, each `[len: u32 BE][bytes]`, at
 //!   most [`MAX_REQUEST_BYTES`]; the node answers each, in order, the same way. Only polls
 //!   and cancels of the link's own job pass (anything else closes the link), handed to the
@@ -106,13 +107,48 @@ impl From<LinkToken> for serde_bytes::ByteBuf {
     }
 }
 
+/// Links of one job open at once: a client uses one, and may open the next before the node
+/// has seen the last one close. Each holds up to [`IN_FLIGHT`] answers at the node.
+pub const MAX_LINKS_PER_JOB: usize = 2;
+
+/// A job's token and how many of its links are open.
+#[derive(Debug)]
+struct JobLinks {
+    token: LinkToken,
+    open: usize,
+}
+
 /// The tokens of a node's jobs that have links: issued and revoked by the coordinator,
-/// checked by the listener. Cheap to clone.
+/// checked by the listener, with the links open. Cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub struct Links(Arc<Mutex<HashMap<JobId, LinkToken>>>);
+pub struct Links(Arc<Mutex<HashMap<JobId, JobLinks>>>);
+
+/// An open link of a job, counted in its [`Links`] until dropped.
+#[derive(Debug)]
+pub(crate) struct OpenLink {
+    links: Links,
+    job: JobId,
+}
+
+impl Drop for OpenLink {
+    fn drop(&mut self) {
+        if let Some(links) = self.links.lock().get_mut(&self.job) {
+            links.open = links.open.saturating_sub(1);
+        }
+    }
+}
+
+/// Why a link hello was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// No live job with that token.
+    UnknownToken,
+    /// The job has [`MAX_LINKS_PER_JOB`] links open.
+    TooManyLinks,
+}
 
 impl Links {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, LinkToken>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<JobId, JobLinks>> {
         // A map of plain values: usable after a panic elsewhere.
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -122,7 +158,13 @@ impl Links {
     pub(crate) fn issue(&self, job: JobId) -> Option<LinkToken> {
         match LinkToken::fresh() {
             Ok(token) => {
-                self.lock().insert(job, token.clone());
+                let mut links = self.lock();
+                let open = links.get(&job).map_or(0, |links| links.open);
+                let entry = JobLinks {
+                    token: token.clone(),
+                    open,
+                };
+                links.insert(job, entry);
                 Some(token)
             }
             Err(error) => {
@@ -143,8 +185,35 @@ impl Links {
     }
 
     /// Whether `token` opens `job`'s link.
+    #[cfg(test)]
     pub(crate) fn admits(&self, job: JobId, token: &[u8; LINK_TOKEN_BYTES]) -> bool {
-        self.lock().get(&job).is_some_and(|t| t.matches(token))
+        self.lock()
+            .get(&job)
+            .is_some_and(|links| links.token.matches(token))
+    }
+
+    /// Opens a link of `job` with `token`: counted until the [`OpenLink`] is dropped, and
+    /// refused past [`MAX_LINKS_PER_JOB`].
+    pub(crate) fn open(
+        &self,
+        job: JobId,
+        token: &[u8; LINK_TOKEN_BYTES],
+    ) -> Result<OpenLink, Refused> {
+        let mut links = self.lock();
+        let Some(entry) = links
+            .get_mut(&job)
+            .filter(|links| links.token.matches(token))
+        else {
+            return Err(Refused::UnknownToken);
+        };
+        if entry.open >= MAX_LINKS_PER_JOB {
+            return Err(Refused::TooManyLinks);
+        }
+        entry.open += 1;
+        Ok(OpenLink {
+            links: self.clone(),
+            job,
+        })
     }
 }
 

@@ -149,3 +149,30 @@ fn a_link_passes_only_polls_and_cancels_of_its_own_job() {
     assert!(request_of(b"\xc1garbage", job).is_err());
     let _ = token(0);
 }
+
+/// A job's links are counted while open: past `MAX_LINKS_PER_JOB` the next is refused until
+/// one closes (each holds answers at the node); a wrong token or a revoked job opens none.
+#[test]
+fn a_job_opens_at_most_its_share_of_links() {
+    let links = Links::default();
+    let job = JobId(5);
+    let token = links.issue(job).unwrap();
+    let mut open: Vec<_> = (0..MAX_LINKS_PER_JOB)
+        .map(|_| links.open(job, &token.0).unwrap())
+        .collect();
+    assert_eq!(
+        links.open(job, &token.0).unwrap_err(),
+        Refused::TooManyLinks
+    );
+    open.pop();
+    let again = links.open(job, &token.0).unwrap();
+    let mut wrong = token.0;
+    wrong[0] ^= 1;
+    assert_eq!(links.open(job, &wrong).unwrap_err(), Refused::UnknownToken);
+    links.revoke(job);
+    drop(again);
+    assert_eq!(
+        links.open(job, &token.0).unwrap_err(),
+        Refused::UnknownToken
+    );
+}

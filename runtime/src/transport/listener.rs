@@ -23,6 +23,7 @@ use super::preamble::{self, Hello, LinkHello, PreambleError, Status};
 use super::tls::describe_accept_error;
 use super::{LogKind, Shared, Ticket, Transport};
 use crate::ids::{JobId, NodeName};
+use crate::link::{MAX_LINKS_PER_JOB, OpenLink, Refused};
 
 /// The registry name of the listener.
 pub(crate) const LISTENER_NAME: &str = "bayes.listener";
@@ -206,9 +207,10 @@ fn accepted(
                 ticket.fail();
             }
             Ok(Err(Outcome::Closed)) => {}
-            Ok(Ok(Opened::Link { io, job })) => {
+            Ok(Ok(Opened::Link { io, job, open })) => {
                 ticket.succeed();
                 crate::link::serve(io, job, peer).await;
+                drop(open);
             }
             Ok(Ok(Opened::Session {
                 io,
@@ -234,8 +236,8 @@ enum Opened {
         name: NodeName,
         incarnation: u64,
     },
-    /// A job link's, its token accepted.
-    Link { io: Io, job: JobId },
+    /// A job link's, its token accepted, counted among its job's links while it is open.
+    Link { io: Io, job: JobId, open: OpenLink },
 }
 
 /// How a connection ended before the preamble completed.
@@ -358,15 +360,23 @@ async fn open_link(
     hello: LinkHello,
 ) -> Result<Opened, Outcome> {
     let job = JobId(hello.job);
-    if !shared.links.admits(job, &hello.token) {
-        shared.log(LogKind::Handshake, || {
-            format!("refused a job link from {peer}: no link of job {job} with that token")
-        });
-        answer_and_close(io, &Status::UnknownLink.encode()).await;
-        return Err(Outcome::Failed);
-    }
+    let open = match shared.links.open(job, &hello.token) {
+        Ok(open) => open,
+        Err(refused) => {
+            shared.log(LogKind::Handshake, || match refused {
+                Refused::UnknownToken => {
+                    format!("refused a job link from {peer}: no link of job {job} with that token")
+                }
+                Refused::TooManyLinks => format!(
+                    "refused a job link from {peer}: job {job} has {MAX_LINKS_PER_JOB} links open"
+                ),
+            });
+            answer_and_close(io, &Status::UnknownLink.encode()).await;
+            return Err(Outcome::Failed);
+        }
+    };
     answer_ok(shared, &mut io).await?;
-    Ok(Opened::Link { io, job })
+    Ok(Opened::Link { io, job, open })
 }
 
 /// Why a hello could not be read.
