@@ -184,14 +184,6 @@ impl Links {
         self.lock().clear();
     }
 
-    /// Whether `token` opens `job`'s link.
-    #[cfg(test)]
-    pub(crate) fn admits(&self, job: JobId, token: &[u8; LINK_TOKEN_BYTES]) -> bool {
-        self.lock()
-            .get(&job)
-            .is_some_and(|links| links.token.matches(token))
-    }
-
     /// Opens a link of `job` with `token`: counted until the [`OpenLink`] is dropped, and
     /// refused past [`MAX_LINKS_PER_JOB`].
     pub(crate) fn open(
