@@ -889,7 +889,7 @@ fn tick(myself: &ActorRef<CoordinatorMsg>, state: &mut CoordinatorState) {
     let lease = state.client_lease;
     let mut abandoned = Vec::new();
     for job in state.jobs.values_mut() {
-        job.expire_waiter(now);
+        job.expire_waiters(now);
         if !job.has_waiter() && now.duration_since(job.last_poll) > lease {
             abandoned.push(job.id);
         }

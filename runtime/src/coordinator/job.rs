@@ -848,7 +848,7 @@ impl Job {
     }
 
     /// Answers the waiting polls whose wait ran out (by `now`), oldest first.
-    pub(crate) fn expire_waiter(&mut self, now: Instant) {
+    pub(crate) fn expire_waiters(&mut self, now: Instant) {
         while self
             .waiters
             .front()

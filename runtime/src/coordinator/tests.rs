@@ -1160,7 +1160,7 @@ fn poll_now(job: &mut Job, ack: &mut u64) -> (Vec<WireJobEvent>, Vec<WireRunNote
     let (port, mut answer) = ractor::concurrency::oneshot();
     let responder = Responder::<JobWire>::new(port.into(), RequestId(2), node("c"));
     job.poll(*ack, false, Waiter::new(responder, *ack, 0, None));
-    job.expire_waiter(tokio::time::Instant::now());
+    job.expire_waiters(tokio::time::Instant::now());
     let bytes = answer.try_recv().expect("an answer");
     let reply = Envelope::<Result<JobReply, WireError>>::decode(&bytes).unwrap();
     let Ok(JobReply::Events { events, notes, .. }) = reply.body else {
