@@ -280,27 +280,13 @@ impl WireDrawBlock {
         if widths[..n_columns].iter().all(|&w| w == 8) && widths[n_columns..] == unpacked {
             return;
         }
-        // Narrowed in place, front to back: what is written never passes what is read.
         if widths[..n_columns].contains(&4) {
-            let values = &mut self.values;
-            let mut at = 0;
-            for from in (0..values.len()).step_by(8) {
-                let width = widths[(from / 8) % n_columns];
-                narrow_in_place(values, from, at, 8, width);
-                at += usize::from(width);
-            }
-            values.truncate(at);
+            narrow_column(&mut self.values, 8, |k| widths[k % n_columns]);
         }
         let narrow = |column: &mut Vec<u8>, from: usize, to: u8| {
-            if usize::from(to) == from {
-                return;
+            if usize::from(to) != from {
+                narrow_column(column, from, |_| to);
             }
-            let mut at = 0;
-            for word in (0..column.len()).step_by(from) {
-                narrow_in_place(column, word, at, from, to);
-                at += usize::from(to);
-            }
-            column.truncate(at);
         };
         narrow(&mut self.lp, 8, lp);
         narrow(&mut self.accept_stat, 8, accept_stat);
@@ -561,6 +547,18 @@ impl WireDrawBlock {
 fn is_f32(word: &[u8]) -> bool {
     let value = float_from(word, 8);
     f64::from(value as f32).to_bits() == value.to_bits()
+}
+
+/// Narrows `column`, words of `from` bytes, in place: word `k` to `to(k)` bytes (see
+/// [`narrow_in_place`]), front to back, so that what is written never passes what is read.
+fn narrow_column(column: &mut Vec<u8>, from: usize, to: impl Fn(usize) -> u8) {
+    let mut at = 0;
+    for k in 0..column.len() / from {
+        let to = to(k);
+        narrow_in_place(column, k * from, at, from, to);
+        at += usize::from(to);
+    }
+    column.truncate(at);
 }
 
 /// Writes the little-endian word of `width` bytes at `from` in `bytes` as `to` bytes at `at`
