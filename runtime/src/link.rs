@@ -585,10 +585,7 @@ async fn follow_job(
                 wait_ms: follow.wait_ms,
                 follow: follows,
             };
-            let request_id = crate::ids::RequestId(crate::ids::fresh_u64());
-            Envelope::new(request_id, &follow.me, request)
-                .with_job(job)
-                .encode()
+            request.envelope(&follow.me, job).encode()
         };
         let mut sent = 0;
         let failed = 'follow: loop {

@@ -299,7 +299,7 @@ impl<'a> ClusterJob<'a> {
     /// An envelope about the job. Polls are idempotent (the ack says what we have): each
     /// gets a fresh request id.
     fn envelope(&self, request: JobRequest) -> Envelope<JobRequest> {
-        envelope(self.client, self.job, request)
+        request.envelope(&self.client.settings.name, self.job)
     }
 
     async fn call(&self, request: JobRequest, timeout: Duration) -> Result<JobReply, ClientError> {
@@ -383,17 +383,6 @@ impl Applied<'_> {
     }
 }
 
-/// An envelope about `job` (or the job a request names). Polls are idempotent (the ack says
-/// what we have): each gets a fresh request id.
-fn envelope(client: &ClusterClient, job: JobId, request: JobRequest) -> Envelope<JobRequest> {
-    let request_id = crate::ids::RequestId(crate::ids::fresh_u64());
-    let job = match &request {
-        JobRequest::Cancel { job } | JobRequest::Poll { job, .. } => *job,
-        JobRequest::Submit(_) => job,
-    };
-    Envelope::new(request_id, &client.settings.name, request).with_job(job)
-}
-
 /// The next events of `job` after `ack`, while watching its coordinator's node.
 async fn fetch(client: &mut ClusterClient, job: JobId, ack: u64) -> Result<Answer, Interrupted> {
     let mut misses = 0;
@@ -460,7 +449,7 @@ async fn fetch(client: &mut ClusterClient, job: JobId, ack: u64) -> Result<Answe
                     wait_ms: POLL_WAIT_MS,
                     follow: false,
                 };
-                let envelope = envelope(client, job, request);
+                let envelope = request.envelope(&client.settings.name, job);
                 let call = wire::call(&coordinator, &peer, &envelope, POLL_TIMEOUT);
                 let answer = tokio::select! {
                     answer = call => answer,

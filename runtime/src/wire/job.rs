@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use super::block::WireDrawBlock;
 use super::pool::WirePoolKind;
 use super::sampling::{WireChainDone, WireDraws, WireSettings, WireTuning};
-use super::{Service, WireEvent};
-use crate::ids::JobId;
+use super::{Envelope, Service, WireEvent};
+use crate::ids::{JobId, NodeName, RequestId};
 use crate::link::LinkToken;
 
 /// A coordinator endpoint's cluster message. Wire tag: the variant name (`"Call"`).
@@ -61,6 +61,18 @@ pub enum JobRequest {
         /// The job.
         job: JobId,
     },
+}
+
+impl JobRequest {
+    /// The request from `me` in an envelope of a fresh request id (polls are idempotent:
+    /// the ack says what the caller has), about the job it names (`job` for a submission).
+    pub(crate) fn envelope(self, me: &NodeName, job: JobId) -> Envelope<JobRequest> {
+        let job = match &self {
+            JobRequest::Cancel { job } | JobRequest::Poll { job, .. } => *job,
+            JobRequest::Submit(_) => job,
+        };
+        Envelope::new(RequestId(crate::ids::fresh_u64()), me, self).with_job(job)
+    }
 }
 
 /// A sampling request: version 1 of the job format (the envelope carries the version).
