@@ -30,7 +30,6 @@ mod dual;
 mod fused_driver;
 mod init;
 mod nuts_driver;
-mod outputs;
 mod pieces;
 mod precision;
 mod records;

@@ -20,6 +20,7 @@ mod lower;
 mod metric;
 mod model_error;
 pub mod nuts;
+mod outputs;
 mod program;
 pub mod reference;
 mod rng;
@@ -42,6 +43,7 @@ pub use ir::{
 pub use limits::Limits;
 pub use metric::Metric;
 pub use model_error::{ModelError, Problem};
+pub use outputs::OutputWriter;
 pub use program::{
     Column, DataRef, DensityKind, IndexRef, Inst, ListRef, MapOp, MatrixRef, Operand, Output,
     Program, Slot, SlotId, StatementId, ThetaRef, Transform, ZipOp,

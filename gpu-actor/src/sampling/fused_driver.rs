@@ -21,7 +21,6 @@ use sampler::{ChainTrace, DrawStats, Observer, SampleError, Tuning};
 use super::adapt::{IterationMoments, LpFloors, Search, Warmup, reseats, start_warmup};
 use super::dual::DualAverage;
 use super::init::{InitialPoints, initial_points};
-use super::outputs::OutputWriter;
 use super::records::{Draw, RecordSettings, empty_traces, give_room, record};
 use super::{DispatchStats, GpuRun, GpuSampleRequest, Iterations, Phase, max_log_step};
 use crate::device::fused::{FusedBatch, FusedCommand, FusedOpen, FusedReply, FusedRun, StepRole};
@@ -31,6 +30,7 @@ use crate::error::{CheckedPoint, GpuError};
 use crate::kernels::philox::{ChainStream, Purpose};
 use crate::kernels::tree::{Leaf, Tree};
 use crate::wgsl::KernelKind;
+use sampler::OutputWriter;
 
 /// Steps integrated ahead from one end of a chain's trajectory: `len` leaves of
 /// `3 * dim + 1` values (q, p, g, log p), consumed from `next`.

@@ -23,7 +23,6 @@ use sampler::{AdaptationKind, ChainTrace, DrawStats, Observer, SampleError, Tuni
 
 use super::adapt::{IterationMoments, LpFloors, Search, Warmup, reseats, start_warmup};
 use super::init::{InitialPoints, initial_points};
-use super::outputs::OutputWriter;
 use super::records::{Draw, RecordSettings, empty_traces, give_room, record};
 use super::{DispatchStats, GpuRun, GpuSampleRequest, Iterations, Phase, max_log_step};
 use crate::device::nuts::{
@@ -40,6 +39,7 @@ use crate::kernels::layout::{
     NS_U_DRAWS, NS_U_ERROR, NS_U_STEPS, NsParams,
 };
 use crate::wgsl::KernelKind;
+use sampler::OutputWriter;
 
 /// The pooled moments of each of the `len` iterations of a warmup block in `batch`, from the
 /// moments kernel's per-chunk moments, merged in chunk order.

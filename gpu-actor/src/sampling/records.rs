@@ -13,7 +13,7 @@ use sampler::{
     Tuning,
 };
 
-use super::outputs::OutputWriter;
+use sampler::OutputWriter;
 
 /// One draw of one chain, as a batch decoder hands it over.
 #[derive(Clone, Copy, Debug)]

@@ -138,8 +138,8 @@ fn record_for(keeps: bool) -> (Vec<SeenDraw>, Vec<sampler::ChainTrace>) {
 
     use sampler::{ChainId, ChainSpec, CheckedModel, DrawEvent, DrawStats, Limits, Observer};
 
-    use super::outputs::OutputWriter;
     use super::records::{Draw, RecordSettings, empty_traces, record};
+    use sampler::OutputWriter;
 
     struct Seen {
         keeps: bool,

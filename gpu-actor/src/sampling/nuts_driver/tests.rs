@@ -441,8 +441,8 @@ fn record_synthetic(
     chain_major: bool,
 ) -> (Vec<sampler::ChainTrace>, f64) {
     use crate::kernels::layout::NsSizes;
-    use crate::sampling::outputs::OutputWriter;
     use crate::sampling::records::{RecordSettings, empty_traces, give_room, record};
+    use sampler::OutputWriter;
 
     let program = regression_program(dim);
     let writer = OutputWriter::new(&program);

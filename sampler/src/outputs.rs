@@ -1,6 +1,7 @@
 //! The values reported per draw (constrained parameters and transformed parameters, in the
-//! order of `Program::columns`), computed on the CPU from the unconstrained draws the GPU
-//! returns, with the sampler's own evaluator run on the part of the program they need.
+//! order of `Program::columns`), written from its unconstrained position with the evaluator
+//! run on the part of the program they need: where the GPU's draws come back, and where a
+//! stream of positions arrives (a cluster client that has the model).
 //!
 //! A draw's outputs rarely need the likelihood: the logistic model's 500 x 20 matrix-vector
 //! product feeds a density, not an output. So the program is cut down to the instructions
@@ -10,10 +11,10 @@
 
 use std::sync::Arc;
 
-use sampler::{Evaluator, Inst, LogDensity, Operand, Program, SlotId, ThetaRef, Transform};
+use crate::{Evaluator, Inst, LogDensity, Operand, Program, SlotId, ThetaRef, Transform};
 
 /// `program` without the instructions no output needs.
-pub(crate) fn outputs_program(program: &Program) -> Program {
+fn outputs_program(program: &Program) -> Program {
     let mut needed = vec![false; program.slots.len()];
     let mark = |operand: &Operand, needed: &mut Vec<bool>| {
         if let Operand::Slot(id) = operand {
@@ -75,29 +76,41 @@ fn identity_columns(outputs: &Program) -> Option<Vec<usize>> {
     Some(columns)
 }
 
-/// Writes a draw's reported values from its unconstrained position.
+/// Writes a draw's reported values from its unconstrained position. Clone one per thread:
+/// writing uses the evaluator's scratch.
 #[derive(Clone, Debug)]
-pub(crate) struct OutputWriter {
+pub struct OutputWriter {
     evaluator: Evaluator,
+    /// Coordinates of a position.
+    dim: usize,
     /// [`identity_columns`] of the outputs' program.
     identity: Option<Arc<[usize]>>,
 }
 
 impl OutputWriter {
-    pub(crate) fn new(program: &Program) -> OutputWriter {
+    /// The writer of `program`'s outputs.
+    pub fn new(program: &Program) -> OutputWriter {
         let outputs = outputs_program(program);
         OutputWriter {
+            dim: program.dim,
             identity: identity_columns(&outputs).map(Arc::from),
             evaluator: Evaluator::new(Arc::new(outputs)),
         }
     }
 
     /// Values per draw.
-    pub(crate) fn n_columns(&self) -> usize {
+    pub fn n_columns(&self) -> usize {
         self.evaluator.n_outputs()
     }
 
-    pub(crate) fn write(&mut self, q: &[f64], out: &mut [f64]) {
+    /// Coordinates of the positions it reads.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Writes the values of the draw at position `q` (`dim` coordinates) to `out`
+    /// (`n_columns`).
+    pub fn write(&mut self, q: &[f64], out: &mut [f64]) {
         match &self.identity {
             Some(columns) => {
                 for (out, &k) in out.iter_mut().zip(columns.iter()) {
@@ -113,10 +126,10 @@ impl OutputWriter {
 mod tests {
     use super::*;
 
-    fn model(name: &str) -> sampler::CheckedModel {
+    fn model(name: &str) -> crate::CheckedModel {
         let path = format!("{}/../models/{name}.json", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"));
-        sampler::CheckedModel::from_json(&text, &sampler::Limits::default()).unwrap()
+        crate::CheckedModel::from_json(&text, &crate::Limits::default()).unwrap()
     }
 
     #[test]
