@@ -345,6 +345,9 @@ impl ClusterClient {
     pub async fn sample(&mut self, request: &SampleRequest) -> Result<ClusterJob<'_>, ClientError> {
         let mut wire = request.to_wire();
         wire.link = self.settings.job_links;
+        // GPU pools send positions, and the values are written here, from the model.
+        let writer = request.output_writer();
+        wire.positions = writer.is_some();
         // A node that does not answer now (stalled) is not asked to take the job.
         let submitted = if self.refresh_members().await {
             self.submit(&wire, request.n_chains).await
@@ -375,7 +378,7 @@ impl ClusterClient {
             request.model.name,
             self.peer
         );
-        Ok(ClusterJob::new(self, job, wire))
+        Ok(ClusterJob::new(self, job, wire, writer))
     }
 
     /// Submits `request` to the node's coordinator, which must answer that it runs

@@ -112,6 +112,8 @@ pub(crate) struct PreparedTask {
     pub(crate) burn_in: u64,
     /// The precision of a GPU pool's runs.
     pub(crate) gpu_precision: PrecisionMode,
+    /// A GPU pool's blocks may carry positions (`WireTask::positions`).
+    pub(crate) positions: bool,
 }
 
 /// Messages of the pool.
@@ -200,6 +202,7 @@ struct Task {
     seed: Seed,
     burn_in: u64,
     gpu_precision: PrecisionMode,
+    positions: bool,
     chains: Vec<ChainSpec>,
     /// Chains not yet done or failed.
     unfinished: usize,
@@ -474,6 +477,7 @@ fn run(
             seed: task.seed,
             burn_in: task.burn_in,
             gpu_precision: task.gpu_precision,
+            positions: task.positions,
             unfinished: task.chains.len(),
             chains: task.chains,
             outbox: Outbox::new(),
@@ -530,6 +534,7 @@ fn start_chains(myself: &ActorRef<PoolMsg>, state: &mut PoolState) {
             runtime: tokio::runtime::Handle::current(),
             cancel: CancelToken::new(),
             precision: task.gpu_precision,
+            positions: task.positions,
         });
         let job_cancel = gpu.as_ref().map(|gpu| gpu.cancel.clone());
         let chain_run = ChainRun {

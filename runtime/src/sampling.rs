@@ -26,8 +26,8 @@ use std::time::Instant;
 use gpu_actor::PrecisionMode;
 use rayon::prelude::*;
 use sampler::{
-    ChainId, ChainTrace, CheckedModel, DrawStats, Limits, Model, ModelError, Room, SamplerSettings,
-    Seed, Tuning,
+    ChainId, ChainTrace, CheckedModel, DrawStats, Limits, Model, ModelError, OutputWriter, Room,
+    SamplerSettings, Seed, Tuning,
 };
 
 use crate::ids::{JobId, NodeName};
@@ -125,6 +125,13 @@ impl SampleRequest {
         ))
     }
 
+    /// What writes each draw's reported values from its unconstrained position, for a
+    /// client that takes blocks of positions: `None` where the model does not validate.
+    pub(crate) fn output_writer(&self) -> Option<OutputWriter> {
+        let model = CheckedModel::new(self.model.clone(), &Limits::default()).ok()?;
+        Some(OutputWriter::new(model.program()))
+    }
+
     /// Checks the request against `limits` (the caller's: what it can keep; each node checks
     /// its own again), before anything is sized from it or it is sent.
     pub fn check(&self, limits: &JobLimits, holder: &Holder) -> Result<(), RequestError> {
@@ -149,6 +156,8 @@ impl SampleRequest {
             },
             chains: None,
             blocks: true,
+            // The client says so where it can write values from the model (`sample`).
+            positions: false,
             link: false,
         }
     }
@@ -395,6 +404,42 @@ pub(crate) struct Assembler {
     started: Instant,
     /// Room for every chain's kept draws, made ahead of them.
     room: RoomState,
+    /// Writes values from blocks of positions, where the client asked for them.
+    positions: Option<FromPositions>,
+}
+
+/// Writes a draw's reported values from its unconstrained position, for blocks of
+/// positions ([`WireDrawBlock::positions`]): the model's writer and room for one entry's
+/// positions. Cloned for each thread that takes in blocks.
+#[derive(Debug, Clone)]
+pub(crate) struct FromPositions {
+    writer: OutputWriter,
+    positions: Vec<f64>,
+}
+
+impl FromPositions {
+    fn new(writer: OutputWriter) -> Self {
+        Self {
+            writer,
+            positions: Vec::new(),
+        }
+    }
+
+    /// Appends the values of `entry`'s draws, written from their positions in `block`.
+    fn append(&mut self, block: &WireDrawBlock, entry: &BlockEntry, to: &mut Vec<f64>) {
+        let (dim, n_columns) = (self.writer.dim(), self.writer.n_columns());
+        self.positions.clear();
+        block.append_values_of(entry, &mut self.positions);
+        let start = to.len();
+        to.resize(start + entry.len() * n_columns, 0.0);
+        if dim == 0 || n_columns == 0 {
+            return;
+        }
+        let positions = self.positions.chunks_exact(dim);
+        for (q, out) in positions.zip(to[start..].chunks_exact_mut(n_columns)) {
+            self.writer.write(q, out);
+        }
+    }
 }
 
 /// The room for the kept draws of a job's chains (`sampler::Room`): made on threads of its
@@ -434,7 +479,15 @@ impl Assembler {
             finished: false,
             started: Instant::now(),
             room: RoomState::None,
+            positions: None,
         }
+    }
+
+    /// Takes in blocks of positions, writing each draw's values with `writer` (the model's):
+    /// for a client that asked for them (`WireSampleRequest::positions`).
+    pub(crate) fn with_positions(mut self, writer: OutputWriter) -> Self {
+        self.positions = Some(FromPositions::new(writer));
+        self
     }
 
     /// Makes room ahead for `draws` kept draws per chain, when a job is large enough for it
@@ -444,12 +497,12 @@ impl Assembler {
         self
     }
 
-    /// Starts the room when it is wanted and `block` says how wide a draw is; gives it to
-    /// the chains once it is made.
-    fn tend_room(&mut self, block: &WireDrawBlock) {
+    /// Starts the room when it is wanted and a block says how wide a draw is (`n_columns`
+    /// values); gives it to the chains once it is made.
+    fn tend_room(&mut self, n_columns: usize) {
         match &self.room {
-            RoomState::Wanted(draws) if block.n_columns > 0 => {
-                let (n_chains, n_columns) = (self.chains.len(), block.n_columns as usize);
+            RoomState::Wanted(draws) if n_columns > 0 => {
+                let n_chains = self.chains.len();
                 let values = (n_chains as u64)
                     .saturating_mul(*draws)
                     .saturating_mul(n_columns as u64);
@@ -765,7 +818,8 @@ impl Assembler {
         let mut bytes = 0;
         for (b, (attempts, block)) in blocks.iter().enumerate() {
             let entries = block.entries().map_err(bad)?;
-            self.tend_room(block);
+            let n_columns = self.values_per_draw(block).map_err(bad)?;
+            self.tend_room(n_columns);
             if attempts.len() != entries.len() {
                 return Err(AssembleError::Protocol(bad(format!(
                     "a block of {} entries with {} attempts",
@@ -781,14 +835,17 @@ impl Assembler {
                     .map(|(entry, &attempt)| (b, attempt, entry)),
             );
         }
-        let apply = |partial: &mut Partial, &(b, attempt, ref entry): &Taken| {
-            apply_entry(partial, attempt, &blocks[b].1, entry).map_err(&bad)
+        let apply = |partial: &mut Partial,
+                     positions: &mut Option<FromPositions>,
+                     &(b, attempt, ref entry): &Taken| {
+            apply_entry(partial, attempt, &blocks[b].1, entry, positions.as_mut()).map_err(&bad)
         };
+        let mut positions = self.positions.clone();
         if bytes < PARALLEL_BLOCK_BYTES {
             let mut updates = Vec::with_capacity(taken.len());
             for item in &taken {
                 let partial = self.partial(item.2.chain)?;
-                updates.extend(apply(partial, item)?);
+                updates.extend(apply(partial, &mut positions, item)?);
             }
             return Ok(updates);
         }
@@ -796,19 +853,42 @@ impl Assembler {
         // Each group is one chain's: the chains' draws are appended side by side.
         let applied: Vec<Result<Vec<JobUpdate>, WireError>> = groups
             .into_par_iter()
-            .map(|(partial, range)| {
-                let mut updates = Vec::new();
-                for &i in &order[range] {
-                    updates.extend(apply(partial, &taken[i])?);
-                }
-                Ok(updates)
-            })
+            .map_init(
+                || positions.clone(),
+                |positions, (partial, range)| {
+                    let mut updates = Vec::new();
+                    for &i in &order[range] {
+                        updates.extend(apply(partial, positions, &taken[i])?);
+                    }
+                    Ok(updates)
+                },
+            )
             .collect();
         let mut updates = Vec::new();
         for result in applied {
             updates.extend(result?);
         }
         Ok(updates)
+    }
+
+    /// Values per draw of `block`'s chains: its own width, or, for a block of positions,
+    /// the model's values; an error for positions the client did not ask for, or of another
+    /// dimension than the model's.
+    fn values_per_draw(&self, block: &WireDrawBlock) -> Result<usize, String> {
+        if !block.positions {
+            return Ok(block.n_columns as usize);
+        }
+        let Some(positions) = &self.positions else {
+            return Err("a block of positions, which this client did not ask for".to_owned());
+        };
+        let dim = positions.writer.dim();
+        if block.n_columns as usize != dim {
+            return Err(format!(
+                "a block of positions of {} coordinates for a model of dimension {dim}",
+                block.n_columns
+            ));
+        }
+        Ok(positions.writer.n_columns())
     }
 
     /// The entries' order by chain (each chain's in the order they came: a GPU task's
@@ -896,7 +976,6 @@ fn append(partial: &mut Partial, draws: WireDraws) -> Result<(), String> {
     Ok(())
 }
 
-/// Appends the draws of a block's entry, read from the block's columns in place.
 /// Takes in one entry of a block for its chain's `partial` (skipped when it belongs to
 /// another `attempt`): its draws, and a `Progress` update when one is due.
 fn apply_entry(
@@ -904,12 +983,14 @@ fn apply_entry(
     attempt: u32,
     block: &WireDrawBlock,
     entry: &BlockEntry,
+    positions: Option<&mut FromPositions>,
 ) -> Result<Option<JobUpdate>, String> {
     if attempt != partial.attempt {
         return Ok(None);
     }
     let chain = entry.chain;
-    append_entry(partial, block, entry).map_err(|reason| format!("chain {chain}: {reason}"))?;
+    append_entry(partial, block, entry, positions)
+        .map_err(|reason| format!("chain {chain}: {reason}"))?;
     let step = (block.total / BLOCK_PROGRESS_STEPS).max(1);
     let due =
         entry.iteration >= partial.reported.saturating_add(step) || entry.iteration >= block.total;
@@ -924,10 +1005,13 @@ fn apply_entry(
     Ok(None)
 }
 
+/// Appends the draws of a block's entry, their values read from the block's columns in
+/// place, or written from the positions there (checked by `Assembler::values_per_draw`).
 fn append_entry(
     partial: &mut Partial,
     block: &WireDrawBlock,
     entry: &BlockEntry,
+    positions: Option<&mut FromPositions>,
 ) -> Result<(), String> {
     let (values, stats) = if entry.warmup {
         (&mut partial.warmup_draws, &mut partial.warmup_stats)
@@ -941,7 +1025,11 @@ fn append_entry(
             stats.len()
         ));
     }
-    block.append_values_of(entry, values);
+    match positions {
+        Some(positions) if block.positions => positions.append(block, entry, values),
+        _ if block.positions => return Err("positions without the model's writer".to_owned()),
+        _ => block.append_values_of(entry, values),
+    }
     stats.extend(block.stats_of(entry));
     Ok(())
 }

@@ -279,12 +279,17 @@ pub struct DrawBatch<'a> {
     pub total: u64,
     /// Values per draw.
     pub n_columns: usize,
+    /// Whether each draw's values are its unconstrained position (`n_columns` coordinates)
+    /// rather than its reported values: where the observer asked for them
+    /// ([`Observer::wants_positions`]).
+    pub positions: bool,
     /// The chains' draws.
     pub chains: &'a [ChainDraws<'a>],
 }
 
 impl DrawBatch<'_> {
-    /// Each draw as the event [`Observer::on_draw`] gets, chain after chain.
+    /// Each draw as the event [`Observer::on_draw`] gets, chain after chain (a batch of
+    /// positions, [`DrawBatch::positions`], gives them as the events' values).
     pub fn for_each_event(&self, mut f: impl FnMut(&DrawEvent)) {
         for chain in self.chains {
             let mut at = 0;
@@ -319,6 +324,16 @@ pub trait Observer: Sync {
     /// each recording task's draws, chain by chain, before it hands them over. Asked once
     /// per recorded batch.
     fn wants_batches(&self) -> bool {
+        false
+    }
+
+    /// Whether batches may carry each draw's unconstrained position in place of its
+    /// reported values ([`DrawBatch::positions`] says which they carry): an observer that
+    /// streams draws to someone who has the model, and writes the values there, sends fewer
+    /// numbers. Only batches carry them (such an observer takes its batches itself):
+    /// [`Observer::on_draw`] always gets values. Asked once per
+    /// recorded batch, like [`Observer::wants_batches`].
+    fn wants_positions(&self) -> bool {
         false
     }
 
@@ -377,6 +392,7 @@ mod tests {
         let batch = DrawBatch {
             total: 10,
             n_columns: 2,
+            positions: false,
             chains: &[
                 // Two warmup draws without values, then a kept one.
                 ChainDraws {

@@ -172,6 +172,7 @@ fn job(client: &ClusterClient, model: Vec<u8>) -> Envelope<JobRequest> {
         chains: None,
         blocks: false,
         link: false,
+        positions: false,
     };
     Envelope::new(RequestId(1), client.name(), JobRequest::Submit(request))
 }

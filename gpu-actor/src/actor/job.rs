@@ -214,6 +214,10 @@ impl Observer for JobObserver<'_> {
         self.user.is_some_and(|user| user.wants_batches())
     }
 
+    fn wants_positions(&self) -> bool {
+        self.user.is_some_and(|user| user.wants_positions())
+    }
+
     fn on_batch(&self, batch: &DrawBatch) {
         if let Some(user) = self.user {
             user.on_batch(batch);

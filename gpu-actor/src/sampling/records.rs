@@ -3,7 +3,8 @@
 //! `on_draw` (or, where it takes them, one `on_batch` per task), on all cores (rayon's pool),
 //! chains split into contiguous chunks (a trace belongs to one task). An observer that
 //! streams the draws (`Observer::keeps_draws` is false) gets them and the traces keep none:
-//! no room is made for them.
+//! no room is made for them. One that takes positions (`Observer::wants_positions`) gets
+//! batches of positions, and no values are written.
 
 use std::ops::Range;
 
@@ -175,12 +176,15 @@ pub(crate) fn record<F>(
 {
     let draws_of = &draws_of;
     let batches = observer.wants_batches();
+    // Batches of positions where the observer takes them and the traces keep nothing.
+    let positions = batches && !settings.keep && observer.wants_positions();
     let n_columns = writer.n_columns();
     let batch = |chains: &[ChainDraws<'_>]| {
         if !chains.is_empty() {
             observer.on_batch(&DrawBatch {
                 total: settings.total,
-                n_columns,
+                n_columns: if positions { writer.dim() } else { n_columns },
+                positions,
                 chains,
             });
         }
@@ -202,7 +206,7 @@ pub(crate) fn record<F>(
                     // A warmup draw not saved has no values (the device may not even have sent
                     // them); the observer gets its statistics.
                     let kept = !draw.warmup || settings.save_warmup;
-                    if kept {
+                    if kept && !positions {
                         writer.write(draw.q, values);
                         if !settings.keep {
                             // Streamed by the observer, below.
@@ -225,7 +229,8 @@ pub(crate) fn record<F>(
                             batch(&[stage.lend(trace.chain, settings.save_warmup)]);
                             stage.clear();
                         }
-                        stage.push(&draw, kept.then_some(&values[..]));
+                        let sent = if positions { draw.q } else { &values[..] };
+                        stage.push(&draw, kept.then_some(sent));
                         return;
                     }
                     observer.on_draw(&DrawEvent {

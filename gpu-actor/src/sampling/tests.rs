@@ -219,3 +219,107 @@ fn a_streaming_observer_gets_every_draw_and_the_traces_keep_none() {
         assert_eq!(streamed.draws.capacity(), 0);
     }
 }
+
+/// An observer that takes batches of positions gets each draw's unconstrained position
+/// (the model's dimension, not its values' width) and no values are written; where the
+/// traces keep the draws, values still.
+#[test]
+fn an_observer_that_takes_positions_gets_them_in_batches() {
+    use std::sync::Mutex;
+
+    use sampler::{
+        ChainId, ChainSpec, CheckedModel, DrawBatch, DrawStats, Limits, Observer, OutputWriter,
+    };
+
+    use super::records::{Draw, RecordSettings, empty_traces, record};
+
+    /// Each batch's kind and width, and its chains' values.
+    type SeenBatch = (bool, usize, Vec<(u32, Vec<f64>)>);
+
+    struct Batches {
+        keeps: bool,
+        seen: Mutex<Vec<SeenBatch>>,
+    }
+    impl Observer for Batches {
+        fn wants_batches(&self) -> bool {
+            true
+        }
+        fn wants_positions(&self) -> bool {
+            true
+        }
+        fn on_batch(&self, batch: &DrawBatch) {
+            let chains = batch
+                .chains
+                .iter()
+                .map(|c| (c.chain.0, c.values.to_vec()))
+                .collect();
+            let seen = (batch.positions, batch.n_columns, chains);
+            self.seen.lock().unwrap().push(seen);
+        }
+        fn keeps_draws(&self) -> bool {
+            self.keeps
+        }
+    }
+
+    let model = CheckedModel::from_json(
+        r#"{"ir_version": 1, "name": "two",
+          "parameters": [{"name": "a"}, {"name": "b", "constraint": "positive"}],
+          "transformed": [{"name": "c", "value": {"add": ["a", "b"]}}],
+          "model": [{"sample": {"value": "a", "dist": {"normal": {"mu": 0, "sigma": 1}}}},
+                    {"sample": {"value": "b", "dist": {"normal": {"mu": 0, "sigma": 1}}}}]}"#,
+        &Limits::default(),
+    )
+    .unwrap();
+    let writer = OutputWriter::new(model.program());
+    assert_eq!((writer.dim(), writer.n_columns()), (2, 3));
+    let q = |c: usize, i: u64| [c as f64 + 0.1 * i as f64, -0.5];
+    for keeps in [false, true] {
+        let chains: Vec<ChainSpec> = (0..3).map(|c| ChainSpec::new(ChainId(c))).collect();
+        let mut traces = empty_traces(&chains, &vec![vec![0.0; 2]; 3], writer.n_columns());
+        let settings = sampler::SamplerSettings {
+            num_warmup: 2,
+            num_draws: 3,
+            ..sampler::SamplerSettings::default()
+        };
+        let observer = Batches {
+            keeps,
+            seen: Mutex::new(Vec::new()),
+        };
+        let recording = RecordSettings::new(&settings, &observer);
+        record(&mut traces, &writer, recording, &observer, |range, emit| {
+            for c in range {
+                for i in 0..5u64 {
+                    let warmup = i < 2;
+                    let q = q(c, i);
+                    let draw = Draw {
+                        q: if warmup { &[] } else { &q },
+                        stats: DrawStats::default(),
+                        iteration: i,
+                        warmup,
+                    };
+                    emit(c, draw);
+                }
+            }
+        });
+        let seen = observer.seen.into_inner().unwrap();
+        assert!(!seen.is_empty());
+        for (positions, n_columns, chains) in seen {
+            assert_eq!((positions, n_columns), (!keeps, if keeps { 3 } else { 2 }));
+            for (chain, values) in chains {
+                let c = chain as usize;
+                let expected: Vec<f64> = if keeps {
+                    let mut out = vec![0.0; 3];
+                    (2..5)
+                        .flat_map(|i| {
+                            writer.clone().write(&q(c, i), &mut out);
+                            out.clone()
+                        })
+                        .collect()
+                } else {
+                    (2..5).flat_map(|i| q(c, i)).collect()
+                };
+                assert_eq!(values, expected, "chain {chain}");
+            }
+        }
+    }
+}

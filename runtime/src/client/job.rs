@@ -15,6 +15,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use sampler::OutputWriter;
 use tracing::Instrument;
 
 use super::{ClientError, ClusterClient, Liveness};
@@ -86,11 +87,17 @@ impl<'a> ClusterJob<'a> {
         client: &'a mut ClusterClient,
         job: JobId,
         request: WireSampleRequest,
+        writer: Option<OutputWriter>,
     ) -> Self {
         client.liveness = Liveness::new();
         client.polls = PollCounts::default();
+        let mut assembler =
+            Assembler::new(job, request.n_chains).with_room(request.settings.num_draws);
+        if let Some(writer) = writer {
+            assembler = assembler.with_positions(writer);
+        }
         Self {
-            assembler: Assembler::new(job, request.n_chains).with_room(request.settings.num_draws),
+            assembler,
             client,
             request,
             job,

@@ -167,6 +167,7 @@ pub(super) fn check(
         warmup,
         chains: request.chains,
         blocks: request.blocks,
+        positions: request.blocks && request.positions,
         link: request.link,
         fingerprint,
         model_hash,

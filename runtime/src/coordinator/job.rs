@@ -73,6 +73,9 @@ pub(crate) struct JobSpec {
     /// The client reads blocks of draws (`WireJobEvent::Block`); otherwise the job splits
     /// its tasks' blocks into per-chain `Progress` events.
     pub(crate) blocks: bool,
+    /// The client writes reported values from positions: its tasks' blocks may carry them
+    /// (only with `blocks`).
+    pub(crate) positions: bool,
     /// The client asked for a job link.
     pub(crate) link: bool,
     /// A hash of the submitted request's bytes: a submission retried with the same request
@@ -467,6 +470,7 @@ impl Job {
             chains,
             burn_in,
             blocks: true,
+            positions: self.spec.positions,
         }
     }
 
@@ -939,6 +943,9 @@ impl Job {
     /// there dropped, the warmup chain's not forwarded. An error breaks the task: a block
     /// that does not check, or names a chain not in the task.
     fn apply_block(&mut self, task: TaskId, block: Arc<WireDrawBlock>) -> Result<(), String> {
+        if block.positions && !self.spec.positions {
+            return Err("a block of positions, which the job's client does not read".to_owned());
+        }
         let entries = block.entries()?;
         // Each entry's attempt first (chains are read-only here), then one pass over the
         // task's counts: a block has an entry per chain, thousands of them.

@@ -189,6 +189,7 @@ fn spec(n_chains: u32, warmup: WarmupMode) -> JobSpec {
         warmup,
         chains: None,
         blocks: true,
+        positions: false,
         link: false,
     }
 }
@@ -541,6 +542,46 @@ fn a_block_that_does_not_check_or_join_up_breaks_the_task() {
         vec![block(&[(0, 0, 4)]), WireTaskEvent::ChainDone(done(0, 10))],
         "10 draws announced, 4 received",
     );
+}
+
+/// A job whose client reads positions asks its tasks for them and forwards their blocks of
+/// positions; one whose client does not, breaks the task that sends it such a block.
+#[test]
+fn blocks_of_positions_go_only_to_a_client_that_asked_for_them() {
+    let positions = || {
+        let WireTaskEvent::Block(mut block) = block(&[(0, 0, 4)]) else {
+            unreachable!()
+        };
+        std::sync::Arc::make_mut(&mut block).positions = true;
+        WireTaskEvent::Block(block)
+    };
+    for asked in [true, false] {
+        let mut job = new_job(1, WarmupMode::Independent);
+        job.spec.positions = asked;
+        let pending = job.pending();
+        let task = job.dispatch(
+            TaskId(1),
+            ActorId::Local(1),
+            node("g"),
+            PoolKind::Gpu,
+            pending,
+        );
+        assert_eq!(task.positions, asked);
+        let applied = job.apply(TaskId(1), vec![positions()]);
+        if asked {
+            assert_eq!(applied.broken, None);
+            let forwarded = events(&mut job);
+            assert!(
+                forwarded
+                    .iter()
+                    .any(|e| matches!(e, WireJobEvent::Block { block, .. } if block.positions)),
+                "{forwarded:?}"
+            );
+        } else {
+            let broken = applied.broken.unwrap();
+            assert!(broken.contains("a block of positions"), "{broken}");
+        }
+    }
 }
 
 fn job_with_one_task() -> Job {

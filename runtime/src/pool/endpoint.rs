@@ -213,6 +213,7 @@ fn prepare(
         chains,
         burn_in: task.burn_in,
         gpu_precision: task.settings.precision_mode(),
+        positions: task.positions,
     })
 }
 

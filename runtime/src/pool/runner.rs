@@ -39,7 +39,7 @@ use sampler::{
 
 mod block;
 
-use block::BlockStreamer;
+use block::{BlockSettings, BlockStreamer};
 
 use super::{GPU_SUPERVISOR_NAME, PoolMsg, RunId};
 use crate::outbox::Backlog;
@@ -83,6 +83,8 @@ pub(crate) struct GpuTarget {
     pub(crate) cancel: CancelToken,
     /// The task's precision (auto unless its job asked).
     pub(crate) precision: PrecisionMode,
+    /// Its blocks may carry positions (`WireTask::positions`).
+    pub(crate) positions: bool,
 }
 
 /// How a chain of a run ended.
@@ -139,14 +141,17 @@ fn execute(run: ChainRun, pool: &ActorRef<PoolMsg>) -> Vec<ChainEnd> {
         settings.num_warmup.saturating_add(settings.num_draws)
     };
     let chain_ids: Vec<ChainId> = run.specs.iter().map(|spec| spec.chain).collect();
-    let stream = match run.gpu {
-        Some(_) => Stream::Block(Arc::new(BlockStreamer::new(
+    let stream = match &run.gpu {
+        Some(gpu) => Stream::Block(Arc::new(BlockStreamer::new(
             run.run,
             pool.clone(),
             &chain_ids,
-            burn_in,
-            settings.save_warmup,
-            total,
+            BlockSettings {
+                burn_in,
+                save_warmup: settings.save_warmup,
+                total,
+                positions: gpu.positions,
+            },
             Arc::clone(&run.cancel),
             Arc::clone(&run.backlog),
         ))),

@@ -75,6 +75,7 @@ fn task(id: u64, chains: Vec<ChainSpec>, burn_in: u64) -> PreparedTask {
         burn_in,
         // Auto would check each GPU task first; these tests compare with f32 runs.
         gpu_precision: gpu_actor::PrecisionMode::F32,
+        positions: false,
     }
 }
 

@@ -657,3 +657,90 @@ fn a_large_block_taken_in_side_by_side_equals_one_taken_in_in_turn() {
     let error = format!("{:?}", assembler.apply(make(&entries)).unwrap_err());
     assert!(error.contains(&format!("chain {n_chains}")), "{error}");
 }
+
+/// eight_schools_noncentered: 10 coordinates, 18 values per draw (`tau` and `theta` are
+/// transformed).
+fn eight_schools() -> CheckedModel {
+    let path = format!(
+        "{}/../models/eight_schools_noncentered.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{path}: {err}"));
+    CheckedModel::from_json(&text, &Limits::default()).unwrap()
+}
+
+/// Blocks of positions, small and large (taken in side by side), packed to f32s, are taken
+/// in as the values the model's writer writes from each position; the statistics as sent.
+#[test]
+fn blocks_of_positions_are_taken_in_as_the_values_written_from_them() {
+    use crate::wire::WireDrawBlock;
+    let model = eight_schools();
+    let mut writer = OutputWriter::new(model.program());
+    let (dim, n_columns) = (writer.dim(), writer.n_columns());
+    assert!(n_columns > dim);
+    for n_chains in [3u32, 4096] {
+        let position = |chain: u32, draw: u64| -> Vec<f64> {
+            (0..dim)
+                .map(|k| f64::from(((chain as f32) * 0.01 + draw as f32 * 0.1 - k as f32).sin()))
+                .collect()
+        };
+        let mut block = WireDrawBlock::new(dim, 4);
+        block.positions = true;
+        for chain in 0..n_chains {
+            let q: Vec<f64> = (0..4).flat_map(|draw| position(chain, draw)).collect();
+            let stats = vec![DrawStats::default(); 4];
+            block.push(chain, false, 0, 4, &q, &stats);
+        }
+        block.pack();
+        assert!(block.widths[..dim].iter().all(|&w| w == 4), "f32 positions");
+        let mut assembler = Assembler::new(JobId(9), n_chains).with_positions(writer.clone());
+        assembler
+            .apply(WireJobEvent::Block {
+                attempts: vec![1; n_chains as usize],
+                block: block.into(),
+            })
+            .unwrap();
+        for (chain, partial) in assembler.chains.iter().enumerate() {
+            let mut expected = vec![0.0; 4 * n_columns];
+            for (draw, out) in expected.chunks_exact_mut(n_columns).enumerate() {
+                writer.write(&position(chain as u32, draw as u64), out);
+            }
+            assert_eq!(partial.draws, expected, "chain {chain}");
+            assert_eq!(partial.stats.len(), 4);
+        }
+    }
+}
+
+/// A block of positions is refused where the client did not ask for them, and where its
+/// positions are not the model's dimension.
+#[test]
+fn a_block_of_positions_not_asked_for_or_of_another_dimension_is_refused() {
+    use crate::wire::WireDrawBlock;
+    let model = eight_schools();
+    let writer = OutputWriter::new(model.program());
+    let block = |dim: usize| {
+        let mut block = WireDrawBlock::new(dim, 1);
+        block.positions = true;
+        block.push(0, false, 0, 1, &vec![0.5; dim], &[DrawStats::default()]);
+        WireJobEvent::Block {
+            attempts: vec![1],
+            block: block.into(),
+        }
+    };
+    let error = Assembler::new(JobId(9), 1)
+        .apply(block(writer.dim()))
+        .unwrap_err();
+    assert!(
+        format!("{error:?}").contains("a block of positions, which this client did not ask for"),
+        "{error:?}"
+    );
+    let error = Assembler::new(JobId(9), 1)
+        .with_positions(writer.clone())
+        .apply(block(writer.dim() + 1))
+        .unwrap_err();
+    assert!(
+        format!("{error:?}")
+            .contains("a block of positions of 11 coordinates for a model of dimension 10"),
+        "{error:?}"
+    );
+}

@@ -7,6 +7,11 @@
 //! every column's length must match the counts it announces, and nothing is allocated from
 //! a number in the block, only from the lengths of the bytes that arrived.
 //!
+//! A block's values are either each draw's reported values or, for a client that writes
+//! them itself from the model, its unconstrained position ([`WireDrawBlock::positions`]):
+//! fewer numbers where parameters are transformed, and the position of an f32 run packs to
+//! f32s where values computed from it in f64 do not.
+//!
 //! A block is packed before it is sent ([`WireDrawBlock::pack`]): a column of floats whose
 //! every number is an `f32` exactly (the positions and statistics of a GPU run in f32) goes
 //! as `f32`s, tree depths as bytes, leapfrog counts as `u16`s, when they fit. Packing loses
@@ -75,6 +80,15 @@ pub struct WireDrawBlock {
     /// documented above.
     #[serde(default, with = "serde_bytes")]
     pub widths: Vec<u8>,
+    /// The values are each draw's unconstrained position (`n_columns` coordinates), not its
+    /// reported values: sent where the job's client writes the values itself, from the model
+    /// (`WireTask::positions`). Absent from the bytes when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub positions: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 /// Statistics columns after the value columns in [`WireDrawBlock::widths`].
@@ -508,6 +522,7 @@ impl WireDrawBlock {
             n_columns: self.n_columns,
             total: self.total,
             widths: self.widths.clone(),
+            positions: self.positions,
             ..Self::default()
         };
         let layout = self.layout();

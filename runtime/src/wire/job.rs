@@ -107,6 +107,11 @@ pub struct WireSampleRequest {
     /// stream to the coordinator's node, where it can. Absent from the bytes when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub link: bool,
+    /// The client reads blocks of unconstrained positions and writes each draw's reported
+    /// values itself, from the model it sent ([`WireDrawBlock::positions`]): fewer bytes on
+    /// the wire. Only with `blocks`. Absent from the bytes when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub positions: bool,
 }
 
 fn is_false(value: &bool) -> bool {

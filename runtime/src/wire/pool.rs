@@ -141,6 +141,11 @@ pub struct WireTask {
     /// as blocks. Absent from the bytes when false (older coordinators never get a block).
     #[serde(default, skip_serializing_if = "is_false")]
     pub blocks: bool,
+    /// The job's client writes the reported values from the model: a GPU pool's blocks may
+    /// carry each draw's unconstrained position instead ([`WireDrawBlock::positions`]).
+    /// Absent from the bytes when false (an older pool ignores it and sends values).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub positions: bool,
 }
 
 fn is_false(value: &bool) -> bool {

@@ -486,6 +486,7 @@ fn failover_and_drain_bodies_keep_older_peers_reading() {
         chains: None,
         blocks: false,
         link: false,
+        positions: false,
     };
     let older_bytes = rmp_serde::to_vec_named(&older).unwrap();
     assert_eq!(rmp_serde::to_vec_named(&every).unwrap(), older_bytes);
@@ -501,6 +502,7 @@ fn failover_and_drain_bodies_keep_older_peers_reading() {
     round_trip(JobRequest::Submit(WireSampleRequest {
         blocks: true,
         link: true,
+        positions: true,
         ..subset
     }));
     let mut block = crate::wire::WireDrawBlock::new(1, 20);
@@ -509,6 +511,11 @@ fn failover_and_drain_bodies_keep_older_peers_reading() {
         attempts: vec![2],
         block: block.clone().into(),
     });
+    round_trip(crate::wire::WireTaskEvent::Block(block.clone().into()));
+    // A block of positions says so; one of values encodes as before the flag.
+    let values_bytes = rmp_serde::to_vec_named(&block).unwrap();
+    assert!(!values_bytes.windows(9).any(|w| w == b"positions"));
+    block.positions = true;
     round_trip(crate::wire::WireTaskEvent::Block(block.into()));
     round_trip(WireJobEvent::Draining {
         node: "a@127.0.0.1".into(),

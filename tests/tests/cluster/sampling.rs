@@ -67,6 +67,26 @@ fn mu(chains: &[Chain]) -> Vec<Vec<f64>> {
     chains.iter().map(|c| c.column("mu")).collect()
 }
 
+/// `sample --cluster AT MODEL --output OUT --quiet ARGS` by a client that finds no Vulkan
+/// driver, to its end.
+fn sample_without_gpu(
+    cluster: &Cluster,
+    at: &NodeProcess,
+    model: &str,
+    out: &str,
+    args: &[&str],
+) -> Vec<String> {
+    let address = at.address.to_string();
+    let mut command = cluster.command();
+    command
+        .args(["sample", "--cluster", &address, model, "--output", out])
+        .arg("--quiet")
+        .args(args)
+        .env("VK_ICD_FILENAMES", "/nonexistent")
+        .env("VK_DRIVER_FILES", "/nonexistent");
+    finish(Process::spawn(command))
+}
+
 #[test]
 fn sampling_on_a_remote_gpu_from_a_cpu_only_client() {
     let cluster = Cluster::new("remote-gpu");
@@ -96,25 +116,16 @@ fn sampling_on_a_remote_gpu_from_a_cpu_only_client() {
     let out = cluster.config_home().join("gpu.csv");
     let out = out.to_string_lossy();
     // The client is sent to a, a CPU-only node; it finds no Vulkan driver itself.
-    let address = a.address.to_string();
-    let mut command = cluster.command();
-    command
-        .args([
-            "sample",
-            "--cluster",
-            &address,
-            &path,
-            "--output",
-            &out,
-            "--quiet",
-        ])
-        .args([
-            "--chains", "64", "--device", "gpu", "--warmup", "300", "--draws", "200",
-        ])
-        .args(["--seed", "11"])
-        .env("VK_ICD_FILENAMES", "/nonexistent")
-        .env("VK_DRIVER_FILES", "/nonexistent");
-    let lines = finish(Process::spawn(command));
+    let lines = sample_without_gpu(
+        &cluster,
+        &a,
+        &path,
+        &out,
+        &[
+            "--chains", "64", "--device", "gpu", "--warmup", "300", "--draws", "200", "--seed",
+            "11",
+        ],
+    );
     assert_eq!(
         chains_by_node(&lines),
         [(g.name.clone(), 64)],
@@ -161,6 +172,58 @@ fn sampling_on_a_remote_gpu_from_a_cpu_only_client() {
     let chains = Chain::read_all(&out, 64);
     assert!(chains.iter().all(|c| c.lines.len() == 200));
     model.check(&mu(&chains));
+
+    // A model whose reported values are transformed (tau, theta): the GPU node sends each
+    // draw's unconstrained position and the client writes the values, the ones a run on
+    // this machine's own adapter writes, digit for digit.
+    let schools = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../models/eight_schools_noncentered.json")
+        .to_string_lossy()
+        .into_owned();
+    let settings = [
+        "--chains",
+        "16",
+        "--warmup",
+        "100",
+        "--draws",
+        "50",
+        "--seed",
+        "5",
+        "--device",
+        "gpu",
+        "--precision",
+        "f32",
+    ];
+    let remote = cluster.config_home().join("schools-remote.csv");
+    let remote = remote.to_string_lossy();
+    let lines = sample_without_gpu(&cluster, &a, &schools, &remote, &settings);
+    assert_eq!(chains_by_node(&lines), [(g.name.clone(), 16)], "{lines:?}");
+    let local = cluster.config_home().join("schools-local.csv");
+    let local = local.to_string_lossy();
+    let mut args = vec!["sample", schools.as_str(), "--output", &local, "--quiet"];
+    args.extend(settings);
+    let ran = cluster.cli(&args);
+    assert!(ran.status.success(), "{ran:?}");
+    let (remote, local) = (Chain::read_all(&remote, 16), Chain::read_all(&local, 16));
+    assert!(
+        remote[0].columns.iter().any(|c| c == "theta.8"),
+        "{:?}",
+        remote[0].columns
+    );
+    for (chain, (remote, local)) in remote.iter().zip(&local).enumerate() {
+        assert_eq!(remote.columns, local.columns);
+        assert_eq!(remote.lines.len(), 50);
+        assert_eq!(local.lines.len(), 50);
+        if let Some((draw, (r, l))) = remote
+            .lines
+            .iter()
+            .zip(&local.lines)
+            .enumerate()
+            .find(|(_, (r, l))| r != l)
+        {
+            panic!("chain {chain}, draw {draw}:\n remote {r}\n local  {l}");
+        }
+    }
 }
 
 #[test]

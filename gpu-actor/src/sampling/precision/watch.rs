@@ -196,6 +196,13 @@ impl Observer for WarmupWatch<'_> {
         self.inner.wants_batches()
     }
 
+    /// Positions only once the verdict passed: until then batches go draw by draw, and
+    /// `on_draw` gets values. A batch of positions comes from a recording that began after
+    /// the verdict passed (it is never taken back).
+    fn wants_positions(&self) -> bool {
+        self.verdict.load(Ordering::SeqCst) == PASSED && self.inner.wants_positions()
+    }
+
     fn on_batch(&self, batch: &DrawBatch) {
         // Once the verdict passed, batches go through whole; until then, draw by draw.
         if self.verdict.load(Ordering::SeqCst) == PASSED {

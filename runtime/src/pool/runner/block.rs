@@ -107,6 +107,19 @@ struct Part {
     sending: Mutex<()>,
 }
 
+/// What a GPU run streams.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct BlockSettings {
+    /// Draws dropped at the start of a warm-started chain.
+    pub(super) burn_in: u64,
+    pub(super) save_warmup: bool,
+    /// Iterations of each chain.
+    pub(super) total: u64,
+    /// Blocks may carry positions (the job's client writes the values): asked of the
+    /// recording ([`Observer::wants_positions`]).
+    pub(super) positions: bool,
+}
+
 /// The observer of a GPU run.
 pub(super) struct BlockStreamer {
     run: RunId,
@@ -114,6 +127,7 @@ pub(super) struct BlockStreamer {
     burn_in: u64,
     save_warmup: bool,
     total: u64,
+    positions: bool,
     cancel: Arc<AtomicBool>,
     backlog: Arc<Backlog>,
     index: ChainIndex,
@@ -147,17 +161,20 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl BlockStreamer {
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         run: RunId,
         pool: ActorRef<PoolMsg>,
         chains: &[ChainId],
-        burn_in: u64,
-        save_warmup: bool,
-        total: u64,
+        settings: BlockSettings,
         cancel: Arc<AtomicBool>,
         backlog: Arc<Backlog>,
     ) -> Self {
+        let BlockSettings {
+            burn_in,
+            save_warmup,
+            total,
+            positions,
+        } = settings;
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let parts = cores
             .clamp(1, MAX_PARTS)
@@ -168,6 +185,7 @@ impl BlockStreamer {
             burn_in,
             save_warmup,
             total,
+            positions,
             cancel,
             backlog,
             index: ChainIndex::new(chains),
@@ -337,6 +355,7 @@ impl BlockStreamer {
     fn take(&self, block: &mut WireDrawBlock) -> WireDrawBlock {
         // Room for as much as the last one took: a block is filled without reallocating.
         let mut empty = WireDrawBlock::new(block.n_columns as usize, self.total);
+        empty.positions = block.positions;
         empty.reserve(block.n_entries(), block.n_draws());
         std::mem::replace(block, empty)
     }
@@ -436,12 +455,17 @@ impl Observer for BlockStreamer {
         self.on_batch(&DrawBatch {
             total: event.total,
             n_columns: event.values.len(),
+            positions: false,
             chains: &[draws],
         });
     }
 
     fn wants_batches(&self) -> bool {
         true
+    }
+
+    fn wants_positions(&self) -> bool {
+        self.positions
     }
 
     fn on_batch(&self, batch: &DrawBatch) {
@@ -458,12 +482,26 @@ impl Observer for BlockStreamer {
                 }
                 held = Some((part, lock(&self.parts[part].block)));
             }
+            let n_columns = u32::try_from(batch.n_columns).unwrap_or(u32::MAX);
+            let with_values = draws.stats.len() > draws.n_warmup || draws.warmup_values;
+            // A block's draws are of one kind and width: draws of another (positions after
+            // values, once auto precision's verdict passed) wait for the block to go.
+            while with_values
+                && let Some((p, block)) = held.take_if(|(_, block)| {
+                    block.n_draws() > 0
+                        && (block.positions, block.n_columns) != (batch.positions, n_columns)
+                })
+            {
+                self.send_part(&self.parts[p], block);
+                held = Some((part, lock(&self.parts[part].block)));
+            }
             let Some((_, block)) = held.as_mut() else {
                 continue;
             };
-            // A block's draws have one width: the first batch with values sets it.
+            // The first batch with values sets the block's kind and width.
             if block.n_draws() == 0 && batch.n_columns > 0 {
-                block.n_columns = u32::try_from(batch.n_columns).unwrap_or(u32::MAX);
+                block.n_columns = n_columns;
+                block.positions = batch.positions;
             }
             self.add(block, index, draws, batch.n_columns, now);
         }
@@ -535,6 +573,25 @@ mod tests {
         }
     }
 
+    /// Every block `streamer` sent to the sink, then its last one (`last_event`), once the
+    /// sink took every cast and stopped.
+    async fn every_block(
+        streamer: &BlockStreamer,
+        sink: ActorRef<PoolMsg>,
+        handle: tokio::task::JoinHandle<()>,
+        sent: &Sent,
+    ) -> Vec<Arc<WireDrawBlock>> {
+        let last = streamer.last_event();
+        let Some(WireTaskEvent::Block(last)) = last else {
+            panic!("a last block: {last:?}");
+        };
+        sink.drain_and_wait(None).await.unwrap();
+        handle.await.unwrap();
+        let mut blocks = lock(sent).clone();
+        blocks.push(last);
+        blocks
+    }
+
     /// Values per draw: enough that the first test's draws fill several blocks.
     const N_COLUMNS: usize = 64;
 
@@ -598,9 +655,12 @@ mod tests {
             RunId(3),
             sink.clone(),
             &chains,
-            0,
-            false,
-            total,
+            BlockSettings {
+                burn_in: 0,
+                save_warmup: false,
+                total,
+                positions: false,
+            },
             Arc::new(AtomicBool::new(false)),
             Arc::new(Backlog::default()),
         ));
@@ -640,6 +700,7 @@ mod tests {
                         recorder.on_batch(&DrawBatch {
                             total,
                             n_columns: N_COLUMNS,
+                            positions: false,
                             chains: &lent,
                         });
                     });
@@ -648,16 +709,8 @@ mod tests {
             }
         });
         recording.join().unwrap();
-        let last = streamer.last_event();
-        let Some(WireTaskEvent::Block(last)) = last else {
-            panic!("a last block: {last:?}");
-        };
-        // Every cast is taken before the sink stops.
-        sink.drain_and_wait(None).await.unwrap();
-        handle.await.unwrap();
-        let mut blocks = lock(&sent).clone();
-        assert!(blocks.len() > 1, "{} blocks", blocks.len());
-        blocks.push(last);
+        let blocks = every_block(&streamer, sink, handle, &sent).await;
+        assert!(blocks.len() > 2, "{} blocks", blocks.len());
         let chains = read(&blocks);
         assert_eq!(chains.len(), n_chains as usize);
         for (chain, (kept_values, warmup_values, iteration)) in chains {
@@ -683,9 +736,12 @@ mod tests {
                 RunId(1),
                 sink.clone(),
                 &chains,
-                0,
-                save_warmup,
-                10,
+                BlockSettings {
+                    burn_in: 0,
+                    save_warmup,
+                    total: 10,
+                    positions: false,
+                },
                 Arc::new(AtomicBool::new(false)),
                 Arc::new(Backlog::default()),
             );
@@ -704,13 +760,7 @@ mod tests {
                     });
                 }
             }
-            let Some(WireTaskEvent::Block(last)) = streamer.last_event() else {
-                panic!("a last block");
-            };
-            sink.drain_and_wait(None).await.unwrap();
-            handle.await.unwrap();
-            let mut blocks = lock(&sent).clone();
-            blocks.push(last);
+            let blocks = every_block(&streamer, sink, handle, &sent).await;
             let read = read(&blocks);
             assert_eq!(read.len(), chains.len());
             for (chain, (kept, warmup, iteration)) in read {
@@ -721,5 +771,66 @@ mod tests {
                 assert_eq!((kept, warmup, iteration), (of(4..10), saved, 10));
             }
         }
+    }
+
+    /// Batches of values, then of positions (auto precision's verdict passed between two
+    /// recordings): each block holds draws of one kind and width, and every chain's draws
+    /// join up across them.
+    #[tokio::test]
+    async fn values_and_positions_go_in_blocks_of_their_own() {
+        let sent = Sent::default();
+        let (sink, handle) = Actor::spawn(None, Sink, Arc::clone(&sent)).await.unwrap();
+        let chains: Vec<ChainId> = (0..2).map(ChainId).collect();
+        let settings = BlockSettings {
+            burn_in: 0,
+            save_warmup: false,
+            total: 4,
+            positions: true,
+        };
+        let cancel = Arc::new(AtomicBool::new(false));
+        let backlog = Arc::new(Backlog::default());
+        let streamer =
+            BlockStreamer::new(RunId(1), sink.clone(), &chains, settings, cancel, backlog);
+        assert!(streamer.wants_positions());
+        let stats = [DrawStats::default(); 2];
+        for (first, positions, n_columns) in [(0u64, false, 3), (2, true, 2)] {
+            let values: Vec<f64> = (0..2 * n_columns).map(|k| k as f64 + 0.5).collect();
+            let lent: Vec<ChainDraws> = chains
+                .iter()
+                .map(|&chain| ChainDraws {
+                    chain,
+                    first_iteration: first,
+                    n_warmup: 0,
+                    stats: &stats,
+                    warmup_values: false,
+                    values: &values,
+                })
+                .collect();
+            streamer.on_batch(&DrawBatch {
+                total: 4,
+                n_columns,
+                positions,
+                chains: &lent,
+            });
+        }
+        let blocks = every_block(&streamer, sink, handle, &sent).await;
+        let mut seen = Vec::new();
+        for block in &blocks {
+            for entry in block.entries().unwrap().iter().filter(|e| !e.is_empty()) {
+                let values: Vec<f64> = block.values_of(entry).collect();
+                assert_eq!(values.len(), entry.len() * block.n_columns as usize);
+                seen.push((entry.chain, entry.first, block.positions, block.n_columns));
+            }
+        }
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                (0, 0, false, 3),
+                (0, 2, true, 2),
+                (1, 0, false, 3),
+                (1, 2, true, 2)
+            ]
+        );
     }
 }
