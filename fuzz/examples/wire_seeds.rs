@@ -38,7 +38,7 @@ fn main() {
         (
             "submitted",
             3,
-            bytes(&me, Ok::<_, WireError>(JobReply::Submitted { job: JobId(3), n_chains: 4, link: None })),
+            bytes(&me, Ok::<_, WireError>(JobReply::Submitted { job: JobId(3), n_chains: 4, link: None, follows: true })),
         ),
         (
             "refused",

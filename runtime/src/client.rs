@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use crate::cookie::Cookie;
 use crate::discovery::{COORDINATOR, CPU_POOL, MEMBERSHIP};
 use crate::ids::{JobId, NodeName, RequestId, SessionId};
-use crate::link::{JobLink, LinkToken};
+use crate::link::{IN_FLIGHT, JobLink, LinkToken};
 use crate::membership::{MemberStatus, NodeInfo};
 use crate::sampling::PollCounts;
 use crate::sampling::SampleRequest;
@@ -417,9 +417,13 @@ impl ClusterClient {
                 job,
                 n_chains,
                 link,
+                follows,
             } if n_chains == expected => {
                 if let Some(token) = link {
-                    self.open_link(job, &token).await;
+                    // An older node answers a waiting poll when the next comes: one at a
+                    // time there.
+                    let in_flight = if follows { IN_FLIGHT } else { 1 };
+                    self.open_link(job, &token, in_flight).await;
                 }
                 Ok(job)
             }
@@ -427,10 +431,12 @@ impl ClusterClient {
         }
     }
 
-    /// Opens `job`'s link with `token`; without one, its events come through the session.
-    async fn open_link(&mut self, job: JobId, token: &LinkToken) {
+    /// Opens `job`'s link with `token`, to keep `in_flight` polls at the node; without one,
+    /// its events come through the session.
+    async fn open_link(&mut self, job: JobId, token: &LinkToken, in_flight: usize) {
         let deadline = tokio::time::Instant::now() + self.settings.connect_timeout;
-        match JobLink::open(&self.transport, self.address, job, token, deadline).await {
+        let link = JobLink::open(&self.transport, self.address, job, token, deadline).await;
+        match link.map(|link| link.in_flight(in_flight)) {
             Ok(link) => self.link = Some(link),
             Err(error) => {
                 tracing::info!(

@@ -401,6 +401,7 @@ fn submit(
             job,
             n_chains,
             link,
+            follows: true,
         }));
         return;
     }
@@ -449,6 +450,7 @@ fn submit(
         job,
         n_chains,
         link,
+        follows: true,
     }));
     schedule(myself, state);
 }

@@ -22,7 +22,9 @@
 //!   endpoint's. A link idle for [`IDLE_LIMIT`] is closed.
 //! - **Following.** The client keeps [`IN_FLIGHT`] polls at the node: after the first, each
 //!   follows the answer before it (`JobRequest::Poll::follow`), so the coordinator answers
-//!   and encodes the next while the last travels and is decoded ([`JobLink::next`]).
+//!   and encodes the next while the last travels and is decoded ([`JobLink::next`]). Where
+//!   the node does not say it follows (`JobReply::Submitted::follows`: an older node, which
+//!   answers a waiting poll at once when the next arrives), the link keeps one.
 //! - **Failure.** A link is an optimisation: a client whose link fails (closed, an answer
 //!   over [`MAX_REPLY_BYTES`], a timeout) drops it and polls through the session from the
 //!   last event it received (polls are idempotent; one that does not follow starts from its
@@ -405,6 +407,8 @@ pub(crate) const IN_FLIGHT: usize = 3;
 /// answers, and hands them over in order.
 pub(crate) struct JobLink {
     job: JobId,
+    /// Polls kept at the node ([`IN_FLIGHT`], or one where the node does not follow).
+    in_flight: usize,
     state: LinkState,
     timing: Arc<LinkTiming>,
 }
@@ -499,9 +503,17 @@ impl JobLink {
         let io = transport.dial_link(address, &hello, deadline).await?;
         Ok(Self {
             job,
+            in_flight: IN_FLIGHT,
             state: LinkState::Open(io),
             timing: Arc::default(),
         })
+    }
+
+    /// Keeps `polls` polls at the node (at least one, at most [`IN_FLIGHT`]) instead of
+    /// [`IN_FLIGHT`].
+    pub(crate) fn in_flight(mut self, polls: usize) -> Self {
+        self.in_flight = polls.clamp(1, IN_FLIGHT);
+        self
     }
 
     /// The job whose link this is.
@@ -522,7 +534,15 @@ impl JobLink {
                 unreachable!("matched above")
             };
             let (tx, answers) = tokio::sync::mpsc::channel(1);
-            let task = tokio::spawn(follow_job(io, self.job, follow(), tx, self.timing.clone()));
+            let follow = follow();
+            let task = tokio::spawn(follow_job(
+                io,
+                self.job,
+                self.in_flight,
+                follow,
+                tx,
+                self.timing.clone(),
+            ));
             self.state = LinkState::Following { answers, task };
         }
         let LinkState::Following { answers, .. } = &mut self.state else {
@@ -536,13 +556,14 @@ impl JobLink {
     }
 }
 
-/// A link's task: keeps [`IN_FLIGHT`] polls of `job` at the node, hands each answer over to
+/// A link's task: keeps `in_flight` polls of `job` at the node, hands each answer over to
 /// `answers` in order, until the job's last event, an answer that is not events, a failure,
 /// or the receiver's end. Answers are read while the one before is decoded: the next poll
 /// can only go out once an answer is decoded (it acknowledges that answer's events).
 async fn follow_job(
     io: crate::transport::LinkIo,
     job: JobId,
+    in_flight: usize,
     follow: Follow,
     answers: tokio::sync::mpsc::Sender<Followed>,
     timing: Arc<LinkTiming>,
@@ -590,7 +611,7 @@ async fn follow_job(
         let mut sent = 0;
         let failed = 'follow: loop {
             // The first poll starts from `ack`; the others follow the answers before them.
-            while sent < IN_FLIGHT {
+            while sent < in_flight {
                 let bytes = match poll(ack, sent > 0 || ack > follow.ack) {
                     Ok(bytes) => bytes,
                     Err(error) => {

@@ -181,3 +181,82 @@ fn a_job_opens_at_most_its_share_of_links() {
         Refused::UnknownToken
     );
 }
+
+/// A link keeps its polls at the node: three where the node follows (the first from the
+/// link's ack, the others following, all sent before any answer), one where it does not
+/// (the next sent once the answer before it is decoded, acknowledging its events).
+#[tokio::test]
+async fn a_link_keeps_its_polls_at_the_node_or_one_at_a_time() {
+    use crate::wire::{JobRequest, WireError, WireEvent, WireJobEvent};
+    let job = JobId(4);
+    let me: crate::ids::NodeName = "client@127.0.0.1".parse().unwrap();
+    let poll_of = |bytes: &[u8]| match Envelope::<JobRequest>::decode(bytes).unwrap().body {
+        JobRequest::Poll { ack, follow, .. } => (ack, follow),
+        other => panic!("{other:?}"),
+    };
+    for in_flight in [IN_FLIGHT, 1] {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let near = tokio::net::TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (mut far, _) = listener.accept().await.unwrap();
+        let mut link = JobLink {
+            job,
+            in_flight: IN_FLIGHT,
+            state: LinkState::Open(crate::transport::LinkIo::Plain(near)),
+            timing: Arc::default(),
+        }
+        .in_flight(in_flight);
+        let node = tokio::spawn(async move {
+            let mut polls = Vec::new();
+            for _ in 0..in_flight {
+                polls.push(poll_of(
+                    &read_frame(&mut far, 1 << 20).await.unwrap().unwrap(),
+                ));
+            }
+            let events = (1..=2)
+                .map(|seq| WireEvent {
+                    seq,
+                    event: WireJobEvent::Progress {
+                        chain: 0,
+                        attempt: 1,
+                        iteration: seq,
+                        total: 10,
+                        draws: None,
+                    },
+                })
+                .collect();
+            let answer = JobReply::Events {
+                job,
+                events,
+                notes: Vec::new(),
+            };
+            let node: crate::ids::NodeName = "node@127.0.0.1".parse().unwrap();
+            let answer = Envelope::new(crate::ids::RequestId(1), &node, Ok::<_, WireError>(answer));
+            write_frame(&mut far, &answer.encode().unwrap())
+                .await
+                .unwrap();
+            // The next poll the link sends after the answer.
+            polls.push(poll_of(
+                &read_frame(&mut far, 1 << 20).await.unwrap().unwrap(),
+            ));
+            polls
+        });
+        let follow = || Follow {
+            ack: 0,
+            wait_ms: 10,
+            timeout: Duration::from_secs(30),
+            me: me.clone(),
+            peer: "node@127.0.0.1".to_owned(),
+        };
+        let answer = link.next(follow).await.expect("an answer");
+        assert!(matches!(answer, Ok(Ok(_))), "{answer:?}");
+        let polls = node.await.unwrap();
+        let expected = if in_flight == 1 {
+            vec![(0, false), (2, true)]
+        } else {
+            vec![(0, false), (0, true), (0, true), (2, true)]
+        };
+        assert_eq!(polls, expected, "{in_flight} in flight");
+    }
+}

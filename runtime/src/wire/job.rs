@@ -155,6 +155,12 @@ pub enum JobReply {
         /// has links. Absent from the bytes when `None`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         link: Option<LinkToken>,
+        /// The coordinator answers polls that follow (`JobRequest::Poll::follow`) in turn,
+        /// each after the one before: a link may keep several at the node. False (absent)
+        /// from an older node, which answers a waiting poll at once when the next comes: a
+        /// link then keeps one.
+        #[serde(default, skip_serializing_if = "is_false")]
+        follows: bool,
     },
     /// Events after the poll's `ack`, oldest first (none when the wait ran out).
     Events {

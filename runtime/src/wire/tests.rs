@@ -630,3 +630,35 @@ fn run_notes_are_absent_from_the_bytes_when_there_are_none() {
         }],
     });
 }
+
+/// A node that answers follow polls in turn says so with its job; an older one's answer
+/// (no such field) reads as not following, and a new answer without it has the old bytes.
+#[test]
+fn a_submitted_job_says_whether_its_coordinator_follows() {
+    #[derive(Serialize)]
+    enum OlderReply {
+        Submitted { job: JobId, n_chains: u32 },
+    }
+    let older = rmp_serde::to_vec_named(&OlderReply::Submitted {
+        job: JobId(3),
+        n_chains: 4,
+    })
+    .unwrap();
+    let not_following = JobReply::Submitted {
+        job: JobId(3),
+        n_chains: 4,
+        link: None,
+        follows: false,
+    };
+    assert_eq!(
+        rmp_serde::from_slice::<JobReply>(&older).unwrap(),
+        not_following
+    );
+    assert_eq!(rmp_serde::to_vec_named(&not_following).unwrap(), older);
+    round_trip(JobReply::Submitted {
+        job: JobId(3),
+        n_chains: 4,
+        link: None,
+        follows: true,
+    });
+}
