@@ -108,6 +108,14 @@ impl OutputWriter {
         self.dim
     }
 
+    /// Whether a draw's values are its position itself (every output a parameter on the
+    /// real line, in the position's order): there is nothing to write.
+    pub fn values_are_positions(&self) -> bool {
+        self.identity.as_deref().is_some_and(|columns| {
+            columns.len() == self.dim && columns.iter().enumerate().all(|(i, &k)| i == k)
+        })
+    }
+
     /// Writes the values of the draw at position `q` (`dim` coordinates) to `out`
     /// (`n_columns`).
     pub fn write(&mut self, q: &[f64], out: &mut [f64]) {
@@ -143,6 +151,7 @@ mod tests {
             let program = model.program();
             let mut writer = OutputWriter::new(program);
             assert_eq!(writer.identity.is_some(), identity, "{name}");
+            assert_eq!(writer.values_are_positions(), identity, "{name}");
             let mut evaluator = Evaluator::new(model.program().clone());
             let q: Vec<f64> = (0..program.dim)
                 .map(|k| (k as f64 * 0.37).sin() * 2.0)

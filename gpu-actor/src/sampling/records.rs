@@ -176,7 +176,8 @@ pub(crate) fn record<F>(
 {
     let draws_of = &draws_of;
     let batches = observer.wants_batches();
-    // Batches of positions where the observer takes them and the traces keep nothing.
+    // Batches of positions where the observer takes them and the traces keep nothing; a
+    // position that is its values goes as values (the receiver has nothing to write).
     let positions = batches && !settings.keep && observer.wants_positions();
     let n_columns = writer.n_columns();
     let batch = |chains: &[ChainDraws<'_>]| {
@@ -184,7 +185,7 @@ pub(crate) fn record<F>(
             observer.on_batch(&DrawBatch {
                 total: settings.total,
                 n_columns: if positions { writer.dim() } else { n_columns },
-                positions,
+                positions: positions && !writer.values_are_positions(),
                 chains,
             });
         }
