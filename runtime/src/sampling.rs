@@ -406,6 +406,31 @@ pub(crate) struct Assembler {
     room: RoomState,
     /// Writes values from blocks of positions, where the client asked for them.
     positions: Option<FromPositions>,
+    /// Most draws a chain may bring: what the job asked for (a node that sends more is
+    /// refused before the client holds them).
+    most: MostDraws,
+}
+
+/// Most draws of each phase a chain of the job may bring.
+#[derive(Debug, Clone, Copy)]
+struct MostDraws {
+    kept: u64,
+    warmup: u64,
+}
+
+impl MostDraws {
+    /// Checks that `n` more draws of a phase (`warmup`), after `had`, stay within the job's.
+    fn check(self, warmup: bool, had: usize, n: usize) -> Result<(), String> {
+        let most = if warmup { self.warmup } else { self.kept };
+        if (had as u64).saturating_add(n as u64) > most {
+            let phase = if warmup { "warmup" } else { "kept" };
+            return Err(format!(
+                "{} {phase} draws arrived, more than the job's {most}",
+                had + n
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Writes a draw's reported values from its unconstrained position, for blocks of
@@ -480,7 +505,17 @@ impl Assembler {
             started: Instant::now(),
             room: RoomState::None,
             positions: None,
+            most: MostDraws {
+                kept: u64::MAX,
+                warmup: u64::MAX,
+            },
         }
+    }
+
+    /// Refuses a chain more than `kept` kept draws or `warmup` warmup draws: the job's.
+    pub(crate) fn with_most_draws(mut self, kept: u64, warmup: u64) -> Self {
+        self.most = MostDraws { kept, warmup };
+        self
     }
 
     /// Takes in blocks of positions, writing each draw's values with `writer` (the model's):
@@ -656,12 +691,13 @@ impl Assembler {
                 total,
                 draws,
             } => {
+                let most = self.most;
                 let partial = self.partial(chain)?;
                 if attempt != partial.attempt {
                     return Ok(Vec::new());
                 }
                 if let Some(draws) = draws {
-                    append(partial, draws)
+                    append(partial, draws, most)
                         .map_err(|reason| bad(format!("chain {chain}: {reason}")))?;
                 }
                 Ok(vec![JobUpdate::Progress {
@@ -835,10 +871,19 @@ impl Assembler {
                     .map(|(entry, &attempt)| (b, attempt, entry)),
             );
         }
+        let most = self.most;
         let apply = |partial: &mut Partial,
                      positions: &mut Option<FromPositions>,
                      &(b, attempt, ref entry): &Taken| {
-            apply_entry(partial, attempt, &blocks[b].1, entry, positions.as_mut()).map_err(&bad)
+            apply_entry(
+                partial,
+                attempt,
+                &blocks[b].1,
+                entry,
+                positions.as_mut(),
+                most,
+            )
+            .map_err(&bad)
         };
         let mut positions = self.positions.clone();
         if bytes < PARALLEL_BLOCK_BYTES {
@@ -948,7 +993,7 @@ impl Assembler {
 }
 
 /// Appends streamed draws to a chain, checking that they follow the ones received.
-fn append(partial: &mut Partial, draws: WireDraws) -> Result<(), String> {
+fn append(partial: &mut Partial, draws: WireDraws, most: MostDraws) -> Result<(), String> {
     let n = draws
         .stats
         .len_checked()
@@ -971,6 +1016,7 @@ fn append(partial: &mut Partial, draws: WireDraws) -> Result<(), String> {
             draws.values.len()
         ));
     }
+    most.check(draws.warmup, stats.len(), n)?;
     values.extend_from_slice(&draws.values);
     stats.extend(draws.stats.rows());
     Ok(())
@@ -984,12 +1030,13 @@ fn apply_entry(
     block: &WireDrawBlock,
     entry: &BlockEntry,
     positions: Option<&mut FromPositions>,
+    most: MostDraws,
 ) -> Result<Option<JobUpdate>, String> {
     if attempt != partial.attempt {
         return Ok(None);
     }
     let chain = entry.chain;
-    append_entry(partial, block, entry, positions)
+    append_entry(partial, block, entry, positions, most)
         .map_err(|reason| format!("chain {chain}: {reason}"))?;
     let step = (block.total / BLOCK_PROGRESS_STEPS).max(1);
     let due =
@@ -1012,6 +1059,7 @@ fn append_entry(
     block: &WireDrawBlock,
     entry: &BlockEntry,
     positions: Option<&mut FromPositions>,
+    most: MostDraws,
 ) -> Result<(), String> {
     let (values, stats) = if entry.warmup {
         (&mut partial.warmup_draws, &mut partial.warmup_stats)
@@ -1025,6 +1073,7 @@ fn append_entry(
             stats.len()
         ));
     }
+    most.check(entry.warmup, stats.len(), entry.len())?;
     match positions {
         Some(positions) if block.positions => positions.append(block, entry, values),
         _ if block.positions => return Err("positions without the model's writer".to_owned()),

@@ -25,7 +25,7 @@ use crate::link::Follow;
 use crate::sampling::{AssembleError, Assembler, JobOutcome, JobUpdate, PollCounts};
 use crate::wire::{
     self, CallError, Envelope, JobReply, JobRequest, WireError, WireEvent, WireJobEvent,
-    WireRunNote, WireSampleRequest,
+    WireRunNote, WireSampleRequest, WireWarmup,
 };
 
 /// How long a poll waits at the coordinator for an event.
@@ -91,8 +91,17 @@ impl<'a> ClusterJob<'a> {
     ) -> Self {
         client.liveness = Liveness::new();
         client.polls = PollCounts::default();
-        let mut assembler =
-            Assembler::new(job, request.n_chains).with_room(request.settings.num_draws);
+        let settings = &request.settings;
+        let burn_in = match request.warmup {
+            WireWarmup::Broadcast { burn_in } => burn_in,
+            WireWarmup::Independent => 0,
+        };
+        let mut assembler = Assembler::new(job, request.n_chains)
+            .with_room(settings.num_draws)
+            .with_most_draws(
+                settings.num_draws,
+                settings.num_warmup.saturating_add(burn_in),
+            );
         if let Some(writer) = writer {
             assembler = assembler.with_positions(writer);
         }

@@ -744,3 +744,50 @@ fn a_block_of_positions_not_asked_for_or_of_another_dimension_is_refused() {
         "{error:?}"
     );
 }
+
+/// A chain that brings more draws than the job asked for is refused before they are held,
+/// in a block (of values or positions) or in a chain's own events.
+#[test]
+fn draws_beyond_the_job_s_are_refused() {
+    use crate::wire::WireDrawBlock;
+    let block = |first: u64, n: usize| {
+        let mut block = WireDrawBlock::new(1, 10);
+        let stats = vec![DrawStats::default(); n];
+        block.push(0, false, first, first + n as u64, &vec![0.5; n], &stats);
+        WireJobEvent::Block {
+            attempts: vec![1],
+            block: block.into(),
+        }
+    };
+    let mut assembler = Assembler::new(JobId(9), 1).with_most_draws(3, 0);
+    assembler.apply(block(0, 2)).unwrap();
+    let error = assembler.apply(block(2, 2)).unwrap_err();
+    assert!(
+        format!("{error:?}").contains("4 kept draws arrived, more than the job's 3"),
+        "{error:?}"
+    );
+    let mut assembler = Assembler::new(JobId(9), 1).with_most_draws(3, 0);
+    let error = assembler
+        .apply(progress(0, 1, 0, &[1.0, 2.0, 3.0, 4.0]))
+        .unwrap_err();
+    assert!(
+        format!("{error:?}").contains("more than the job's 3"),
+        "{error:?}"
+    );
+    let mut warmup = draws(0, &[1.0]);
+    warmup.warmup = true;
+    let error = Assembler::new(JobId(9), 1)
+        .with_most_draws(3, 0)
+        .apply(WireJobEvent::Progress {
+            chain: 0,
+            attempt: 1,
+            iteration: 1,
+            total: 3,
+            draws: Some(warmup),
+        })
+        .unwrap_err();
+    assert!(
+        format!("{error:?}").contains("1 warmup draws arrived"),
+        "{error:?}"
+    );
+}
