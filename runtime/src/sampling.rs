@@ -383,6 +383,9 @@ type ChainGroup<'a> = (&'a mut Partial, Range<usize>);
 /// the entry.
 type Taken = (usize, u32, BlockEntry);
 
+/// Chains a rayon task of [`Assembler::apply_blocks`] takes in at least.
+const CHAINS_PER_TASK: usize = 64;
+
 /// Blocks of at least this many bytes of values are taken in on rayon's threads, chain by
 /// chain.
 const PARALLEL_BLOCK_BYTES: usize = 1 << 18;
@@ -437,7 +440,7 @@ impl MostDraws {
 /// positions ([`WireDrawBlock::positions`]): the model's writer and room for one entry's
 /// positions. Cloned for each thread that takes in blocks.
 #[derive(Debug, Clone)]
-pub(crate) struct FromPositions {
+struct FromPositions {
     writer: OutputWriter,
     positions: Vec<f64>,
 }
@@ -898,6 +901,8 @@ impl Assembler {
         // Each group is one chain's: the chains' draws are appended side by side.
         let applied: Vec<Result<Vec<JobUpdate>, WireError>> = groups
             .into_par_iter()
+            // Runs of chains per task: each task clones the writer of positions.
+            .with_min_len(CHAINS_PER_TASK)
             .map_init(
                 || positions.clone(),
                 |positions, (partial, range)| {
