@@ -37,8 +37,7 @@ use crate::discovery::{COORDINATOR, CPU_POOL, MEMBERSHIP};
 use crate::ids::{JobId, NodeName, RequestId, SessionId};
 use crate::link::{IN_FLIGHT, JobLink, LinkToken};
 use crate::membership::{MemberStatus, NodeInfo};
-use crate::sampling::PollCounts;
-use crate::sampling::SampleRequest;
+use crate::sampling::{DevicePreference, PollCounts, SampleRequest};
 use crate::session::{self, ConnectError, SessionEvent, SessionEventKind};
 use crate::transport::{TlsIdentity, Transport, TransportSettings};
 use crate::wire::{
@@ -345,8 +344,12 @@ impl ClusterClient {
     pub async fn sample(&mut self, request: &SampleRequest) -> Result<ClusterJob<'_>, ClientError> {
         let mut wire = request.to_wire();
         wire.link = self.settings.job_links;
-        // GPU pools send positions, and the values are written here, from the model.
-        let writer = request.output_writer();
+        // GPU pools send positions, and the values are written here, from the model (a job
+        // for CPU pools gets values: no model is lowered for it here).
+        let writer = match request.device {
+            DevicePreference::Cpu => None,
+            DevicePreference::Any | DevicePreference::Gpu => request.output_writer(),
+        };
         wire.positions = writer.is_some();
         // A node that does not answer now (stalled) is not asked to take the job.
         let submitted = if self.refresh_members().await {
