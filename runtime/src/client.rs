@@ -35,7 +35,7 @@ use tokio::time::Instant;
 use crate::cookie::Cookie;
 use crate::discovery::{COORDINATOR, CPU_POOL, MEMBERSHIP};
 use crate::ids::{JobId, NodeName, RequestId, SessionId};
-use crate::link::{IN_FLIGHT, JobLink, LinkToken};
+use crate::link::{IN_FLIGHT, JobLink, LINK_MIN_DRAWS, LinkToken};
 use crate::membership::{MemberStatus, NodeInfo};
 use crate::sampling::{DevicePreference, PollCounts, SampleRequest};
 use crate::session::{self, ConnectError, SessionEvent, SessionEventKind};
@@ -67,7 +67,8 @@ pub struct ClientSettings {
     pub tls: Option<TlsIdentity>,
     /// Follow a job's events through a job link, a stream of its own to the node that runs
     /// the job, rather than the cluster session (which carries them wherever a link cannot
-    /// be opened or fails).
+    /// be opened or fails, and for a job of fewer than `link::LINK_MIN_DRAWS` draws, whose link
+    /// would cost it more than it saves).
     pub job_links: bool,
 }
 
@@ -343,7 +344,14 @@ impl ClusterClient {
     /// received (see [`ClusterJob`]).
     pub async fn sample(&mut self, request: &SampleRequest) -> Result<ClusterJob<'_>, ClientError> {
         let mut wire = request.to_wire();
-        wire.link = self.settings.job_links;
+        let settings = &request.settings;
+        let per_chain = if settings.save_warmup {
+            settings.num_draws.saturating_add(settings.num_warmup)
+        } else {
+            settings.num_draws
+        };
+        let draws = u64::from(request.n_chains).saturating_mul(per_chain);
+        wire.link = self.settings.job_links && draws >= LINK_MIN_DRAWS;
         // GPU pools send positions, and the values are written here, from the model (a job
         // for CPU pools gets values: no model is lowered for it here).
         let writer = match request.device {
@@ -351,8 +359,10 @@ impl ClusterClient {
             DevicePreference::Any | DevicePreference::Gpu => request.output_writer(),
         };
         wire.positions = writer.is_some();
-        // A node that does not answer now (stalled) is not asked to take the job.
-        let submitted = if self.refresh_members().await {
+        // A node that does not answer now (stalled) is not asked to take the job; one that
+        // sent its member list a moment ago answers.
+        let answering = self.known.fresh(failover::FRESH_MEMBERS) || self.refresh_members().await;
+        let submitted = if answering {
             self.submit(&wire, request.n_chains).await
         } else {
             Err(ClientError::Connect(ConnectError::Unreachable {

@@ -401,6 +401,11 @@ fn local_coordinator() -> Option<ractor::ActorRef<JobWire>> {
 /// them, the next poll waits at the coordinator, to be answered (and encoded) meanwhile.
 pub(crate) const IN_FLIGHT: usize = 3;
 
+/// Fewest draws (chains x draws kept, and warmup ones where saved) of a job whose client asks
+/// for a link: a smaller job's events fit a poll or two through the session, and opening a
+/// stream would cost it more than it saves.
+pub(crate) const LINK_MIN_DRAWS: u64 = 4096;
+
 /// A client's open link to the node running its job. Its first [`JobLink::next`] starts a
 /// task that follows the job: it keeps [`IN_FLIGHT`] polls at the node, each asking for the
 /// events after the last answer's (`JobRequest::Poll::follow`), reads and decodes their

@@ -31,6 +31,9 @@ pub(super) const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
 /// Silence after which the node counts as lost (stalled, partitioned): several heartbeats,
 /// so that one slow answer on a busy node is not a loss.
 pub(super) const STALL_LIMIT: Duration = Duration::from_secs(3);
+/// A member list this recent spares a submission its own round trip to the node (jobs
+/// submitted one after another).
+pub(super) const FRESH_MEMBERS: Duration = HEARTBEAT_INTERVAL;
 
 /// When the connected node last answered, and when it is asked next.
 #[derive(Debug)]
@@ -59,6 +62,8 @@ impl Liveness {
 pub(super) struct Known {
     given: Vec<SocketAddr>,
     members: Vec<MemberStatus>,
+    /// When the current node last answered with its member list.
+    refreshed: Option<Instant>,
 }
 
 impl Known {
@@ -66,7 +71,13 @@ impl Known {
         Self {
             given: addresses.to_vec(),
             members: Vec::new(),
+            refreshed: None,
         }
+    }
+
+    /// Whether the current node answered with its member list within the last `within`.
+    pub(super) fn fresh(&self, within: Duration) -> bool {
+        self.refreshed.is_some_and(|at| at.elapsed() < within)
     }
 
     /// Addresses to try, best first, none of `lost`: members up (or the answering node) and
@@ -214,6 +225,7 @@ impl ClusterClient {
                 members.into_iter().map(MemberStatus::from_wire).collect();
             if let Ok(members) = members {
                 self.known.members = members;
+                self.known.refreshed = Some(Instant::now());
             }
         }
     }
@@ -251,6 +263,7 @@ impl ClusterClient {
         )
         .await?;
         self.address = address;
+        self.known.refreshed = None;
         self.link = None;
         self.session = session;
         self.peer = peer;

@@ -147,7 +147,7 @@ fn tls_nodes_mesh_sample_and_still_check_the_cookie() {
             Err(out)
         }
     });
-    // A small job over TLS.
+    // A job over TLS, of enough draws (4 x 1100) to follow through a link.
     let model = NormalMean::new(20);
     let path = model.write(cluster.config_home(), "normal.json");
     let sampled = cli_tls(
@@ -162,7 +162,7 @@ fn tls_nodes_mesh_sample_and_still_check_the_cookie() {
             "--warmup",
             "200",
             "--draws",
-            "200",
+            "1100",
         ],
         Some(&client),
     )

@@ -27,6 +27,7 @@ fn candidates_are_members_up_then_given_addresses_never_lost_down_or_draining_on
             member("e", 5, MemberState::Draining),
             member("f", 6, MemberState::Up),
         ],
+        refreshed: None,
     };
     let lost = [(NodeName::new("a", "127.0.0.1").unwrap(), addr(1))];
     assert_eq!(
@@ -40,4 +41,13 @@ fn candidates_are_members_up_then_given_addresses_never_lost_down_or_draining_on
         [addr(1), addr(6), addr(9), addr(2)]
     );
     assert_eq!(Known::given(&[addr(1)]).candidates(&[]), [addr(1)]);
+}
+
+#[test]
+fn a_member_list_is_fresh_only_from_the_current_node_and_for_a_while() {
+    let mut known = Known::given(&[addr(1)]);
+    assert!(!known.fresh(Duration::from_secs(60)), "never asked");
+    known.refreshed = Some(Instant::now());
+    assert!(known.fresh(Duration::from_secs(60)));
+    assert!(!known.fresh(Duration::ZERO));
 }
