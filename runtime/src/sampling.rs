@@ -309,7 +309,7 @@ pub struct JobOutcome {
     /// The warmup chain, with [`WarmupMode::Broadcast`].
     pub warmup: Option<WarmupReport>,
     /// How chains ran, as their nodes said: where a GPU task ran, in which precision and
-    /// why, or why a GPU node ran them on its CPU (at most [`MAX_NOTES`], each at most
+    /// why, or why a GPU node ran them on its CPU (at most [`crate::notes::MAX_NOTES`], each at most
     /// `MAX_NOTE_BYTES`, each once; across failovers, every coordinator's).
     pub notes: Vec<RunNote>,
     /// From submission to the last event.

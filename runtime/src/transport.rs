@@ -26,7 +26,7 @@
 //!
 //! A guard learns that its session authenticated from the `NodeServer`'s events: each
 //! connection's `peer_label` is `"{socket address}#{connection id}"`, which the event carries
-//! back as its `peer_addr` ([`label_address`] gives the address part to `session.rs`).
+//! back as its `peer_addr` (`label_address` gives the address part to `session.rs`).
 //!
 //! Everything an unauthenticated peer sent that reaches a log line goes through
 //! [`peer_text`] (escaped, cut to 64 characters), and those lines are rate-limited.

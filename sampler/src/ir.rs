@@ -2,7 +2,7 @@
 //!
 //! A [`Model`] is what crosses process and machine boundaries (as JSON or rmp-serde bytes): it
 //! holds no closures and nothing process-local. It is checked once by
-//! [`crate::validate::check`] into a [`crate::CheckedModel`], which the rest of the code trusts.
+//! [`crate::CheckedModel::new`] into a [`crate::CheckedModel`], which the rest of the code trusts.
 //!
 //! The JSON form reads like the model (see `models/*.json`):
 //!

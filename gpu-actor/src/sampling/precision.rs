@@ -120,7 +120,7 @@ impl PrecisionChoice {
 
 /// How far from the CPU path's step size an f32 run's warmup may take its chains' step sizes
 /// (below it, or above it with saturated trees) before auto restarts the run in f64
-/// ([`WarmupWatch`]).
+/// (`WarmupWatch`).
 pub const STEP_COLLAPSE: f64 = 30.0;
 
 /// The largest error of a log-density difference within one trajectory, in units of energy.
@@ -164,7 +164,7 @@ pub struct PrecisionCheck {
     /// Whether a log density or gradient was finite in f64 and not in f32.
     pub not_finite: bool,
     /// The smallest step size the CPU path's warmup chose (`None` without a CPU path): what
-    /// an f32 run's warmup is compared with afterwards ([`PrecisionChoice::watch`]).
+    /// an f32 run's warmup is compared with afterwards (auto precision's `WarmupWatch`).
     pub cpu_step_size: Option<f64>,
 }
 

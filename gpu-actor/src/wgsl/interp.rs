@@ -437,7 +437,7 @@ pub(crate) fn code_at(program: &Program) -> u32 {
 }
 
 /// The index buffer as the device holds it: the program's `Gather` indices, a zero word
-/// ([`zero_at`]), then the interpreter's table.
+/// (`zero_at`), then the interpreter's table.
 pub fn device_indices(program: &Program) -> Vec<u32> {
     let mut out = program.index.clone();
     out.push(0);
@@ -445,7 +445,7 @@ pub fn device_indices(program: &Program) -> Vec<u32> {
     out
 }
 
-/// The real data as the device holds it: [`layout::device_data`] (the program's data with
+/// The real data as the device holds it: `layout::device_data` (the program's data with
 /// product matrices column-major), then the interpreter's constants.
 pub fn device_data(program: &Program) -> Vec<f64> {
     let mut out = layout::device_data(program);
