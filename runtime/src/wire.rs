@@ -72,6 +72,12 @@ pub use sampling::{
 /// older peer cannot read; adding an optional field or a variant is not such a change.
 pub const PROTOCOL_VERSION: u16 = 2;
 
+/// Whether an optional flag is off: such a flag is left out of the bytes (serde's
+/// `skip_serializing_if`), so that a message without it encodes as before the flag.
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
 /// The largest inbound frame every node accepts (`NodeServer::with_max_inbound_frame_size`).
 /// ractor_cluster checks it on the receiving side only and closes the session on a bigger
 /// frame, so every node of a cluster must use the same value: this one.

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use sampler::DrawStats;
 
+use super::is_false;
 use super::sampling::{WireDraws, WireStats};
 
 /// Draws of several chains, segment by segment: each entry is one chain's consecutive draws
@@ -85,10 +86,6 @@ pub struct WireDrawBlock {
     /// (`WireTask::positions`). Absent from the bytes when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub positions: bool,
-}
-
-fn is_false(value: &bool) -> bool {
-    !*value
 }
 
 /// Statistics columns after the value columns in [`WireDrawBlock::widths`].

@@ -9,6 +9,7 @@ use ractor_cluster::RactorClusterMessage;
 use serde::{Deserialize, Serialize};
 
 use super::block::WireDrawBlock;
+use super::is_false;
 use super::pool::WirePoolKind;
 use super::sampling::{WireChainDone, WireDraws, WireSettings, WireTuning};
 use super::{Envelope, Service, WireEvent};
@@ -112,10 +113,6 @@ pub struct WireSampleRequest {
     /// the wire. Only with `blocks`. Absent from the bytes when false.
     #[serde(default, skip_serializing_if = "is_false")]
     pub positions: bool,
-}
-
-fn is_false(value: &bool) -> bool {
-    !*value
 }
 
 /// Where a job's chains may run.

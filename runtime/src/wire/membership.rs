@@ -6,6 +6,7 @@ use ractor_cluster::RactorClusterMessage;
 use serde::{Deserialize, Serialize};
 
 use super::Service;
+use super::is_false;
 
 /// The membership endpoint's cluster message. Wire tag: the variant name (`"Call"`).
 #[derive(RactorClusterMessage)]
@@ -130,10 +131,6 @@ pub struct WireGpu {
     /// Chains it runs now. Absent from the bytes when 0, as from older peers'.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub chains: u32,
-}
-
-fn is_false(value: &bool) -> bool {
-    !*value
 }
 
 fn is_zero(value: &u32) -> bool {

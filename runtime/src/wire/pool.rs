@@ -9,6 +9,7 @@ use ractor_cluster::RactorClusterMessage;
 use serde::{Deserialize, Serialize};
 
 use super::block::WireDrawBlock;
+use super::is_false;
 use super::sampling::{WireChainDone, WireChainSpec, WireDraws, WireSettings};
 use super::{Service, WireEvent};
 use crate::ids::{JobId, TaskId};
@@ -146,10 +147,6 @@ pub struct WireTask {
     /// Absent from the bytes when false (an older pool ignores it and sends values).
     #[serde(default, skip_serializing_if = "is_false")]
     pub positions: bool,
-}
-
-fn is_false(value: &bool) -> bool {
-    !*value
 }
 
 /// What a running task reports.
