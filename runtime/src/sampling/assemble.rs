@@ -55,6 +55,32 @@ struct Partial {
     done: Option<(WireChainDone, NodeName)>,
 }
 
+impl Partial {
+    /// The values and statistics of a phase (warmup or kept), once `n` more draws from
+    /// `first` are checked to follow those received and to stay within the job's (`most`).
+    fn phase(
+        &mut self,
+        warmup: bool,
+        first: u64,
+        n: usize,
+        most: MostDraws,
+    ) -> Result<(&mut Vec<f64>, &mut Vec<DrawStats>), String> {
+        let (values, stats) = if warmup {
+            (&mut self.warmup_draws, &mut self.warmup_stats)
+        } else {
+            (&mut self.draws, &mut self.stats)
+        };
+        if first != stats.len() as u64 {
+            return Err(format!(
+                "draws from {first} arrived after {} draws",
+                stats.len()
+            ));
+        }
+        most.check(warmup, stats.len(), n)?;
+        Ok((values, stats))
+    }
+}
+
 /// A chain's `Progress` updates from blocks come at most every this share of its iterations
 /// (and at its last one): a block has an entry per chain, often with a single draw, and one
 /// update per draw would cost the client more than the draws.
@@ -687,25 +713,13 @@ fn append(partial: &mut Partial, draws: WireDraws, most: MostDraws) -> Result<()
         .stats
         .len_checked()
         .ok_or("statistics columns of different lengths")?;
-    let (values, stats) = if draws.warmup {
-        (&mut partial.warmup_draws, &mut partial.warmup_stats)
-    } else {
-        (&mut partial.draws, &mut partial.stats)
-    };
-    if draws.first != stats.len() as u64 {
-        return Err(format!(
-            "draws from {} arrived after {} draws",
-            draws.first,
-            stats.len()
-        ));
-    }
     if n == 0 || !draws.values.len().is_multiple_of(n) {
         return Err(format!(
             "{} values do not make {n} draws",
             draws.values.len()
         ));
     }
-    most.check(draws.warmup, stats.len(), n)?;
+    let (values, stats) = partial.phase(draws.warmup, draws.first, n, most)?;
     values.extend_from_slice(&draws.values);
     stats.extend(draws.stats.rows());
     Ok(())
@@ -750,19 +764,7 @@ fn append_entry(
     positions: Option<&mut FromPositions>,
     most: MostDraws,
 ) -> Result<(), String> {
-    let (values, stats) = if entry.warmup {
-        (&mut partial.warmup_draws, &mut partial.warmup_stats)
-    } else {
-        (&mut partial.draws, &mut partial.stats)
-    };
-    if entry.first != stats.len() as u64 {
-        return Err(format!(
-            "draws from {} arrived after {} draws",
-            entry.first,
-            stats.len()
-        ));
-    }
-    most.check(entry.warmup, stats.len(), entry.len())?;
+    let (values, stats) = partial.phase(entry.warmup, entry.first, entry.len(), most)?;
     match positions {
         Some(positions) if block.positions => positions.append(block, entry, values),
         _ if block.positions => return Err("positions without the model's writer".to_owned()),
