@@ -179,13 +179,17 @@ pub(crate) fn record<F>(
     // Batches of positions where the observer takes them and the traces keep nothing; a
     // position that is its values goes as values (the receiver has nothing to write).
     let positions = batches && !settings.keep && observer.wants_positions();
-    let n_columns = writer.n_columns();
+    let (batch_columns, labelled_positions) = if positions {
+        (writer.dim(), !writer.values_are_positions())
+    } else {
+        (writer.n_columns(), false)
+    };
     let batch = |chains: &[ChainDraws<'_>]| {
         if !chains.is_empty() {
             observer.on_batch(&DrawBatch {
                 total: settings.total,
-                n_columns: if positions { writer.dim() } else { n_columns },
-                positions: positions && !writer.values_are_positions(),
+                n_columns: batch_columns,
+                positions: labelled_positions,
                 chains,
             });
         }
@@ -195,7 +199,10 @@ pub(crate) fn record<F>(
         .par_chunks_mut(CHAINS_PER_TASK)
         .enumerate()
         .for_each_init(
-            || (writer.clone(), vec![0.0; n_columns], Vec::<Staged>::new()),
+            || {
+                let values = vec![0.0; writer.n_columns()];
+                (writer.clone(), values, Vec::<Staged>::new())
+            },
             |(writer, values, staged), (k, traces)| {
                 let start = k * CHAINS_PER_TASK;
                 if batches {
